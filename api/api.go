@@ -1,0 +1,130 @@
+// Package api is shardstock's external HTTP contract: the OpenAPI document
+// (openapi.yaml, served at /openapi.yaml) and the pieces every handler uses
+// to honour it — the error body, the mapping of domain errors to status
+// codes, and strict JSON decoding of request bodies.
+package api
+
+import (
+	"bytes"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/shardstock/shardstock"
+)
+
+// OpenAPI is the contract document.
+//
+//go:embed openapi.yaml
+var OpenAPI []byte
+
+// MaxBody is the largest request body accepted, in bytes.
+const MaxBody = 16 << 10
+
+// ErrorBody is the body of every error response.
+type ErrorBody struct {
+	Error   string `json:"error"`
+	Message string `json:"message"`
+}
+
+// ErrorHandler returns echo's error handler: domain errors map through
+// shardstock.ErrorResponse, echo's own (unknown route, wrong method) keep
+// their status with a code, and anything else is a 500 whose details go to
+// the log only.
+func ErrorHandler(log *slog.Logger) echo.HTTPErrorHandler {
+	return func(err error, c echo.Context) {
+		if c.Response().Committed {
+			return
+		}
+		status, body := errorResponse(err)
+		if status >= 500 {
+			log.Error("request failed", "method", c.Request().Method, "path", c.Path(), "status", status, "err", err)
+		}
+		if status == http.StatusTooManyRequests {
+			c.Response().Header().Set("Retry-After", "1")
+		}
+		if err := c.JSON(status, body); err != nil {
+			log.Debug("writing error response", "err", err)
+		}
+	}
+}
+
+func errorResponse(err error) (int, ErrorBody) {
+	var he *echo.HTTPError
+	if errors.As(err, &he) {
+		switch he.Code {
+		case http.StatusNotFound:
+			return he.Code, ErrorBody{shardstock.ErrNotFound.Code, "no such route"}
+		case http.StatusMethodNotAllowed:
+			return he.Code, ErrorBody{"method_not_allowed", "method not allowed on this route"}
+		case http.StatusRequestEntityTooLarge:
+			return he.Code, ErrorBody{shardstock.ErrTooLarge.Code, shardstock.ErrTooLarge.Message}
+		}
+	}
+	status, e := shardstock.ErrorResponse(err)
+	return status, ErrorBody{e.Code, e.Message}
+}
+
+// Decode reads the request body into dst strictly: at most MaxBody bytes
+// (ErrTooLarge), Content-Type application/json when there is a body
+// (ErrUnsupported), no unknown fields and nothing after the JSON value
+// (ErrInvalid). An empty body leaves dst unchanged when allowEmpty.
+func Decode(c echo.Context, dst any, allowEmpty bool) error {
+	r := c.Request()
+	body, err := io.ReadAll(http.MaxBytesReader(c.Response(), r.Body, MaxBody))
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		return shardstock.ErrTooLarge
+	case err != nil:
+		return shardstock.Invalid("could not read the request body")
+	case len(bytes.TrimSpace(body)) == 0 && allowEmpty:
+		return nil
+	case len(bytes.TrimSpace(body)) == 0:
+		return shardstock.Invalid("a JSON body is required")
+	}
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		return shardstock.ErrUnsupported
+	}
+	return decodeStrict(body, dst)
+}
+
+func decodeStrict(body []byte, dst any) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		return shardstock.Invalid("malformed JSON: " + err.Error())
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return shardstock.Invalid("malformed JSON: unexpected data after the JSON value")
+	}
+	return nil
+}
+
+// OptionalTime is an RFC 3339 time that may be absent, null or "".
+type OptionalTime struct{ time.Time }
+
+// UnmarshalJSON accepts null, "" or an RFC 3339 string.
+func (t *OptionalTime) UnmarshalJSON(b []byte) error {
+	var s *string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return errors.New("time must be an RFC 3339 string")
+	}
+	if s == nil || *s == "" {
+		t.Time = time.Time{}
+		return nil
+	}
+	v, err := time.Parse(time.RFC3339, *s)
+	if err != nil {
+		return errors.New("time must be RFC 3339, like 2026-11-30T12:00:00Z")
+	}
+	t.Time = v
+	return nil
+}

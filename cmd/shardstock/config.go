@@ -1,0 +1,183 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/shardstock/shardstock/shard"
+)
+
+// Config is the server's configuration: SHARDSTOCK_* variables, each
+// mirrored by a flag (a flag wins over its variable).
+type Config struct {
+	HTTPAddr     string
+	Shards       []string
+	AdminToken   string
+	UserAuth     string
+	Dev          bool
+	ShardTimeout time.Duration
+	LogFormat    string
+	LogLevel     slog.Level
+	// GeneratedToken is true when Dev made up AdminToken.
+	GeneratedToken bool
+}
+
+// configError names the setting at fault; it is printed as one line.
+type configError struct{ name, problem string }
+
+func (e *configError) Error() string { return e.name + ": " + e.problem }
+
+// variable describes one setting for --help and for parsing.
+type variable struct {
+	name, flag, def, help string
+}
+
+var variables = []variable{
+	{"SHARDSTOCK_HTTP_ADDR", "http-addr", "127.0.0.1:8080", "listen address"},
+	{"SHARDSTOCK_SHARDS", "shards", "", "comma-separated Redis master URLs, order = shard index (required)"},
+	{"SHARDSTOCK_ADMIN_TOKEN", "admin-token", "", "bearer token for /admin/* (required unless SHARDSTOCK_DEV=1)"},
+	{"SHARDSTOCK_USER_AUTH", "user-auth", "header", "buyer identity: header (trust X-User-ID; only behind an authenticating gateway)"},
+	{"SHARDSTOCK_DEV", "dev", "", "1: allow a missing admin token, make one up and print it"},
+	{"SHARDSTOCK_SHARD_TIMEOUT", "shard-timeout", "250ms", "deadline of one call on one shard"},
+	{"SHARDSTOCK_LOG_FORMAT", "log-format", "text", "log format: text or json"},
+	{"SHARDSTOCK_LOG_LEVEL", "log-level", "info", "log level: debug, info, warn or error"},
+}
+
+// notYet are contract variables of features this version does not have;
+// setting one is reported at start rather than silently ignored.
+var notYet = []string{"SHARDSTOCK_HMAC_SECRET", "SHARDSTOCK_MQ", "SHARDSTOCK_DB", "SHARDSTOCK_SPOOL_DIR",
+	"SHARDSTOCK_PAY_TIMEOUT", "SHARDSTOCK_FAIL_FAST_AGE", "SHARDSTOCK_ORDER_RATE", "SHARDSTOCK_RATE_LIMITS"}
+
+// parseConfig reads settings from args (flags) over getenv, validates them
+// and fills defaults. Its error names the bad setting.
+func parseConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (*Config, error) {
+	vals := make(map[string]*string, len(variables))
+	for _, v := range variables {
+		def := v.def
+		if e := getenv(v.name); e != "" {
+			def = e
+		}
+		vals[v.name] = fs.String(v.flag, def, fmt.Sprintf("%s [%s]", v.help, v.name))
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, &configError{"arguments", fmt.Sprintf("unexpected %q", fs.Args())}
+	}
+	return buildConfig(func(name string) string { return strings.TrimSpace(*vals[name]) })
+}
+
+func buildConfig(get func(string) string) (*Config, error) {
+	c := &Config{HTTPAddr: get("SHARDSTOCK_HTTP_ADDR"), AdminToken: get("SHARDSTOCK_ADMIN_TOKEN"),
+		UserAuth: get("SHARDSTOCK_USER_AUTH"), LogFormat: get("SHARDSTOCK_LOG_FORMAT")}
+	steps := []func(get func(string) string) error{c.parseAddr, c.parseShards, c.parseDev,
+		c.parseAuth, c.parseTimeout, c.parseLog}
+	for _, step := range steps {
+		if err := step(get); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+func (c *Config) parseAddr(func(string) string) error {
+	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
+		return &configError{"SHARDSTOCK_HTTP_ADDR", fmt.Sprintf("%q is not host:port", c.HTTPAddr)}
+	}
+	return nil
+}
+
+func (c *Config) parseShards(get func(string) string) error {
+	raw := get("SHARDSTOCK_SHARDS")
+	if raw == "" {
+		return &configError{"SHARDSTOCK_SHARDS", "required: comma-separated Redis URLs, e.g. redis://127.0.0.1:6479/0,redis://127.0.0.1:6579/0"}
+	}
+	seen := map[string]int{}
+	for i, u := range strings.Split(raw, ",") {
+		u = strings.TrimSpace(u)
+		pu, err := url.Parse(u)
+		if err != nil || (pu.Scheme != "redis" && pu.Scheme != "rediss") || pu.Host == "" {
+			return &configError{"SHARDSTOCK_SHARDS", fmt.Sprintf("shard %d: %q is not a redis:// or rediss:// URL", i, redactURL(u))}
+		}
+		key := pu.Host + pu.Path
+		if j, dup := seen[key]; dup {
+			return &configError{"SHARDSTOCK_SHARDS", fmt.Sprintf("shards %d and %d are the same master %s", j, i, key)}
+		}
+		seen[key] = i
+		c.Shards = append(c.Shards, u)
+	}
+	if len(c.Shards) > shard.MaxShards {
+		return &configError{"SHARDSTOCK_SHARDS", fmt.Sprintf("at most %d shards", shard.MaxShards)}
+	}
+	return nil
+}
+
+// redactURL hides a password in a URL shown in an error.
+func redactURL(u string) string {
+	if pu, err := url.Parse(u); err == nil {
+		return pu.Redacted()
+	}
+	return "(unparseable URL)"
+}
+
+func (c *Config) parseDev(get func(string) string) error {
+	switch get("SHARDSTOCK_DEV") {
+	case "", "0":
+	case "1":
+		c.Dev = true
+	default:
+		return &configError{"SHARDSTOCK_DEV", "must be 1 or unset"}
+	}
+	if c.AdminToken == "" && !c.Dev {
+		return &configError{"SHARDSTOCK_ADMIN_TOKEN", "required (or set SHARDSTOCK_DEV=1 for a generated one)"}
+	}
+	if c.AdminToken == "" {
+		b := make([]byte, 16)
+		rand.Read(b)
+		c.AdminToken, c.GeneratedToken = hex.EncodeToString(b), true
+	}
+	if len(c.AdminToken) < 16 && !c.Dev {
+		return &configError{"SHARDSTOCK_ADMIN_TOKEN", "too short: use at least 16 characters"}
+	}
+	return nil
+}
+
+func (c *Config) parseAuth(func(string) string) error {
+	switch c.UserAuth {
+	case "header":
+		return nil
+	case "hmac":
+		return &configError{"SHARDSTOCK_USER_AUTH", "hmac (signed tokens) is not available in this version; use header behind an authenticating gateway"}
+	}
+	return &configError{"SHARDSTOCK_USER_AUTH", fmt.Sprintf("%q: must be header or hmac", c.UserAuth)}
+}
+
+func (c *Config) parseTimeout(get func(string) string) error {
+	d, err := time.ParseDuration(get("SHARDSTOCK_SHARD_TIMEOUT"))
+	if err != nil || d < time.Millisecond || d > time.Minute {
+		return &configError{"SHARDSTOCK_SHARD_TIMEOUT", "must be a Go duration between 1ms and 1m, like 250ms"}
+	}
+	c.ShardTimeout = d
+	return nil
+}
+
+func (c *Config) parseLog(get func(string) string) error {
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		return &configError{"SHARDSTOCK_LOG_FORMAT", "must be text or json"}
+	}
+	if err := c.LogLevel.UnmarshalText([]byte(get("SHARDSTOCK_LOG_LEVEL"))); err != nil {
+		return &configError{"SHARDSTOCK_LOG_LEVEL", "must be debug, info, warn or error"}
+	}
+	return nil
+}
+
+var errHelp = errors.New("help requested")

@@ -1,0 +1,83 @@
+// Command shardstock is the sharded-inventory flash-sale coordinator.
+//
+//	shardstock serve     run the server (buyer API, admin API, metrics)
+//	shardstock help      show this help
+//
+// Configuration is by SHARDSTOCK_* environment variables, each mirrored by a
+// flag; run "shardstock serve --help" for the list.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+const usage = `shardstock — a sharded-inventory flash-sale coordinator
+
+Usage:
+  shardstock serve [flags]   run the server (buyer API, admin API, /metrics)
+  shardstock help            show this help
+
+Each flag mirrors a SHARDSTOCK_* environment variable; see "shardstock serve --help".
+The HTTP contract is api/openapi.yaml (served at /openapi.yaml) and API.md.
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
+}
+
+// run is main without the process: it returns the exit code.
+func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "serve":
+		return serve(args[1:], getenv, stdout, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "shardstock: unknown command %q\n\n%s", args[0], usage)
+	return 2
+}
+
+func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: shardstock serve [flags]\n\nRuns the server until SIGINT or SIGTERM, then drains in-flight requests.\n\nFlags (each mirrors the variable in brackets):\n")
+		fs.PrintDefaults()
+	}
+	cfg, err := parseConfig(fs, args, getenv)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "shardstock: config: %v\n", err)
+		return 2
+	}
+	m := NewMain(cfg, stdout)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := m.Run(ctx); err != nil {
+		fmt.Fprintf(stderr, "shardstock: %v\n", err)
+		m.Close()
+		return 1
+	}
+	<-ctx.Done()
+	m.log.Info("shutting down: draining in-flight requests")
+	if err := m.Close(); err != nil {
+		fmt.Fprintf(stderr, "shardstock: shutdown: %v\n", err)
+		return 1
+	}
+	m.log.Info("stopped")
+	return 0
+}

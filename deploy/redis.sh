@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# Run shardstock's stock shards: N independent redis-server masters (no
+# replicas), each on its own port with its own data dir and AOF on.
+#
+#   deploy/redis.sh install                 install redis-server from Debian if missing
+#   deploy/redis.sh start  [options]        start the masters, wait until each answers PING
+#   deploy/redis.sh stop   [options]        shut them down (SHUTDOWN, then SIGKILL if needed)
+#   deploy/redis.sh kill   [options]        SIGKILL them (a crash: AOF everysec may lose ~1 s)
+#   deploy/redis.sh status [options]        print each master's port, pid and state
+#   deploy/redis.sh urls   [options]        print the SHARDSTOCK_SHARDS value for them
+#
+# options (or the environment variable in brackets):
+#   --ports 6479,6579,6679   [SHARDSTOCK_REDIS_PORTS]  one master per port
+#   --dir ./run/redis        [SHARDSTOCK_REDIS_DIR]    data dirs: DIR/PORT/
+#   --fsync everysec|always  [SHARDSTOCK_REDIS_FSYNC]  AOF fsync policy (see README: persistence)
+set -euo pipefail
+
+ports=${SHARDSTOCK_REDIS_PORTS:-6479,6579,6679}
+dir=${SHARDSTOCK_REDIS_DIR:-./run/redis}
+fsync=${SHARDSTOCK_REDIS_FSYNC:-everysec}
+
+usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; }
+die() { echo "redis.sh: $*" >&2; exit 1; }
+
+cmd=${1:-}; [ $# -gt 0 ] && shift
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --ports) ports=$2; shift 2 ;;
+    --dir) dir=$2; shift 2 ;;
+    --fsync) fsync=$2; shift 2 ;;
+    -h|--help) usage; exit 0 ;;
+    *) die "unknown option $1 (see --help)" ;;
+  esac
+done
+case "$fsync" in everysec|always) ;; *) die "--fsync must be everysec or always, not $fsync" ;; esac
+IFS=, read -r -a port_list <<<"$ports"
+mkdir -p "$dir"
+dir=$(cd "$dir" && pwd)
+
+install() {
+  command -v redis-server >/dev/null && command -v redis-cli >/dev/null && return
+  echo "redis.sh: installing redis-server from Debian"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq && apt-get install -y -qq redis-server redis-tools >/dev/null
+}
+
+pidof_port() { local f="$dir/$1/redis.pid"; [ -f "$f" ] && cat "$f" || true; }
+alive() { local pid; pid=$(pidof_port "$1"); [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; }
+
+write_conf() { # port
+  local d="$dir/$1"
+  mkdir -p "$d"
+  cat >"$d/redis.conf" <<CONF
+# written by deploy/redis.sh — one independent stock shard, no replicas
+port $1
+bind 127.0.0.1
+protected-mode yes
+daemonize yes
+pidfile $d/redis.pid
+logfile $d/redis.log
+dir $d
+# Durability: the AOF is the shard's record of every reserve/confirm/release.
+appendonly yes
+appendfsync $fsync
+save ""
+# Stock keys must never be evicted: refuse writes when memory is full instead.
+maxmemory-policy noeviction
+CONF
+}
+
+start_one() { # port
+  if alive "$1"; then echo "shard :$1 already running (pid $(pidof_port "$1"))"; return; fi
+  write_conf "$1"
+  redis-server "$dir/$1/redis.conf"
+  for _ in $(seq 1 100); do
+    if [ "$(redis-cli -p "$1" ping 2>/dev/null)" = PONG ]; then
+      echo "shard :$1 up (pid $(pidof_port "$1"), data $dir/$1, appendfsync $fsync)"; return
+    fi
+    sleep 0.05
+  done
+  tail -5 "$dir/$1/redis.log" >&2 || true
+  die "shard :$1 did not answer PING within 5 s"
+}
+
+stop_one() { # port
+  alive "$1" || { echo "shard :$1 not running"; return; }
+  local pid; pid=$(pidof_port "$1")
+  redis-cli -p "$1" shutdown >/dev/null 2>&1 || true
+  for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || { echo "shard :$1 stopped"; return; }; sleep 0.05; done
+  kill -9 "$pid" 2>/dev/null || true
+  echo "shard :$1 killed after SHUTDOWN timed out"
+}
+
+kill_one() { # port
+  alive "$1" || { echo "shard :$1 not running"; return; }
+  local pid; pid=$(pidof_port "$1")
+  kill -9 "$pid"
+  while kill -0 "$pid" 2>/dev/null; do sleep 0.01; done
+  echo "shard :$1 SIGKILLed (pid $pid)"
+}
+
+case "$cmd" in
+  install) install ;;
+  start) install; for p in "${port_list[@]}"; do start_one "$p"; done ;;
+  stop) for p in "${port_list[@]}"; do stop_one "$p"; done ;;
+  kill) for p in "${port_list[@]}"; do kill_one "$p"; done ;;
+  status) for p in "${port_list[@]}"; do
+            if alive "$p"; then echo "shard :$p up pid $(pidof_port "$p")"; else echo "shard :$p down"; fi
+          done ;;
+  urls) out=; for p in "${port_list[@]}"; do out="${out:+$out,}redis://127.0.0.1:$p/0"; done; echo "$out" ;;
+  ""|-h|--help|help) usage ;;
+  *) die "unknown command $cmd (see --help)" ;;
+esac

@@ -1,0 +1,77 @@
+package shardstock
+
+import (
+	"errors"
+	"net/http"
+)
+
+// Error is the one domain error type. Code is the stable machine-readable
+// code of the API ({"error": code, "message": message}); two Errors match
+// with errors.Is when their codes are equal.
+type Error struct {
+	Code    string
+	Message string
+}
+
+func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
+// Is makes errors.Is(err, ErrSoldOut) true for any *Error with that code.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Code == e.Code
+}
+
+// The sentinel errors. Adapters wrap infrastructure failures in
+// ErrUnavailable; an outage is never reported as ErrSoldOut.
+var (
+	ErrInvalid      = &Error{"bad_request", "the request is invalid"}
+	ErrUnauthorized = &Error{"unauthorized", "missing or invalid credentials"}
+	ErrNotFound     = &Error{"not_found", "no such resource"}
+	ErrNotStarted   = &Error{"not_started", "the sale has not started yet"}
+	ErrEnded        = &Error{"ended", "the sale has ended"}
+	ErrLimitReached = &Error{"limit_reached", "you already hold the maximum number of units of this product"}
+	ErrConflict     = &Error{"conflict", "the request conflicts with the current state"}
+	ErrSoldOut      = &Error{"sold_out", "the product is sold out"}
+	ErrTooLarge     = &Error{"too_large", "the request body is too large"}
+	ErrUnsupported  = &Error{"unsupported_media_type", "the request body must be application/json"}
+	ErrRateLimited  = &Error{"rate_limited", "too many requests, retry later"}
+	ErrUnavailable  = &Error{"unavailable", "the service cannot take this request now, retry later"}
+	ErrInternal     = &Error{"internal", "internal error"}
+)
+
+// Invalid returns an ErrInvalid with a specific message.
+func Invalid(msg string) error { return &Error{ErrInvalid.Code, msg} }
+
+// Conflict returns an ErrConflict with a specific message.
+func Conflict(msg string) error { return &Error{ErrConflict.Code, msg} }
+
+// httpStatus is the one table from error code to HTTP status.
+var httpStatus = map[string]int{
+	ErrInvalid.Code:      http.StatusBadRequest,
+	ErrUnauthorized.Code: http.StatusUnauthorized,
+	ErrNotFound.Code:     http.StatusNotFound,
+	ErrNotStarted.Code:   http.StatusForbidden,
+	ErrEnded.Code:        http.StatusForbidden,
+	ErrLimitReached.Code: http.StatusConflict,
+	ErrConflict.Code:     http.StatusConflict,
+	ErrSoldOut.Code:      http.StatusGone,
+	ErrTooLarge.Code:     http.StatusRequestEntityTooLarge,
+	ErrUnsupported.Code:  http.StatusUnsupportedMediaType,
+	ErrRateLimited.Code:  http.StatusTooManyRequests,
+	ErrUnavailable.Code:  http.StatusServiceUnavailable,
+	ErrInternal.Code:     http.StatusInternalServerError,
+}
+
+// ErrorResponse maps err to the HTTP status and the public *Error to show.
+// Errors that are not an *Error become ErrInternal: their text (which may
+// name hosts or keys) is never shown to a client.
+func ErrorResponse(err error) (int, *Error) {
+	var e *Error
+	if !errors.As(err, &e) {
+		return http.StatusInternalServerError, ErrInternal
+	}
+	if st, ok := httpStatus[e.Code]; ok {
+		return st, e
+	}
+	return http.StatusInternalServerError, ErrInternal
+}

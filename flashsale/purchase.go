@@ -1,0 +1,113 @@
+// Package flashsale is the buyer's purchase path: identity, input checks,
+// the sale window, and one reservation on the shard set per accepted
+// request, answered as API.md says.
+package flashsale
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/oklog/ulid/v2"
+
+	"github.com/shardstock/shardstock"
+	"github.com/shardstock/shardstock/api"
+)
+
+// Catalog finds a product's definition (inventory.Service).
+type Catalog interface {
+	Product(ctx context.Context, id string) (*shardstock.Product, error)
+}
+
+// Reserver holds one unit for a buyer (shard.Set) and returns the shard.
+type Reserver interface {
+	Reserve(ctx context.Context, p *shardstock.Product, user, id string) (int, error)
+}
+
+// Identity extracts the buyer's user id from a request, or returns
+// ErrUnauthorized.
+type Identity func(r *http.Request) (string, error)
+
+// HeaderIdentity trusts the X-User-ID header. Use it only behind a gateway
+// that authenticates buyers and sets the header itself.
+func HeaderIdentity(r *http.Request) (string, error) {
+	u := r.Header.Get("X-User-ID")
+	if !shardstock.ValidID(u) {
+		return "", &shardstock.Error{Code: shardstock.ErrUnauthorized.Code,
+			Message: "X-User-ID must be 1-64 characters of [A-Za-z0-9_-]"}
+	}
+	return u, nil
+}
+
+// NewOrderID returns a ULID: time-ordered, with 80 random bits per
+// millisecond, so ids minted by any number of coordinator processes do not
+// collide without any coordination between them.
+func NewOrderID() string { return ulid.Make().String() }
+
+// Config wires a Handler. Catalog, Reserver and Identity are required.
+type Config struct {
+	Catalog  Catalog
+	Reserver Reserver
+	Identity Identity
+	Now      func() time.Time // default time.Now
+	NewID    func() string    // default NewOrderID
+}
+
+// Handler serves the buyer API.
+type Handler struct{ cfg Config }
+
+// NewHandler returns a Handler; see Config for defaults.
+func NewHandler(cfg Config) *Handler {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.NewID == nil {
+		cfg.NewID = NewOrderID
+	}
+	return &Handler{cfg: cfg}
+}
+
+// Register mounts the buyer routes on e.
+func (h *Handler) Register(e *echo.Echo) {
+	e.POST("/api/v1/products/:id/purchase", h.purchase)
+}
+
+// purchaseBody is the (optional) purchase body. It has no fields today; it
+// is decoded strictly so that a malformed body is a 400, not ignored.
+type purchaseBody struct{}
+
+// Reserved is the 200 body of a purchase.
+type Reserved struct {
+	Status  string `json:"status"`
+	OrderID string `json:"order_id"`
+	Shard   int    `json:"shard"`
+}
+
+func (h *Handler) purchase(c echo.Context) error {
+	id := c.Param("id")
+	if !shardstock.ValidID(id) {
+		return shardstock.Invalid("product id must be 1-64 characters of [A-Za-z0-9_-]")
+	}
+	user, err := h.cfg.Identity(c.Request())
+	if err != nil {
+		return err
+	}
+	if err := api.Decode(c, &purchaseBody{}, true); err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	p, err := h.cfg.Catalog.Product(ctx, id)
+	if err != nil {
+		return err
+	}
+	if err := p.Open(h.cfg.Now()); err != nil {
+		return err
+	}
+	orderID := h.cfg.NewID()
+	shard, err := h.cfg.Reserver.Reserve(ctx, p, user, orderID)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, Reserved{Status: "reserved", OrderID: orderID, Shard: shard})
+}

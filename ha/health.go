@@ -1,0 +1,120 @@
+// Package ha keeps the sale going through failures. This first part tracks
+// which shards answer: every call's outcome is observed, and a loop pings
+// each shard with a deadline, so a shard that went down is skipped by the
+// purchase path until it answers again.
+package ha
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ShardStatus is what Health knows of one shard.
+type ShardStatus struct {
+	Up        bool
+	LastError string    // the last transport error, kept after recovery
+	Since     time.Time // when Up last changed
+}
+
+// Health records per-shard reachability. It is safe for concurrent use and
+// satisfies shard.Health.
+type Health struct {
+	now   func() time.Time
+	mu    sync.RWMutex // guards state
+	state []ShardStatus
+}
+
+// NewHealth tracks n shards, all presumed up. now is the clock (nil:
+// time.Now).
+func NewHealth(n int, now func() time.Time) *Health {
+	if now == nil {
+		now = time.Now
+	}
+	h := &Health{now: now, state: make([]ShardStatus, n)}
+	for i := range h.state {
+		h.state[i] = ShardStatus{Up: true, Since: now()}
+	}
+	return h
+}
+
+// Up reports whether shard i answered its last call or ping.
+func (h *Health) Up(i int) bool {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return h.state[i].Up
+}
+
+// Observe records the outcome of a call on shard i. A reply from Redis —
+// including an error reply other than LOADING — proves it is up; a
+// transport error or deadline marks it down. A call cancelled by its caller
+// says nothing about the shard and is ignored.
+func (h *Health) Observe(i int, err error) {
+	if errors.Is(err, context.Canceled) {
+		return
+	}
+	up := answered(err)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := &h.state[i]
+	if !up {
+		s.LastError = err.Error()
+	}
+	if s.Up != up {
+		s.Up, s.Since = up, h.now()
+	}
+}
+
+func answered(err error) bool {
+	if err == nil {
+		return true
+	}
+	var reply redis.Error
+	return errors.As(err, &reply) && !strings.HasPrefix(err.Error(), "LOADING")
+}
+
+// Status returns a copy of every shard's status, in index order.
+func (h *Health) Status() []ShardStatus {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return append([]ShardStatus(nil), h.state...)
+}
+
+// AnyUp reports whether at least one shard is up.
+func (h *Health) AnyUp() bool {
+	for _, s := range h.Status() {
+		if s.Up {
+			return true
+		}
+	}
+	return false
+}
+
+// Pinger checks one shard; ping errors are observed by the caller's own
+// Health hook or by Run.
+type Pinger interface {
+	Ping(ctx context.Context, i int) error
+}
+
+// Run pings every shard each interval until ctx is done, observing each
+// result, so a shard marked down comes back into rotation when it answers.
+func (h *Health) Run(ctx context.Context, p Pinger, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		var wg sync.WaitGroup
+		for i := range h.state {
+			wg.Go(func() { h.Observe(i, p.Ping(ctx, i)) })
+		}
+		wg.Wait()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,86 @@
+package inventory
+
+import (
+	"crypto/subtle"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/shardstock/shardstock"
+	"github.com/shardstock/shardstock/api"
+)
+
+// Register mounts the admin API on g (which must carry AdminAuth).
+func (s *Service) Register(g *echo.Group) {
+	g.PUT("/products/:id", s.putProduct)
+	g.GET("/products/:id", s.getProduct)
+	g.GET("/shards", s.getShards)
+}
+
+// AdminAuth admits requests carrying "Authorization: Bearer <token>",
+// compared in constant time; others get 401.
+func AdminAuth(token string) echo.MiddlewareFunc {
+	want := []byte("Bearer " + token)
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			got := []byte(c.Request().Header.Get("Authorization"))
+			if token == "" || subtle.ConstantTimeCompare(got, want) != 1 {
+				c.Response().Header().Set("WWW-Authenticate", `Bearer realm="shardstock-admin"`)
+				return shardstock.ErrUnauthorized
+			}
+			return next(c)
+		}
+	}
+}
+
+// productBody is the PUT body; the id comes from the path.
+type productBody struct {
+	Stock        int64            `json:"stock"`
+	PerUserLimit int64            `json:"per_user_limit"`
+	StartsAt     api.OptionalTime `json:"starts_at"`
+	EndsAt       api.OptionalTime `json:"ends_at"`
+	Title        string           `json:"title"`
+	PriceCents   int64            `json:"price_cents"`
+}
+
+func (s *Service) putProduct(c echo.Context) error {
+	id := c.Param("id")
+	if !shardstock.ValidID(id) {
+		return shardstock.Invalid("product id must be 1-64 characters of [A-Za-z0-9_-]")
+	}
+	var b productBody
+	if err := api.Decode(c, &b, false); err != nil {
+		return err
+	}
+	created, err := s.Define(c.Request().Context(), shardstock.Product{
+		ID: id, Stock: b.Stock, PerUserLimit: b.PerUserLimit,
+		StartsAt: b.StartsAt.Time, EndsAt: b.EndsAt.Time, Title: b.Title, PriceCents: b.PriceCents,
+	})
+	if err != nil {
+		return err
+	}
+	st, err := s.Status(c.Request().Context(), id)
+	if err != nil {
+		return err
+	}
+	if created {
+		return c.JSON(http.StatusCreated, st)
+	}
+	return c.JSON(http.StatusOK, st)
+}
+
+func (s *Service) getProduct(c echo.Context) error {
+	id := c.Param("id")
+	if !shardstock.ValidID(id) {
+		return shardstock.ErrNotFound
+	}
+	st, err := s.Status(c.Request().Context(), id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, st)
+}
+
+func (s *Service) getShards(c echo.Context) error {
+	return c.JSON(http.StatusOK, s.Shards(c.Request().Context()))
+}

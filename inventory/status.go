@@ -1,0 +1,85 @@
+package inventory
+
+import (
+	"context"
+	"sync"
+
+	"github.com/shardstock/shardstock"
+)
+
+// ShardStock is a product's stock on one shard; counts are nil when the
+// shard could not answer.
+type ShardStock struct {
+	Index   int    `json:"index"`
+	Addr    string `json:"addr"`
+	Up      bool   `json:"up"`
+	Salable *int64 `json:"salable,omitempty"`
+	Locked  *int64 `json:"locked,omitempty"`
+	Sold    *int64 `json:"sold,omitempty"`
+	Alloc   *int64 `json:"alloc,omitempty"`
+	Error   string `json:"error,omitempty"`
+}
+
+// ProductStatus is a product's definition and its stock on every shard.
+type ProductStatus struct {
+	shardstock.Product
+	Totals shardstock.Totals `json:"totals"`
+	Shards []ShardStock      `json:"shards"`
+}
+
+// Status reads product id on every shard at once. Totals sum the shards
+// that answered. Errors: ErrNotFound, ErrUnavailable (from Product).
+func (s *Service) Status(ctx context.Context, id string) (*ProductStatus, error) {
+	p, err := s.Product(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	st := &ProductStatus{Product: *p, Shards: make([]ShardStock, s.store.Len())}
+	var wg sync.WaitGroup
+	for i, sh := range s.store.Shards() {
+		wg.Go(func() {
+			ss := ShardStock{Index: i, Addr: sh.Addr}
+			c, err := s.store.Counters(ctx, i, id)
+			if err != nil {
+				ss.Error = err.Error()
+			} else {
+				ss.Up = true
+				ss.Alloc, ss.Salable, ss.Locked, ss.Sold = &c.Alloc, &c.Salable, &c.Locked, &c.Sold
+			}
+			st.Shards[i] = ss
+		})
+	}
+	wg.Wait()
+	for _, ss := range st.Shards {
+		if ss.Up {
+			st.Totals.Salable += *ss.Salable
+			st.Totals.Locked += *ss.Locked
+			st.Totals.Sold += *ss.Sold
+		}
+	}
+	return st, nil
+}
+
+// ShardHealth is one line of the shard overview.
+type ShardHealth struct {
+	Index     int    `json:"index"`
+	Addr      string `json:"addr"`
+	Up        bool   `json:"up"`
+	LastError string `json:"last_error"`
+}
+
+// Shards pings every shard at once and reports which answer.
+func (s *Service) Shards(ctx context.Context) []ShardHealth {
+	out := make([]ShardHealth, s.store.Len())
+	var wg sync.WaitGroup
+	for i, sh := range s.store.Shards() {
+		wg.Go(func() {
+			out[i] = ShardHealth{Index: i, Addr: sh.Addr, Up: true}
+			if err := s.store.Ping(ctx, i); err != nil {
+				out[i].Up, out[i].LastError = false, err.Error()
+			}
+		})
+	}
+	wg.Wait()
+	return out
+}

@@ -1,0 +1,185 @@
+// Package shard is the set of N independent Redis masters that hold the
+// stock. It owns one go-redis client per master, picks shards (random start,
+// failover to the others), runs the lua scripts with a per-call deadline and
+// combines per-shard errors with go-multierror.
+//
+// Key layout of product P on every shard (one hash tag, so the keys of one
+// product also share a slot on Redis Cluster):
+//
+//	ss:{p:P}:stock   hash   alloc salable locked sold limit starts ends def epoch
+//	ss:{p:P}:holds   hash   reservation id -> "STATE user unix-ms"; STATE is
+//	                        L (locked), S (sold) or R (released)
+//	ss:{p:P}:buyers  hash   user -> holds of that user on this shard that are
+//	                        locked or sold (a per-shard guard of the limit)
+//	ss:{p:P}:claims  hash   user -> space-separated claim ids (per-user limit
+//	                        registers, see claim.go)
+//	ss:{p:P}:outbox  stream one entry per reservation (res user product shard at)
+//	ss:products      set    ids of the products initialised on this shard
+//
+// On every shard that kept its data, salable + locked + sold = alloc.
+package shard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-multierror"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/shardstock/shardstock/lua"
+)
+
+// MaxShards is the largest shard set supported.
+const MaxShards = 64
+
+// Config tunes a Set. Zero values mean the documented defaults.
+type Config struct {
+	// Timeout is the deadline of one call on one shard (dial, write and
+	// read included). Default 250ms.
+	Timeout time.Duration
+	// EmptyTTL is how long a shard that answered "sold out" for a product
+	// is skipped for it before one request probes it again. Default 1s.
+	EmptyTTL time.Duration
+	// PoolSize is the number of connections per shard; default go-redis's.
+	PoolSize int
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+	// Rand returns a uniform int in [0, n); default math/rand/v2.IntN.
+	Rand func(n int) int
+	// Health is told the outcome of every call and asked which shards to
+	// skip; default: every shard is tried.
+	Health Health
+	// Logger logs what the caller cannot be told (a claim that could not
+	// be given back, say). Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Health tracks which shards answer. Observe is called after each call with
+// its error (nil on success); Up reports whether to try a shard at all.
+type Health interface {
+	Up(i int) bool
+	Observe(i int, err error)
+}
+
+func (c *Config) fill() {
+	if c.Timeout <= 0 {
+		c.Timeout = 250 * time.Millisecond
+	}
+	if c.EmptyTTL <= 0 {
+		c.EmptyTTL = time.Second
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Rand == nil {
+		c.Rand = rand.IntN
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Shard is one Redis master of the set.
+type Shard struct {
+	Index  int
+	Addr   string // host:port/db, never a password
+	Client *redis.Client
+}
+
+// Set is the shard set. It is safe for concurrent use.
+type Set struct {
+	shards  []*Shard
+	scripts *lua.Scripts
+	cfg     Config
+	empty   *emptyMarks
+}
+
+// Open builds a Set from Redis URLs (redis:// or rediss://), URL i being
+// shard i. It does not dial; a shard that is down is found out per call.
+func Open(urls []string, cfg Config) (*Set, error) {
+	if len(urls) == 0 || len(urls) > MaxShards {
+		return nil, fmt.Errorf("need 1 to %d shard URLs, got %d", MaxShards, len(urls))
+	}
+	cfg.fill()
+	s := &Set{scripts: lua.NewScripts(), cfg: cfg, empty: newEmptyMarks(cfg.EmptyTTL)}
+	for i, u := range urls {
+		opt, err := redis.ParseURL(strings.TrimSpace(u))
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("shard %d: %w", i, err)
+		}
+		s.shards = append(s.shards, newShard(i, opt, cfg))
+	}
+	return s, nil
+}
+
+func newShard(i int, opt *redis.Options, cfg Config) *Shard {
+	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = cfg.Timeout, cfg.Timeout, cfg.Timeout
+	opt.ContextTimeoutEnabled = true
+	// No retries inside go-redis: failing over to another shard is the retry.
+	opt.MaxRetries = -1
+	if cfg.PoolSize > 0 {
+		opt.PoolSize = cfg.PoolSize
+	}
+	return &Shard{Index: i, Addr: fmt.Sprintf("%s/%d", opt.Addr, opt.DB), Client: redis.NewClient(opt)}
+}
+
+// Len is the number of shards.
+func (s *Set) Len() int { return len(s.shards) }
+
+// Shards returns the shards in index order. The slice must not be changed.
+func (s *Set) Shards() []*Shard { return s.shards }
+
+// Close closes every client and returns their errors combined.
+func (s *Set) Close() error {
+	var errs *multierror.Error
+	for i := len(s.shards) - 1; i >= 0; i-- {
+		if err := s.shards[i].Client.Close(); err != nil {
+			errs = multierror.Append(errs, fmt.Errorf("shard %d: close: %w", i, err))
+		}
+	}
+	return errs.ErrorOrNil()
+}
+
+// run runs script on shard sh under the per-call deadline and reports the
+// outcome to Health.
+func (s *Set) run(ctx context.Context, sh *Shard, script *redis.Script, keys []string, args ...any) (any, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	v, err := script.Run(ctx, sh.Client, keys, args...).Result()
+	s.observe(sh.Index, err)
+	return v, err
+}
+
+func (s *Set) observe(i int, err error) {
+	if s.cfg.Health != nil {
+		s.cfg.Health.Observe(i, err)
+	}
+}
+
+func (s *Set) up(i int) bool { return s.cfg.Health == nil || s.cfg.Health.Up(i) }
+
+// errShardDown is the error recorded for a shard that Health says is down;
+// no call was made.
+var errShardDown = errors.New("down, not tried")
+
+// notSent reports whether err proves the command never reached the shard
+// (so a script certainly did not run). Any other error leaves the outcome
+// unknown: the script may have run before the connection broke.
+func notSent(err error) bool {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	return errors.Is(err, errShardDown) || errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, redis.ErrClosed)
+}
+
+// callCtx detaches ctx from the caller's cancellation for clean-up work
+// that must run even when the buyer has gone away.
+func callCtx(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }

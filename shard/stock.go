@@ -1,0 +1,171 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Errors of the hold scripts.
+var (
+	// ErrUnknownHold: the shard has no hold with that reservation id.
+	ErrUnknownHold = errors.New("no such hold on this shard")
+	// ErrHoldReleased: confirm of a hold that was released before.
+	ErrHoldReleased = errors.New("hold was released")
+	// ErrHoldSold: release of a hold that was sold (paid) before.
+	ErrHoldSold = errors.New("hold was sold")
+	// ErrInitConflict: the product is initialised on the shard with
+	// another definition.
+	ErrInitConflict = errors.New("product initialised with another definition")
+)
+
+// Allocation is what Init writes for a product on one shard.
+type Allocation struct {
+	Alloc, Limit     int64
+	StartsMS, EndsMS int64  // unix ms, 0 = open
+	Definition       string // canonical JSON of the product
+	Epoch            string // marker of this initialisation
+}
+
+// Init allocates product on shard i, once. It returns created = true when
+// it wrote the allocation, false when the same definition was there
+// already, and ErrInitConflict when another one is.
+func (s *Set) Init(ctx context.Context, i int, product string, a Allocation) (created bool, err error) {
+	sh := s.shards[i]
+	k := keysFor(product)
+	v, err := s.run(ctx, sh, s.scripts.Init, []string{k.stock},
+		a.Alloc, a.Limit, a.StartsMS, a.EndsMS, a.Definition, a.Epoch)
+	if err != nil {
+		return false, fmt.Errorf("shard %d: init: %w", i, err)
+	}
+	switch v {
+	case "conflict":
+		return false, fmt.Errorf("shard %d: %w", i, ErrInitConflict)
+	case "created":
+		s.empty.forget(product)
+		created = true
+	}
+	if err := s.call(ctx, sh, func(ctx context.Context) error {
+		return sh.Client.SAdd(ctx, productsKey, product).Err()
+	}); err != nil {
+		return created, fmt.Errorf("shard %d: register product: %w", i, err)
+	}
+	return created, nil
+}
+
+// Definition returns the product's definition as stored on shard i, or ""
+// when the shard has none.
+func (s *Set) Definition(ctx context.Context, i int, product string) (string, error) {
+	var def string
+	err := s.call(ctx, s.shards[i], func(ctx context.Context) error {
+		v, err := s.shards[i].Client.HGet(ctx, keysFor(product).stock, "def").Result()
+		if errors.Is(err, redis.Nil) {
+			return nil
+		}
+		def = v
+		return err
+	})
+	if err != nil {
+		return "", fmt.Errorf("shard %d: definition: %w", i, err)
+	}
+	return def, nil
+}
+
+// Counters are a product's stock counters on one shard.
+type Counters struct {
+	Alloc, Salable, Locked, Sold int64
+	Known                        bool // false: the product is not on this shard
+}
+
+// Counters reads product's counters on shard i.
+func (s *Set) Counters(ctx context.Context, i int, product string) (Counters, error) {
+	var c Counters
+	err := s.call(ctx, s.shards[i], func(ctx context.Context) error {
+		v, err := s.shards[i].Client.HMGet(ctx, keysFor(product).stock, "alloc", "salable", "locked", "sold").Result()
+		if err != nil {
+			return err
+		}
+		return c.parse(v)
+	})
+	if err != nil {
+		return c, fmt.Errorf("shard %d: counters: %w", i, err)
+	}
+	return c, nil
+}
+
+func (c *Counters) parse(v []any) error {
+	if v[0] == nil {
+		return nil
+	}
+	c.Known = true
+	dst := []*int64{&c.Alloc, &c.Salable, &c.Locked, &c.Sold}
+	for j, x := range v {
+		n, err := strconv.ParseInt(fmt.Sprint(x), 10, 64)
+		if err != nil {
+			return fmt.Errorf("field %d: %w", j, err)
+		}
+		*dst[j] = n
+	}
+	return nil
+}
+
+// Confirm moves hold id of product on shard i from locked to sold. It
+// returns changed = false when it was sold already (a repeat),
+// ErrHoldReleased when it was released, ErrUnknownHold when there is none.
+func (s *Set) Confirm(ctx context.Context, i int, product, id string) (changed bool, err error) {
+	k := keysFor(product)
+	v, err := s.run(ctx, s.shards[i], s.scripts.Confirm, []string{k.stock, k.holds}, id)
+	if err != nil {
+		return false, fmt.Errorf("shard %d: confirm: %w", i, err)
+	}
+	return holdResult(v, ErrHoldReleased)
+}
+
+// Release moves hold id of product on shard i from locked back to
+// salable. It returns changed = false when it was released already,
+// ErrHoldSold when it was sold, ErrUnknownHold when there is none.
+func (s *Set) Release(ctx context.Context, i int, product, id string) (changed bool, err error) {
+	k := keysFor(product)
+	v, err := s.run(ctx, s.shards[i], s.scripts.Release, []string{k.stock, k.holds, k.buyers}, id)
+	if err != nil {
+		return false, fmt.Errorf("shard %d: release: %w", i, err)
+	}
+	changed, err = holdResult(v, ErrHoldSold)
+	if changed {
+		s.empty.forget(product)
+	}
+	return changed, err
+}
+
+func holdResult(v any, wrongState error) (bool, error) {
+	switch v {
+	case "ok":
+		return true, nil
+	case "already":
+		return false, nil
+	case "unknown":
+		return false, ErrUnknownHold
+	case "released", "sold":
+		return false, wrongState
+	}
+	return false, fmt.Errorf("unexpected script reply %v", v)
+}
+
+// Ping checks that shard i answers.
+func (s *Set) Ping(ctx context.Context, i int) error {
+	sh := s.shards[i]
+	return s.call(ctx, sh, func(ctx context.Context) error { return sh.Client.Ping(ctx).Err() })
+}
+
+// call runs f against sh under the per-call deadline and reports the
+// outcome to Health.
+func (s *Set) call(ctx context.Context, sh *Shard, f func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	err := f(ctx)
+	s.observe(sh.Index, err)
+	return err
+}

@@ -1,0 +1,111 @@
+// Package shardstock holds the domain of the flash-sale coordinator: products,
+// reservations, outcomes and the errors every adapter maps to. It imports no
+// Redis, HTTP framework, message queue or SQL driver; the adapter packages
+// (shard, flashsale, inventory, ha) import it, never the reverse.
+package shardstock
+
+import (
+	"time"
+)
+
+// Product is a sale product as the operator defined it.
+type Product struct {
+	ID           string    `json:"id"`
+	Stock        int64     `json:"stock"`
+	PerUserLimit int64     `json:"per_user_limit"`
+	StartsAt     time.Time `json:"starts_at,omitzero"`
+	EndsAt       time.Time `json:"ends_at,omitzero"`
+	Title        string    `json:"title,omitempty"`
+	PriceCents   int64     `json:"price_cents,omitempty"`
+}
+
+// Limits on a product definition.
+const (
+	MaxStock        = 1 << 40
+	MaxPerUserLimit = 1000
+	MaxTitleLen     = 200
+)
+
+// Validate reports the first problem with p as an ErrInvalid, and fills the
+// documented default (PerUserLimit 1 when zero).
+func (p *Product) Validate() error {
+	switch {
+	case !ValidID(p.ID):
+		return Invalid("product id must be 1-64 characters of [A-Za-z0-9_-]")
+	case p.Stock <= 0 || p.Stock > MaxStock:
+		return Invalid("stock must be > 0 and at most 2^40")
+	case p.PerUserLimit < 0 || p.PerUserLimit > MaxPerUserLimit:
+		return Invalid("per_user_limit must be between 1 and 1000")
+	case !p.StartsAt.IsZero() && !p.EndsAt.IsZero() && !p.EndsAt.After(p.StartsAt):
+		return Invalid("ends_at must be after starts_at")
+	case len(p.Title) > MaxTitleLen:
+		return Invalid("title must be at most 200 bytes")
+	case p.PriceCents < 0:
+		return Invalid("price_cents must not be negative")
+	}
+	if p.PerUserLimit == 0 {
+		p.PerUserLimit = 1
+	}
+	return nil
+}
+
+// Open reports whether the sale window admits a purchase at now: nil, or
+// ErrNotStarted / ErrEnded. A zero bound is open on that side; EndsAt is
+// exclusive.
+func (p *Product) Open(now time.Time) error {
+	if !p.StartsAt.IsZero() && now.Before(p.StartsAt) {
+		return ErrNotStarted
+	}
+	if !p.EndsAt.IsZero() && !now.Before(p.EndsAt) {
+		return ErrEnded
+	}
+	return nil
+}
+
+// Reservation is one unit held for a buyer on one shard. Its ID is also the
+// order id the buyer is given.
+type Reservation struct {
+	ID        string `json:"order_id"`
+	ProductID string `json:"product_id"`
+	UserID    string `json:"user_id"`
+	Shard     int    `json:"shard"`
+}
+
+// Totals are stock counters summed over shards, or of one shard.
+type Totals struct {
+	Salable int64 `json:"salable"`
+	Locked  int64 `json:"locked"`
+	Sold    int64 `json:"sold"`
+}
+
+// ValidID reports whether s is a valid product or user id: 1-64 characters
+// of [A-Za-z0-9_-]. Ids are checked before any Redis key is built from them.
+func ValidID(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-'
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// SplitStock divides stock over n shards: the allocations sum to stock
+// exactly and differ by at most one unit. The shards that take the remainder
+// start at offset (mod n), so that products do not all load shard 0 with the
+// extra unit.
+func SplitStock(stock int64, n, offset int) []int64 {
+	alloc := make([]int64, n)
+	base, rem := stock/int64(n), stock%int64(n)
+	for i := range alloc {
+		alloc[i] = base
+	}
+	for k := 0; int64(k) < rem; k++ {
+		alloc[(offset+k)%n]++
+	}
+	return alloc
+}
