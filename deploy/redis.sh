@@ -45,7 +45,10 @@ install() {
 }
 
 pidof_port() { local f="$dir/$1/redis.pid"; [ -f "$f" ] && cat "$f" || true; }
-alive() { local pid; pid=$(pidof_port "$1"); [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; }
+# running: the process exists and is not a zombie (a daemonized redis may be
+# reaped late, or never, when PID 1 does not reap orphans).
+running() { kill -0 "$1" 2>/dev/null && ! grep -q '^[0-9]* ([^)]*) Z' "/proc/$1/stat" 2>/dev/null; }
+alive() { local pid; pid=$(pidof_port "$1"); [ -n "$pid" ] && running "$pid"; }
 
 write_conf() { # port
   local d="$dir/$1"
@@ -86,7 +89,7 @@ stop_one() { # port
   alive "$1" || { echo "shard :$1 not running"; return; }
   local pid; pid=$(pidof_port "$1")
   redis-cli -p "$1" shutdown >/dev/null 2>&1 || true
-  for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || { echo "shard :$1 stopped"; return; }; sleep 0.05; done
+  for _ in $(seq 1 100); do running "$pid" || { echo "shard :$1 stopped"; return; }; sleep 0.05; done
   kill -9 "$pid" 2>/dev/null || true
   echo "shard :$1 killed after SHUTDOWN timed out"
 }
@@ -95,7 +98,7 @@ kill_one() { # port
   alive "$1" || { echo "shard :$1 not running"; return; }
   local pid; pid=$(pidof_port "$1")
   kill -9 "$pid"
-  while kill -0 "$pid" 2>/dev/null; do sleep 0.01; done
+  while running "$pid"; do sleep 0.01; done
   echo "shard :$1 SIGKILLed (pid $pid)"
 }
 

@@ -124,6 +124,9 @@ func newShard(i int, opt *redis.Options, cfg Config) *Shard {
 	opt.ContextTimeoutEnabled = true
 	// No retries inside go-redis: failing over to another shard is the retry.
 	opt.MaxRetries = -1
+	// One dial per attempt: a refused connection fails over at once instead
+	// of sleeping through go-redis's dial retries.
+	opt.DialerRetries = 1
 	if cfg.PoolSize > 0 {
 		opt.PoolSize = cfg.PoolSize
 	}

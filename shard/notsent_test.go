@@ -1,0 +1,28 @@
+package shard
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+)
+
+// A refused connection proves the script never ran, so the attempt may give
+// its claim back; this pins that go-redis reports it as a dial error.
+func TestRefusedConnectionIsNotSent(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	s, err := Open([]string{"redis://" + addr + "/0"}, Config{Timeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	err = s.Ping(context.Background(), 0)
+	if err == nil || !notSent(err) {
+		t.Fatalf("ping of a closed port: %v (notSent %v), want a dial error", err, notSent(err))
+	}
+}

@@ -1,0 +1,443 @@
+package shard_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/shardstock/shardstock"
+	"github.com/shardstock/shardstock/inventory"
+	"github.com/shardstock/shardstock/shard"
+	"github.com/shardstock/shardstock/shard/shardtest"
+)
+
+// fixture is a shard set over real redis-server masters, with a controllable
+// start shard and clock.
+type fixture struct {
+	t     *testing.T
+	redis *shardtest.Redis
+	set   *shard.Set
+	inv   *inventory.Service
+	start atomic.Int64 // next random start; -1: round robin
+	rr    atomic.Int64
+	now   atomic.Int64 // unix nanos
+	calls atomic.Int64 // Redis calls seen by Health
+}
+
+func newFixture(t *testing.T, n int) *fixture {
+	t.Helper()
+	f := &fixture{t: t, redis: shardtest.Start(t, n)}
+	f.start.Store(-1)
+	f.now.Store(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC).UnixNano())
+	set, err := shard.Open(f.redis.URLs(), shard.Config{
+		Timeout: 500 * time.Millisecond,
+		Now:     func() time.Time { return time.Unix(0, f.now.Load()) },
+		Rand:    f.rand,
+		Health:  (*countingHealth)(f),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { set.Close() })
+	f.set = set
+	f.inv = inventory.NewService(set, inventory.Config{})
+	return f
+}
+
+func (f *fixture) rand(n int) int {
+	if s := f.start.Load(); s >= 0 {
+		return int(s) % n
+	}
+	return int(f.rr.Add(1)) % n
+}
+
+// countingHealth counts calls and never skips a shard.
+type countingHealth fixture
+
+func (h *countingHealth) Up(int) bool         { return true }
+func (h *countingHealth) Observe(int, error)  { h.calls.Add(1) }
+func (f *fixture) advance(d time.Duration)    { f.now.Add(int64(d)) }
+func (f *fixture) clock() time.Time           { return time.Unix(0, f.now.Load()) }
+func (f *fixture) startAt(i int)              { f.start.Store(int64(i)) }
+func (f *fixture) client(i int) *redis.Client { return f.set.Shards()[i].Client }
+func (f *fixture) ctx() context.Context       { return context.Background() }
+
+func (f *fixture) define(p shardstock.Product) *shardstock.Product {
+	f.t.Helper()
+	if _, err := f.inv.Define(f.ctx(), p); err != nil {
+		f.t.Fatalf("define %s: %v", p.ID, err)
+	}
+	got, err := f.inv.Product(f.ctx(), p.ID)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return got
+}
+
+func (f *fixture) counters(product string) []shard.Counters {
+	f.t.Helper()
+	out := make([]shard.Counters, f.set.Len())
+	for i := range out {
+		c, err := f.set.Counters(f.ctx(), i, product)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		out[i] = c
+	}
+	return out
+}
+
+// checkConservation asserts invariant 2 on every shard and invariant 1 for
+// the product; it returns the totals.
+func (f *fixture) checkConservation(p *shardstock.Product) shardstock.Totals {
+	f.t.Helper()
+	var tot shardstock.Totals
+	var alloc int64
+	for i, c := range f.counters(p.ID) {
+		if c.Salable+c.Locked+c.Sold != c.Alloc || c.Salable < 0 || c.Locked < 0 || c.Sold < 0 {
+			f.t.Fatalf("shard %d breaks conservation: %+v", i, c)
+		}
+		tot.Salable, tot.Locked, tot.Sold = tot.Salable+c.Salable, tot.Locked+c.Locked, tot.Sold+c.Sold
+		alloc += c.Alloc
+	}
+	if alloc != p.Stock || tot.Locked+tot.Sold > p.Stock {
+		f.t.Fatalf("product %s: alloc %d, locked+sold %d, stock %d", p.ID, alloc, tot.Locked+tot.Sold, p.Stock)
+	}
+	return tot
+}
+
+func (f *fixture) reserve(p *shardstock.Product, user string) (int, string, error) {
+	id := fmt.Sprintf("r-%s-%d", user, f.rr.Add(1))
+	i, err := f.set.Reserve(f.ctx(), p, user, id)
+	return i, id, err
+}
+
+func TestInitSplitsStockExactly(t *testing.T) {
+	f := newFixture(t, 3)
+	for _, stock := range []int64{1, 2, 3, 1000, 1001, 99999} {
+		p := f.define(shardstock.Product{ID: fmt.Sprintf("split-%d", stock), Stock: stock})
+		var min, max, sum int64 = 1 << 62, -1, 0
+		for _, c := range f.counters(p.ID) {
+			sum += c.Alloc
+			min, max = minmax(min, max, c.Alloc)
+			if c.Salable != c.Alloc || c.Locked != 0 || c.Sold != 0 {
+				t.Fatalf("stock %d: fresh shard %+v", stock, c)
+			}
+		}
+		if sum != stock || max-min > 1 {
+			t.Errorf("stock %d: allocations sum %d, spread %d..%d", stock, sum, min, max)
+		}
+	}
+}
+
+func minmax(lo, hi, v int64) (int64, int64) { return min(lo, v), max(hi, v) }
+
+func TestInitIsIdempotent(t *testing.T) {
+	f := newFixture(t, 3)
+	def := shardstock.Product{ID: "idem", Stock: 30, PerUserLimit: 2}
+	p := f.define(def)
+	if _, _, err := f.reserve(p, "u1"); err != nil {
+		t.Fatal(err)
+	}
+	created, err := f.inv.Define(f.ctx(), def)
+	if err != nil || created {
+		t.Fatalf("repeat: created=%v err=%v, want false nil", created, err)
+	}
+	if tot := f.checkConservation(p); tot.Locked != 1 || tot.Salable != 29 {
+		t.Fatalf("repeat init reset the counters: %+v", tot)
+	}
+	def.Stock = 31
+	if _, err := f.inv.Define(f.ctx(), def); !errors.Is(err, shardstock.ErrConflict) {
+		t.Fatalf("conflicting definition: %v, want ErrConflict", err)
+	}
+	// The script itself refuses a different definition on a shard.
+	_, err = f.set.Init(f.ctx(), 0, "idem", shard.Allocation{Alloc: 99, Limit: 1, Definition: "{}"})
+	if !errors.Is(err, shard.ErrInitConflict) {
+		t.Fatalf("init script with another definition: %v", err)
+	}
+	f.checkConservation(p)
+}
+
+func TestReserveEdgeCases(t *testing.T) {
+	f := newFixture(t, 3)
+	ghost := &shardstock.Product{ID: "never-defined", Stock: 1, PerUserLimit: 1}
+	if _, _, err := f.reserve(ghost, "u"); !errors.Is(err, shardstock.ErrUnavailable) || errors.Is(err, shardstock.ErrSoldOut) {
+		t.Fatalf("missing keys: %v, want ErrUnavailable (never sold out)", err)
+	}
+	// Stock 1 on 3 shards: two shards hold zero units.
+	one := f.define(shardstock.Product{ID: "one", Stock: 1})
+	var holder int
+	for i, c := range f.counters("one") {
+		if c.Alloc == 1 {
+			holder = i
+		}
+	}
+	f.startAt(holder + 1) // start on an empty shard: must fail over
+	got, _, err := f.reserve(one, "first")
+	if err != nil || got != holder {
+		t.Fatalf("reserve with empty start shard: shard %d err %v, want shard %d", got, err, holder)
+	}
+	if _, _, err := f.reserve(one, "second"); !errors.Is(err, shardstock.ErrSoldOut) {
+		t.Fatalf("zero stock left: %v, want ErrSoldOut", err)
+	}
+	f.checkConservation(one)
+
+	start := f.clock().Add(time.Hour)
+	later := f.define(shardstock.Product{ID: "later", Stock: 3, StartsAt: start, EndsAt: start.Add(time.Hour)})
+	if _, _, err := f.reserve(later, "u"); !errors.Is(err, shardstock.ErrNotStarted) {
+		t.Fatalf("before the window: %v", err)
+	}
+	f.advance(2*time.Hour + time.Second)
+	if _, _, err := f.reserve(later, "u"); !errors.Is(err, shardstock.ErrEnded) {
+		t.Fatalf("after the window: %v", err)
+	}
+	f.advance(-time.Hour)
+	if _, _, err := f.reserve(later, "u"); err != nil {
+		t.Fatalf("inside the window: %v", err)
+	}
+	f.checkConservation(later)
+}
+
+func TestHoldTransitions(t *testing.T) {
+	type step struct {
+		op          string // confirm | release
+		wantChanged bool
+		wantErr     error
+	}
+	cases := []struct {
+		name  string
+		steps []step
+		want  shardstock.Totals // of the one unit
+	}{
+		{"confirm then repeats", []step{{"confirm", true, nil}, {"confirm", false, nil}, {"release", false, shard.ErrHoldSold}}, shardstock.Totals{Sold: 1}},
+		{"release then repeats", []step{{"release", true, nil}, {"release", false, nil}, {"confirm", false, shard.ErrHoldReleased}}, shardstock.Totals{Salable: 1}},
+		{"fail after success", []step{{"confirm", true, nil}, {"release", false, shard.ErrHoldSold}, {"confirm", false, nil}}, shardstock.Totals{Sold: 1}},
+	}
+	f := newFixture(t, 3)
+	for n, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := f.define(shardstock.Product{ID: fmt.Sprintf("hold-%d", n), Stock: 1})
+			i, id, err := f.reserve(p, "buyer")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range tc.steps {
+				op := f.set.Confirm
+				if s.op == "release" {
+					op = f.set.Release
+				}
+				changed, err := op(f.ctx(), i, p.ID, id)
+				if changed != s.wantChanged || !errors.Is(err, s.wantErr) {
+					t.Fatalf("%s: changed=%v err=%v, want %v %v", s.op, changed, err, s.wantChanged, s.wantErr)
+				}
+				f.checkConservation(p)
+			}
+			if got := f.checkConservation(p); got != tc.want {
+				t.Fatalf("totals %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+	t.Run("unknown hold", func(t *testing.T) {
+		f.define(shardstock.Product{ID: "hold-unknown", Stock: 3})
+		for _, op := range []func(context.Context, int, string, string) (bool, error){f.set.Confirm, f.set.Release} {
+			if _, err := op(f.ctx(), 0, "hold-unknown", "no-such-id"); !errors.Is(err, shard.ErrUnknownHold) {
+				t.Fatalf("got %v, want ErrUnknownHold", err)
+			}
+			if _, err := op(f.ctx(), 0, "no-such-product", "no-such-id"); !errors.Is(err, shard.ErrUnknownHold) {
+				t.Fatalf("missing product: got %v, want ErrUnknownHold", err)
+			}
+		}
+	})
+	t.Run("released unit sells again", func(t *testing.T) {
+		p := f.define(shardstock.Product{ID: "hold-resell", Stock: 1})
+		i, id, _ := f.reserve(p, "a")
+		if _, _, err := f.reserve(p, "b"); !errors.Is(err, shardstock.ErrSoldOut) {
+			t.Fatalf("want sold out, got %v", err)
+		}
+		if _, err := f.set.Release(f.ctx(), i, p.ID, id); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := f.reserve(p, "b"); err != nil {
+			t.Fatalf("released unit did not sell again: %v", err)
+		}
+		f.checkConservation(p)
+	})
+}
+
+// homeOf mirrors the documented home-shard rule (fnv32a(user) mod n).
+func homeOf(user string, n int) int {
+	h := fnv.New32a()
+	h.Write([]byte(user))
+	return int(h.Sum32() % uint32(n))
+}
+
+// userWithHome finds a user id whose claim registers are home and home+1.
+func userWithHome(prefix string, home, n int) string {
+	for i := 0; ; i++ {
+		if u := fmt.Sprintf("%s%d", prefix, i); homeOf(u, n) == home {
+			return u
+		}
+	}
+}
+
+func TestPerUserLimitAcrossShards(t *testing.T) {
+	for _, limit := range []int64{1, 3} {
+		t.Run(fmt.Sprintf("limit %d", limit), func(t *testing.T) {
+			f := newFixture(t, 3)
+			p := f.define(shardstock.Product{ID: "lim", Stock: 30, PerUserLimit: limit})
+			// Empty shard 0 first, with other buyers.
+			f.startAt(0)
+			for k := 0; f.counters(p.ID)[0].Salable > 0; k++ {
+				if _, _, err := f.reserve(p, fmt.Sprintf("other%d", k)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// The buyer's attempts start on every shard in turn; shard 0 is
+			// empty, so they land on shards 1 and 2.
+			used := map[int]bool{}
+			var ok int64
+			for k := 0; k < 6; k++ {
+				f.startAt(k % 3)
+				i, _, err := f.reserve(p, "buyer")
+				switch {
+				case err == nil:
+					ok++
+					used[i] = true
+				case !errors.Is(err, shardstock.ErrLimitReached):
+					t.Fatalf("attempt %d: %v", k, err)
+				case ok < limit:
+					t.Fatalf("limit reached after %d units, limit %d", ok, limit)
+				}
+			}
+			if ok != limit {
+				t.Fatalf("buyer got %d units, limit %d", ok, limit)
+			}
+			if limit > 1 && len(used) < 2 {
+				t.Fatalf("attempts did not land on different shards: %v", used)
+			}
+			// Concurrent attempts of one buyer from every start shard.
+			f.start.Store(-1)
+			var got atomic.Int64
+			var wg sync.WaitGroup
+			for k := 0; k < 24; k++ {
+				wg.Go(func() {
+					_, _, err := f.reserve(p, "racer")
+					if err == nil {
+						got.Add(1)
+					} else if !errors.Is(err, shardstock.ErrLimitReached) {
+						t.Errorf("racer: %v", err)
+					}
+				})
+			}
+			wg.Wait()
+			if got.Load() != limit {
+				t.Fatalf("concurrent buyer got %d units, limit %d", got.Load(), limit)
+			}
+			f.checkConservation(p)
+		})
+	}
+}
+
+func TestPerUserLimitWithAClaimRegisterDown(t *testing.T) {
+	f := newFixture(t, 3)
+	p := f.define(shardstock.Product{ID: "regdown", Stock: 30, PerUserLimit: 1})
+	user := userWithHome("u", 0, 3) // registers: shards 0 and 1
+	f.startAt(2)
+	if _, _, err := f.reserve(p, user); err != nil {
+		t.Fatal(err)
+	}
+	f.redis.Kill(0) // the home register is gone; the backup still knows
+	if _, _, err := f.reserve(p, user); !errors.Is(err, shardstock.ErrLimitReached) {
+		t.Fatalf("home register down: %v, want ErrLimitReached", err)
+	}
+	other := userWithHome("v", 0, 3)
+	if _, _, err := f.reserve(p, other); err != nil {
+		t.Fatalf("a new buyer whose home is down must still buy: %v", err)
+	}
+	if _, _, err := f.reserve(p, other); !errors.Is(err, shardstock.ErrLimitReached) {
+		t.Fatalf("second purchase with home down: %v, want ErrLimitReached", err)
+	}
+	f.redis.Kill(1) // both registers down: the limit cannot be vouched for
+	third := userWithHome("w", 0, 3)
+	if _, _, err := f.reserve(p, third); !errors.Is(err, shardstock.ErrUnavailable) {
+		t.Fatalf("both registers down: %v, want ErrUnavailable", err)
+	}
+}
+
+func TestSoldOutClaimIsGivenBack(t *testing.T) {
+	f := newFixture(t, 3)
+	p := f.define(shardstock.Product{ID: "giveback", Stock: 1})
+	if _, _, err := f.reserve(p, "winner"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := f.reserve(p, "loser"); !errors.Is(err, shardstock.ErrSoldOut) {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		n, err := f.client(i).HExists(f.ctx(), "ss:{p:giveback}:claims", "loser").Result()
+		if err != nil || n {
+			t.Fatalf("shard %d still holds the loser's claim (%v, %v)", i, n, err)
+		}
+	}
+}
+
+func TestSoldOutFastPathMakesNoRedisCall(t *testing.T) {
+	f := newFixture(t, 3)
+	p := f.define(shardstock.Product{ID: "fast", Stock: 2})
+	for k := 0; k < 2; k++ {
+		if _, _, err := f.reserve(p, fmt.Sprintf("b%d", k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for k := 0; k < 3; k++ { // enough to mark every shard empty
+		f.reserve(p, fmt.Sprintf("late%d", k))
+	}
+	before := f.calls.Load()
+	for k := 0; k < 100; k++ {
+		if _, _, err := f.reserve(p, fmt.Sprintf("flood%d", k)); !errors.Is(err, shardstock.ErrSoldOut) {
+			t.Fatalf("flood: %v", err)
+		}
+	}
+	if n := f.calls.Load() - before; n != 0 {
+		t.Fatalf("sold-out flood made %d Redis calls, want 0", n)
+	}
+	// After the marks expire one request probes again (and finds stock that
+	// was released meanwhile).
+	f.advance(2 * time.Second)
+	if _, _, err := f.reserve(p, "probe"); !errors.Is(err, shardstock.ErrSoldOut) {
+		t.Fatalf("probe: %v", err)
+	}
+	if f.calls.Load() == before {
+		t.Fatal("expired marks were not refreshed from Redis")
+	}
+}
+
+func TestFailoverWhenAShardDies(t *testing.T) {
+	f := newFixture(t, 3)
+	p := f.define(shardstock.Product{ID: "fo", Stock: 300, PerUserLimit: 1})
+	for k := 0; k < 30; k++ {
+		if _, _, err := f.reserve(p, fmt.Sprintf("before%d", k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.redis.Kill(1)
+	for k := 0; k < 60; k++ {
+		i, _, err := f.reserve(p, fmt.Sprintf("after%d", k))
+		if err != nil || i == 1 {
+			t.Fatalf("purchase %d with shard 1 dead: shard %d err %v", k, i, err)
+		}
+	}
+	f.redis.Kill(0)
+	f.redis.Kill(2)
+	_, _, err := f.reserve(p, "nobody")
+	if !errors.Is(err, shardstock.ErrUnavailable) || errors.Is(err, shardstock.ErrSoldOut) {
+		t.Fatalf("all shards dead: %v, want ErrUnavailable and never sold out", err)
+	}
+}

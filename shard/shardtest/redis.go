@@ -1,0 +1,94 @@
+// Package shardtest starts real redis-server masters for tests, through the
+// same deploy/redis.sh that operators use, each test on its own free ports
+// and temporary data dirs, stopped when the test ends.
+package shardtest
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// Redis is a set of redis-server masters owned by one test.
+type Redis struct {
+	t      testing.TB
+	script string
+	dir    string
+	Ports  []int
+}
+
+// Start starts n masters and registers their shutdown with t.Cleanup. It
+// fails the test when redis-server is not installed (make test installs it:
+// deploy/redis.sh install).
+func Start(t testing.TB, n int) *Redis {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Fatal("redis-server is not installed; run deploy/redis.sh install (make test does)")
+	}
+	r := &Redis{t: t, script: filepath.Join(repoRoot(t), "deploy", "redis.sh"), dir: t.TempDir()}
+	for range n {
+		r.Ports = append(r.Ports, freePort(t))
+	}
+	r.run("start", r.Ports...)
+	t.Cleanup(func() { r.run("kill", r.Ports...) })
+	return r
+}
+
+// URLs are the masters' redis:// URLs, index = shard index.
+func (r *Redis) URLs() []string {
+	urls := make([]string, len(r.Ports))
+	for i, p := range r.Ports {
+		urls[i] = fmt.Sprintf("redis://127.0.0.1:%d/0", p)
+	}
+	return urls
+}
+
+// Kill SIGKILLs master i (a crash).
+func (r *Redis) Kill(i int) { r.run("kill", r.Ports[i]) }
+
+// Restart starts master i again from its data dir (its AOF).
+func (r *Redis) Restart(i int) { r.run("start", r.Ports[i]) }
+
+func (r *Redis) run(cmd string, ports ...int) {
+	r.t.Helper()
+	ps := make([]string, len(ports))
+	for i, p := range ports {
+		ps[i] = strconv.Itoa(p)
+	}
+	c := exec.Command("bash", r.script, cmd, "--ports", strings.Join(ps, ","), "--dir", r.dir)
+	out, err := c.CombinedOutput()
+	if err != nil {
+		r.t.Fatalf("deploy/redis.sh %s: %v\n%s", cmd, err, out)
+	}
+}
+
+func freePort(t testing.TB) int {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+func repoRoot(t testing.TB) string {
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("go.mod not found above the test's directory")
+		}
+		dir = parent
+	}
+}

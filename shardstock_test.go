@@ -1,0 +1,101 @@
+package shardstock_test
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shardstock/shardstock"
+)
+
+func TestSplitStock(t *testing.T) {
+	for _, tc := range []struct {
+		stock     int64
+		n, offset int
+	}{{1, 3, 0}, {2, 3, 2}, {3, 3, 1}, {1000, 3, 0}, {1001, 3, 2}, {7, 1, 0}, {5, 64, 63}, {1 << 40, 7, 3}} {
+		t.Run(fmt.Sprintf("%d over %d from %d", tc.stock, tc.n, tc.offset), func(t *testing.T) {
+			a := shardstock.SplitStock(tc.stock, tc.n, tc.offset)
+			var sum, lo, hi int64 = 0, a[0], a[0]
+			for _, x := range a {
+				sum, lo, hi = sum+x, min(lo, x), max(hi, x)
+			}
+			if len(a) != tc.n || sum != tc.stock || hi-lo > 1 {
+				t.Fatalf("%v: sum %d, spread %d", a, sum, hi-lo)
+			}
+			if r := tc.stock % int64(tc.n); r > 0 && a[tc.offset] != lo+1 {
+				t.Fatalf("%v: remainder does not start at offset %d", a, tc.offset)
+			}
+		})
+	}
+}
+
+func TestValidID(t *testing.T) {
+	good := []string{"a", "Z9", "user_1-x", strings.Repeat("a", 64)}
+	bad := []string{"", strings.Repeat("a", 65), "a b", "a:b", "{p}", "é", "a\x00", "../x", "a*"}
+	for _, s := range good {
+		if !shardstock.ValidID(s) {
+			t.Errorf("%q should be valid", s)
+		}
+	}
+	for _, s := range bad {
+		if shardstock.ValidID(s) {
+			t.Errorf("%q should be invalid", s)
+		}
+	}
+}
+
+func TestProductValidate(t *testing.T) {
+	now := time.Now()
+	cases := []struct {
+		name string
+		p    shardstock.Product
+		ok   bool
+	}{
+		{"minimal", shardstock.Product{ID: "p", Stock: 1}, true},
+		{"negative stock", shardstock.Product{ID: "p", Stock: -1}, false},
+		{"zero stock", shardstock.Product{ID: "p"}, false},
+		{"bad id", shardstock.Product{ID: "p q", Stock: 1}, false},
+		{"negative limit", shardstock.Product{ID: "p", Stock: 1, PerUserLimit: -1}, false},
+		{"window backwards", shardstock.Product{ID: "p", Stock: 1, StartsAt: now, EndsAt: now.Add(-time.Second)}, false},
+		{"negative price", shardstock.Product{ID: "p", Stock: 1, PriceCents: -5}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.p.Validate()
+			if (err == nil) != tc.ok || (err != nil && !errors.Is(err, shardstock.ErrInvalid)) {
+				t.Fatalf("Validate = %v, want ok=%v", err, tc.ok)
+			}
+			if tc.ok && tc.p.PerUserLimit != 1 {
+				t.Fatalf("default per_user_limit %d, want 1", tc.p.PerUserLimit)
+			}
+		})
+	}
+}
+
+func TestErrorResponseNeverCallsAnOutageSoldOut(t *testing.T) {
+	cases := []struct {
+		err    error
+		status int
+		code   string
+	}{
+		{shardstock.ErrSoldOut, http.StatusGone, "sold_out"},
+		{fmt.Errorf("%w: shard 0: connection refused", shardstock.ErrUnavailable), http.StatusServiceUnavailable, "unavailable"},
+		{shardstock.ErrLimitReached, http.StatusConflict, "limit_reached"},
+		{shardstock.ErrNotStarted, http.StatusForbidden, "not_started"},
+		{shardstock.ErrEnded, http.StatusForbidden, "ended"},
+		{shardstock.Invalid("x"), http.StatusBadRequest, "bad_request"},
+		{errors.New("dial tcp 10.0.0.1:6379: secret detail"), http.StatusInternalServerError, "internal"},
+	}
+	for _, tc := range cases {
+		st, e := shardstock.ErrorResponse(tc.err)
+		if st != tc.status || e.Code != tc.code {
+			t.Errorf("%v -> %d %s, want %d %s", tc.err, st, e.Code, tc.status, tc.code)
+		}
+		if strings.Contains(e.Message, "secret") {
+			t.Errorf("internal detail leaked: %q", e.Message)
+		}
+	}
+}
