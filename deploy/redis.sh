@@ -6,6 +6,7 @@
 #   deploy/redis.sh start  [options]        start the masters, wait until each answers PING
 #   deploy/redis.sh stop   [options]        shut them down (SHUTDOWN, then SIGKILL if needed)
 #   deploy/redis.sh kill   [options]        SIGKILL them (a crash: AOF everysec may lose ~1 s)
+#   deploy/redis.sh freeze [options]        SIGSTOP them (a hung shard); thaw: SIGCONT
 #   deploy/redis.sh status [options]        print each master's port, pid and state
 #   deploy/redis.sh urls   [options]        print the SHARDSTOCK_SHARDS value for them
 #
@@ -19,7 +20,7 @@ ports=${SHARDSTOCK_REDIS_PORTS:-6479,6579,6679}
 dir=${SHARDSTOCK_REDIS_DIR:-./run/redis}
 fsync=${SHARDSTOCK_REDIS_FSYNC:-everysec}
 
-usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
 die() { echo "redis.sh: $*" >&2; exit 1; }
 
 cmd=${1:-}; [ $# -gt 0 ] && shift
@@ -102,11 +103,19 @@ kill_one() { # port
   echo "shard :$1 SIGKILLed (pid $pid)"
 }
 
+signal_one() { # signal port
+  alive "$2" || { echo "shard :$2 not running"; return; }
+  kill "-$1" "$(pidof_port "$2")"
+  echo "shard :$2 sent SIG$1"
+}
+
 case "$cmd" in
   install) install ;;
   start) install; for p in "${port_list[@]}"; do start_one "$p"; done ;;
   stop) for p in "${port_list[@]}"; do stop_one "$p"; done ;;
   kill) for p in "${port_list[@]}"; do kill_one "$p"; done ;;
+  freeze) for p in "${port_list[@]}"; do signal_one STOP "$p"; done ;;
+  thaw) for p in "${port_list[@]}"; do signal_one CONT "$p"; done ;;
   status) for p in "${port_list[@]}"; do
             if alive "$p"; then echo "shard :$p up pid $(pidof_port "$p")"; else echo "shard :$p down"; fi
           done ;;

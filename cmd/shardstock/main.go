@@ -50,7 +50,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 }
 
 func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs := newFlagSet()
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: shardstock serve [flags]\n\nRuns the server until SIGINT or SIGTERM, then drains in-flight requests.\n\nFlags (each mirrors the variable in brackets):\n")
@@ -80,4 +80,10 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	}
 	m.log.Info("stopped")
 	return 0
+}
+
+func newFlagSet() *flag.FlagSet {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return fs
 }

@@ -35,7 +35,7 @@ func Start(t testing.TB, n int) *Redis {
 		r.Ports = append(r.Ports, freePort(t))
 	}
 	r.run("start", r.Ports...)
-	t.Cleanup(func() { r.run("kill", r.Ports...) })
+	t.Cleanup(func() { r.run("thaw", r.Ports...); r.run("kill", r.Ports...) })
 	return r
 }
 
@@ -53,6 +53,13 @@ func (r *Redis) Kill(i int) { r.run("kill", r.Ports[i]) }
 
 // Restart starts master i again from its data dir (its AOF).
 func (r *Redis) Restart(i int) { r.run("start", r.Ports[i]) }
+
+// Freeze SIGSTOPs master i (it hangs: connections stay open, nothing
+// answers); Thaw resumes it.
+func (r *Redis) Freeze(i int) { r.run("freeze", r.Ports[i]) }
+
+// Thaw SIGCONTs master i.
+func (r *Redis) Thaw(i int) { r.run("thaw", r.Ports[i]) }
 
 func (r *Redis) run(cmd string, ports ...int) {
 	r.t.Helper()

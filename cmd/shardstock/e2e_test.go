@@ -1,0 +1,338 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/shardstock/shardstock/inventory"
+	"github.com/shardstock/shardstock/shard/shardtest"
+)
+
+const testToken = "test-admin-token-0123456789"
+
+// startServer runs a coordinator (Main) on a free port over the given
+// shards, stopped when the test ends.
+func startServer(t *testing.T, urls []string) *Main {
+	t.Helper()
+	m := NewMain(&Config{HTTPAddr: "127.0.0.1:0", Shards: urls, AdminToken: testToken, UserAuth: "header",
+		ShardTimeout: 250 * time.Millisecond, LogFormat: "text", LogLevel: slog.LevelError}, io.Discard)
+	if err := m.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := m.Close(); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	return m
+}
+
+var client = &http.Client{
+	Timeout:   10 * time.Second,
+	Transport: &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 128, IdleConnTimeout: time.Minute},
+}
+
+type reply struct {
+	status int
+	body   map[string]any
+	raw    string
+}
+
+func (r reply) str(k string) string { s, _ := r.body[k].(string); return s }
+
+// do sends a request; headers is a list of name, value pairs.
+func do(t testing.TB, method, url, body string, headers ...string) reply {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	r := reply{status: resp.StatusCode, raw: string(raw)}
+	json.Unmarshal(raw, &r.body)
+	return r
+}
+
+func purchase(t testing.TB, base, product, user string) reply {
+	return do(t, "POST", base+"/api/v1/products/"+product+"/purchase", "", "X-User-ID", user)
+}
+
+func putProduct(t testing.TB, base, id, body string) reply {
+	return do(t, "PUT", base+"/admin/v1/products/"+id, body,
+		"Authorization", "Bearer "+testToken, "Content-Type", "application/json")
+}
+
+func productStatus(t testing.TB, base, id string) inventory.ProductStatus {
+	t.Helper()
+	r := do(t, "GET", base+"/admin/v1/products/"+id, "", "Authorization", "Bearer "+testToken)
+	if r.status != 200 {
+		t.Fatalf("admin product %s: %d %s", id, r.status, r.raw)
+	}
+	var st inventory.ProductStatus
+	if err := json.Unmarshal([]byte(r.raw), &st); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// checkShards asserts conservation on every shard that answers and no
+// oversell overall; it returns the totals of the shards that answered.
+func checkShards(t *testing.T, st inventory.ProductStatus) (salable, locked, sold int64) {
+	t.Helper()
+	var alloc int64
+	for _, s := range st.Shards {
+		if !s.Up {
+			continue
+		}
+		if *s.Salable+*s.Locked+*s.Sold != *s.Alloc {
+			t.Errorf("shard %d breaks conservation: salable %d locked %d sold %d alloc %d",
+				s.Index, *s.Salable, *s.Locked, *s.Sold, *s.Alloc)
+		}
+		salable, locked, sold, alloc = salable+*s.Salable, locked+*s.Locked, sold+*s.Sold, alloc+*s.Alloc
+	}
+	if locked+sold > st.Stock {
+		t.Errorf("oversell: locked %d + sold %d > stock %d", locked, sold, st.Stock)
+	}
+	return salable, locked, sold
+}
+
+// TestRaceSellsExactlyTheStock: stock 1000 on 3 shards, 5000 distinct buyers
+// trying twice each over 64 concurrent connections, spread over two
+// coordinator processes sharing the shards.
+func TestRaceSellsExactlyTheStock(t *testing.T) {
+	r := shardtest.Start(t, 3)
+	a, b := startServer(t, r.URLs()), startServer(t, r.URLs())
+	if rep := putProduct(t, a.URL(), "race", `{"stock":1000,"per_user_limit":1}`); rep.status != 201 {
+		t.Fatalf("define: %d %s", rep.status, rep.raw)
+	}
+	const buyers, tries, conns = 5000, 2, 64
+	jobs := make(chan int)
+	var (
+		mu       sync.Mutex
+		orderIDs = map[string]string{} // order id -> buyer
+		statuses = map[int]int{}
+		perBuyer = map[string]int{}
+	)
+	var wg sync.WaitGroup
+	for w := 0; w < conns; w++ {
+		wg.Go(func() {
+			for j := range jobs {
+				user := fmt.Sprintf("buyer%d", j/tries) // a buyer's tries run side by side
+				base := a.URL()
+				if j%2 == 1 {
+					base = b.URL()
+				}
+				rep := purchase(t, base, "race", user)
+				mu.Lock()
+				statuses[rep.status]++
+				if rep.status == 200 {
+					if prev, dup := orderIDs[rep.str("order_id")]; dup {
+						t.Errorf("order id %s given to %s and %s", rep.str("order_id"), prev, user)
+					}
+					orderIDs[rep.str("order_id")] = user
+					perBuyer[user]++
+				} else if rep.status != 409 && rep.status != 410 {
+					t.Errorf("%s: %d %s", user, rep.status, rep.raw)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	for j := 0; j < buyers*tries; j++ {
+		jobs <- j
+	}
+	close(jobs)
+	wg.Wait()
+	t.Logf("statuses: %v", statuses)
+	if statuses[200] != 1000 || len(orderIDs) != 1000 {
+		t.Fatalf("%d successes, %d distinct order ids; want exactly 1000", statuses[200], len(orderIDs))
+	}
+	for u, n := range perBuyer {
+		if n > 1 {
+			t.Errorf("%s bought %d units with limit 1", u, n)
+		}
+	}
+	salable, locked, sold := checkShards(t, productStatus(t, a.URL(), "race"))
+	if locked != 1000 || salable != 0 || sold != 0 {
+		t.Fatalf("totals: salable %d locked %d sold %d; want 0 1000 0", salable, locked, sold)
+	}
+}
+
+// TestFailoverWhenAShardStopsMidSale: one shard is SIGKILLed while
+// purchases are in flight; the others keep selling with no 5xx and the
+// admin views show it down. With every shard gone the answer is 503
+// unavailable, never 410.
+func TestFailoverWhenAShardStopsMidSale(t *testing.T) {
+	r := shardtest.Start(t, 3)
+	m := startServer(t, r.URLs())
+	if rep := putProduct(t, m.URL(), "fo", `{"stock":3000}`); rep.status != 201 {
+		t.Fatalf("define: %d %s", rep.status, rep.raw)
+	}
+	var (
+		next, ok atomic.Int64
+		killed   sync.Once
+		wg       sync.WaitGroup
+	)
+	for w := 0; w < 16; w++ {
+		wg.Go(func() {
+			for n := next.Add(1); n <= 1200; n = next.Add(1) {
+				if n == 300 {
+					killed.Do(func() { r.Kill(1) })
+				}
+				rep := purchase(t, m.URL(), "fo", fmt.Sprintf("u%d", n))
+				if rep.status != 200 {
+					t.Errorf("purchase %d: %d %s", n, rep.status, rep.raw)
+					continue
+				}
+				ok.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if ok.Load() != 1200 {
+		t.Fatalf("%d of 1200 purchases succeeded", ok.Load())
+	}
+	st := productStatus(t, m.URL(), "fo")
+	if st.Shards[1].Up || st.Shards[1].Salable != nil {
+		t.Errorf("admin product view shows the dead shard as %+v", st.Shards[1])
+	}
+	if !st.Shards[0].Up || !st.Shards[2].Up {
+		t.Errorf("live shards shown down: %+v", st.Shards)
+	}
+	checkShards(t, st)
+	var shards []inventory.ShardHealth
+	rep := do(t, "GET", m.URL()+"/admin/v1/shards", "", "Authorization", "Bearer "+testToken)
+	json.Unmarshal([]byte(rep.raw), &shards)
+	if len(shards) != 3 || shards[1].Up || shards[1].LastError == "" || !shards[0].Up || !shards[2].Up {
+		t.Errorf("admin shards: %s", rep.raw)
+	}
+
+	r.Kill(0)
+	r.Kill(2)
+	for k := 0; k < 5; k++ {
+		rep := purchase(t, m.URL(), "fo", fmt.Sprintf("late%d", k))
+		if rep.status != 503 || rep.str("error") != "unavailable" {
+			t.Fatalf("all shards down: %d %s, want 503 unavailable", rep.status, rep.raw)
+		}
+	}
+	time.Sleep(600 * time.Millisecond) // one health round
+	if rep := do(t, "GET", m.URL()+"/readyz", ""); rep.status != 503 {
+		t.Errorf("readyz with every shard down: %d", rep.status)
+	}
+}
+
+func TestAdminProductLifecycle(t *testing.T) {
+	r := shardtest.Start(t, 3)
+	m := startServer(t, r.URLs())
+	body := `{"stock":10,"per_user_limit":2,"starts_at":"2026-01-01T00:00:00Z","ends_at":"2099-01-01T00:00:00Z","title":"Lamp","price_cents":9900}`
+	for i, want := range []int{201, 200, 200} {
+		if rep := putProduct(t, m.URL(), "lamp", body); rep.status != want {
+			t.Fatalf("PUT #%d: %d %s, want %d", i, rep.status, rep.raw, want)
+		}
+	}
+	if rep := putProduct(t, m.URL(), "lamp", `{"stock":11,"per_user_limit":2}`); rep.status != 409 || rep.str("error") != "conflict" {
+		t.Fatalf("conflicting PUT: %d %s", rep.status, rep.raw)
+	}
+	st := productStatus(t, m.URL(), "lamp")
+	if st.ID != "lamp" || st.Stock != 10 || st.PerUserLimit != 2 || st.Title != "Lamp" || st.PriceCents != 9900 ||
+		st.StartsAt.Year() != 2026 || st.EndsAt.Year() != 2099 || len(st.Shards) != 3 || st.Totals.Salable != 10 {
+		t.Fatalf("admin view: %+v", st)
+	}
+	if rep := purchase(t, m.URL(), "lamp", "someone"); rep.status != 200 || rep.str("status") != "reserved" {
+		t.Fatalf("purchase: %d %s", rep.status, rep.raw)
+	}
+	if st := productStatus(t, m.URL(), "lamp"); st.Totals.Locked != 1 || st.Totals.Salable != 9 {
+		t.Fatalf("after one purchase: %+v", st.Totals)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	r := shardtest.Start(t, 3)
+	m := startServer(t, r.URLs())
+	base := m.URL()
+	putProduct(t, base, "ok", `{"stock":5}`)
+	putProduct(t, base, "soon", `{"stock":5,"starts_at":"2099-01-01T00:00:00Z"}`)
+	putProduct(t, base, "over", `{"stock":5,"starts_at":"2001-01-01T00:00:00Z","ends_at":"2002-01-01T00:00:00Z"}`)
+	auth := []string{"Authorization", "Bearer " + testToken, "Content-Type", "application/json"}
+	user := []string{"X-User-ID", "u1", "Content-Type", "application/json"}
+	big := `{"title":"` + strings.Repeat("x", 20<<10) + `"}`
+	cases := []struct {
+		name, method, path, body string
+		headers                  []string
+		status                   int
+		code                     string
+	}{
+		{"no identity", "POST", "/api/v1/products/ok/purchase", "", nil, 401, "unauthorized"},
+		{"bad identity", "POST", "/api/v1/products/ok/purchase", "", []string{"X-User-ID", "a b"}, 401, "unauthorized"},
+		{"identity too long", "POST", "/api/v1/products/ok/purchase", "", []string{"X-User-ID", strings.Repeat("u", 65)}, 401, "unauthorized"},
+		{"unknown product", "POST", "/api/v1/products/nope/purchase", "", user, 404, "not_found"},
+		{"bad product id", "POST", "/api/v1/products/a:b/purchase", "", user, 400, "bad_request"},
+		{"malformed JSON", "POST", "/api/v1/products/ok/purchase", `{"x":`, user, 400, "bad_request"},
+		{"unknown field", "POST", "/api/v1/products/ok/purchase", `{"quantity":5}`, user, 400, "bad_request"},
+		{"trailing data", "POST", "/api/v1/products/ok/purchase", `{} {}`, user, 400, "bad_request"},
+		{"not JSON", "POST", "/api/v1/products/ok/purchase", `hello`, []string{"X-User-ID", "u1", "Content-Type", "text/plain"}, 415, "unsupported_media_type"},
+		{"oversized body", "POST", "/api/v1/products/ok/purchase", big, user, 413, "too_large"},
+		{"not started", "POST", "/api/v1/products/soon/purchase", "", user, 403, "not_started"},
+		{"ended", "POST", "/api/v1/products/over/purchase", "", user, 403, "ended"},
+		{"negative stock", "PUT", "/admin/v1/products/neg", `{"stock":-1}`, auth, 400, "bad_request"},
+		{"zero stock", "PUT", "/admin/v1/products/neg", `{"stock":0}`, auth, 400, "bad_request"},
+		{"missing stock", "PUT", "/admin/v1/products/neg", `{"title":"x"}`, auth, 400, "bad_request"},
+		{"stock as string", "PUT", "/admin/v1/products/neg", `{"stock":"10"}`, auth, 400, "bad_request"},
+		{"bad time", "PUT", "/admin/v1/products/neg", `{"stock":1,"starts_at":"tomorrow"}`, auth, 400, "bad_request"},
+		{"window backwards", "PUT", "/admin/v1/products/neg", `{"stock":1,"starts_at":"2030-01-02T00:00:00Z","ends_at":"2030-01-01T00:00:00Z"}`, auth, 400, "bad_request"},
+		{"admin malformed JSON", "PUT", "/admin/v1/products/neg", `{`, auth, 400, "bad_request"},
+		{"admin empty body", "PUT", "/admin/v1/products/neg", ``, auth, 400, "bad_request"},
+		{"admin oversized body", "PUT", "/admin/v1/products/neg", big, auth, 413, "too_large"},
+		{"admin bad id", "PUT", "/admin/v1/products/a.b", `{"stock":1}`, auth, 400, "bad_request"},
+		{"admin without token", "GET", "/admin/v1/shards", "", nil, 401, "unauthorized"},
+		{"admin wrong token", "GET", "/admin/v1/shards", "", []string{"Authorization", "Bearer wrong"}, 401, "unauthorized"},
+		{"admin token without Bearer", "GET", "/admin/v1/shards", "", []string{"Authorization", testToken}, 401, "unauthorized"},
+		{"admin put without token", "PUT", "/admin/v1/products/x", `{"stock":1}`, []string{"Content-Type", "application/json"}, 401, "unauthorized"},
+		{"admin unknown product", "GET", "/admin/v1/products/nope", "", auth, 404, "not_found"},
+		{"unknown route", "GET", "/api/v1/nothing", "", nil, 404, "not_found"},
+		{"wrong method", "GET", "/api/v1/products/ok/purchase", "", user, 405, "method_not_allowed"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rep := do(t, tc.method, base+tc.path, tc.body, tc.headers...)
+			if rep.status != tc.status || rep.str("error") != tc.code || rep.str("message") == "" {
+				t.Fatalf("got %d %s, want %d {error: %s, message: ...}", rep.status, rep.raw, tc.status, tc.code)
+			}
+		})
+	}
+	if st := productStatus(t, base, "ok"); st.Totals.Salable != 5 {
+		t.Fatalf("bad requests changed the stock: %+v", st.Totals)
+	}
+	if rep := do(t, "GET", base+"/admin/v1/products/neg", "", auth...); rep.status != 404 {
+		t.Fatalf("a rejected PUT defined the product: %d %s", rep.status, rep.raw)
+	}
+}
+
+func TestOperationsEndpoints(t *testing.T) {
+	r := shardtest.Start(t, 3)
+	m := startServer(t, r.URLs())
+	for path, want := range map[string]string{"/healthz": "ok", "/readyz": "ready", "/metrics": "go_goroutines", "/openapi.yaml": "openapi:"} {
+		rep := do(t, "GET", m.URL()+path, "")
+		if rep.status != 200 || !bytes.Contains([]byte(rep.raw), []byte(want)) {
+			t.Errorf("%s: %d %.80s", path, rep.status, rep.raw)
+		}
+	}
+}

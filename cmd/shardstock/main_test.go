@@ -1,0 +1,192 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/shardstock/shardstock/shard/shardtest"
+)
+
+// TestMain lets a test run this binary's main as a child process.
+func TestMain(m *testing.M) {
+	if os.Getenv("SHARDSTOCK_TEST_AS_MAIN") == "1" {
+		main()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+func env(kv map[string]string) func(string) string {
+	return func(k string) string { return kv[k] }
+}
+
+func TestConfigErrorsNameTheSetting(t *testing.T) {
+	good := map[string]string{"SHARDSTOCK_SHARDS": "redis://127.0.0.1:1/0", "SHARDSTOCK_ADMIN_TOKEN": "0123456789abcdef0123"}
+	with := func(k, v string) map[string]string {
+		m := map[string]string{}
+		for a, b := range good {
+			m[a] = b
+		}
+		m[k] = v
+		return m
+	}
+	cases := []struct {
+		name string
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{"no shards", with("SHARDSTOCK_SHARDS", ""), nil, "SHARDSTOCK_SHARDS"},
+		{"bad shard URL", with("SHARDSTOCK_SHARDS", "redis://127.0.0.1:1/0,http://x"), nil, "SHARDSTOCK_SHARDS: shard 1"},
+		{"duplicate shard", with("SHARDSTOCK_SHARDS", "redis://a:1/0,redis://a:1/0"), nil, "SHARDSTOCK_SHARDS: shards 0 and 1"},
+		{"no admin token", with("SHARDSTOCK_ADMIN_TOKEN", ""), nil, "SHARDSTOCK_ADMIN_TOKEN"},
+		{"short admin token", with("SHARDSTOCK_ADMIN_TOKEN", "abc"), nil, "SHARDSTOCK_ADMIN_TOKEN"},
+		{"bad address", with("SHARDSTOCK_HTTP_ADDR", "8080"), nil, "SHARDSTOCK_HTTP_ADDR"},
+		{"bad user auth", with("SHARDSTOCK_USER_AUTH", "magic"), nil, "SHARDSTOCK_USER_AUTH"},
+		{"hmac not yet", with("SHARDSTOCK_USER_AUTH", "hmac"), nil, "SHARDSTOCK_USER_AUTH"},
+		{"bad dev", with("SHARDSTOCK_DEV", "yes"), nil, "SHARDSTOCK_DEV"},
+		{"bad timeout", with("SHARDSTOCK_SHARD_TIMEOUT", "fast"), nil, "SHARDSTOCK_SHARD_TIMEOUT"},
+		{"bad log format", with("SHARDSTOCK_LOG_FORMAT", "xml"), nil, "SHARDSTOCK_LOG_FORMAT"},
+		{"bad flag value", good, []string{"--shard-timeout", "0s"}, "SHARDSTOCK_SHARD_TIMEOUT"},
+		{"stray argument", good, []string{"extra"}, "arguments"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := run(append([]string{"serve"}, tc.args...), env(tc.env), &stdout, &stderr)
+			lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+			if code != 2 || len(lines) != 1 || !strings.Contains(lines[0], tc.want) {
+				t.Fatalf("exit %d, stderr %q; want exit 2 and one line naming %s", code, stderr.String(), tc.want)
+			}
+		})
+	}
+	t.Run("dev makes up a token", func(t *testing.T) {
+		fs := newFlagSet()
+		c, err := parseConfig(fs, nil, env(map[string]string{"SHARDSTOCK_SHARDS": "redis://x:1/0", "SHARDSTOCK_DEV": "1"}))
+		if err != nil || !c.GeneratedToken || len(c.AdminToken) < 16 {
+			t.Fatalf("%+v %v", c, err)
+		}
+	})
+	t.Run("flag wins over variable", func(t *testing.T) {
+		c, err := parseConfig(newFlagSet(), []string{"--http-addr", "127.0.0.1:9999"}, env(good))
+		if err != nil || c.HTTPAddr != "127.0.0.1:9999" {
+			t.Fatalf("%+v %v", c, err)
+		}
+	})
+}
+
+func TestHelp(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"help"}, env(nil), &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "shardstock serve") {
+		t.Fatalf("help: %d %q", code, stdout.String())
+	}
+	stdout.Reset()
+	if code := run([]string{"serve", "--help"}, env(nil), &stdout, &stderr); code != 0 || !strings.Contains(stderr.String(), "SHARDSTOCK_SHARDS") {
+		t.Fatalf("serve --help: %d %q", code, stderr.String())
+	}
+	if code := run([]string{"bogus"}, env(nil), &stdout, &stderr); code != 2 {
+		t.Fatalf("unknown command: exit %d", code)
+	}
+}
+
+// TestGracefulShutdown runs the server as a child process, holds a purchase
+// in flight (every shard frozen), sends SIGTERM, then thaws the shards: the
+// in-flight purchase must complete with its answer and the process exit 0.
+func TestGracefulShutdown(t *testing.T) {
+	r := shardtest.Start(t, 3)
+	addr := freeAddr(t)
+	cmd := exec.Command(os.Args[0], "serve")
+	cmd.Env = append(os.Environ(), "SHARDSTOCK_TEST_AS_MAIN=1", "SHARDSTOCK_HTTP_ADDR="+addr,
+		"SHARDSTOCK_SHARDS="+strings.Join(r.URLs(), ","), "SHARDSTOCK_ADMIN_TOKEN="+testToken,
+		"SHARDSTOCK_SHARD_TIMEOUT=3s")
+	out, _ := cmd.StdoutPipe()
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	logs := collect(out)
+	defer cmd.Process.Kill()
+	base := "http://" + addr
+	waitReady(t, base)
+	if rep := putProduct(t, base, "g", `{"stock":10}`); rep.status != 201 {
+		t.Fatalf("define: %d %s", rep.status, rep.raw)
+	}
+	for i := range r.Ports {
+		r.Freeze(i)
+	}
+	got := make(chan reply, 1)
+	go func() { got <- purchase(t, base, "g", "patient") }()
+	time.Sleep(300 * time.Millisecond) // the purchase is now waiting on a frozen shard
+	cmd.Process.Signal(syscall.SIGTERM)
+	time.Sleep(300 * time.Millisecond)
+	for i := range r.Ports {
+		r.Thaw(i)
+	}
+	select {
+	case rep := <-got:
+		if rep.status != 200 {
+			t.Fatalf("in-flight purchase: %d %s", rep.status, rep.raw)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("in-flight purchase never answered")
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("exit: %v\n%s", err, logs())
+	}
+	if !strings.Contains(logs(), "stopped") {
+		t.Fatalf("no shutdown log:\n%s", logs())
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func waitReady(t *testing.T, base string) {
+	for i := 0; i < 100; i++ {
+		if resp, err := client.Get(base + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatal("server never became ready")
+}
+
+// collect reads r in the background; the returned func gives what was read.
+func collect(r io.Reader) func() string {
+	var (
+		mu  sync.Mutex // guards buf
+		buf strings.Builder
+	)
+	go func() {
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			mu.Lock()
+			fmt.Fprintln(&buf, sc.Text())
+			mu.Unlock()
+		}
+	}()
+	return func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return buf.String()
+	}
+}
