@@ -21,7 +21,7 @@ import (
 // fixture is a shard set over real redis-server masters, with a controllable
 // start shard and clock.
 type fixture struct {
-	t     *testing.T
+	t     testing.TB
 	redis *shardtest.Redis
 	set   *shard.Set
 	inv   *inventory.Service
@@ -31,7 +31,7 @@ type fixture struct {
 	calls atomic.Int64 // Redis calls seen by Health
 }
 
-func newFixture(t *testing.T, n int) *fixture {
+func newFixture(t testing.TB, n int) *fixture {
 	t.Helper()
 	f := &fixture{t: t, redis: shardtest.Start(t, n)}
 	f.start.Store(-1)

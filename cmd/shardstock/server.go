@@ -162,4 +162,3 @@ func (m *Main) Close() error {
 	}
 	return errs.ErrorOrNil()
 }
-

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/shardstock/shardstock/api"
+)
+
+// documentedRoutes lists "METHOD /path" for every operation under paths: in
+// api/openapi.yaml (paths at two spaces of indent, methods at four).
+func documentedRoutes(doc []byte) map[string]bool {
+	out := map[string]bool{}
+	pathRe := regexp.MustCompile(`^  (/\S*):\s*$`)
+	methodRe := regexp.MustCompile(`^    (get|put|post|delete|patch):`)
+	inPaths, cur := false, ""
+	sc := bufio.NewScanner(bytes.NewReader(doc))
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "paths:") {
+			inPaths = true
+			continue
+		}
+		if !inPaths {
+			continue
+		}
+		if m := pathRe.FindStringSubmatch(line); m != nil {
+			cur = m[1]
+		} else if m := methodRe.FindStringSubmatch(line); m != nil && cur != "" {
+			out[strings.ToUpper(m[1])+" "+cur] = true
+		}
+	}
+	return out
+}
+
+func TestOpenAPIMatchesTheRoutes(t *testing.T) {
+	m := NewMain(&Config{AdminToken: testToken}, nil)
+	e := m.routes().(*echo.Echo)
+	served := map[string]bool{}
+	param := regexp.MustCompile(`:(\w+)`)
+	for _, r := range e.Routes() {
+		if r.Method == echo.RouteNotFound {
+			continue // echo's own catch-all of a group
+		}
+		served[r.Method+" "+param.ReplaceAllString(r.Path, "{$1}")] = true
+	}
+	documented := documentedRoutes(api.OpenAPI)
+	if len(documented) == 0 {
+		t.Fatal("no operations found in api/openapi.yaml")
+	}
+	var missing, extra []string
+	for r := range served {
+		if !documented[r] {
+			missing = append(missing, r)
+		}
+	}
+	for r := range documented {
+		if !served[r] {
+			extra = append(extra, r)
+		}
+	}
+	sort.Strings(missing)
+	sort.Strings(extra)
+	if len(missing)+len(extra) > 0 {
+		t.Fatalf("served but not documented: %v; documented but not served: %v", missing, extra)
+	}
+}
