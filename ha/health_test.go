@@ -1,0 +1,108 @@
+package ha
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// replyError is a Redis error reply, as go-redis reports one.
+type replyError string
+
+func (e replyError) Error() string { return string(e) }
+func (replyError) RedisError()     {}
+
+var _ redis.Error = replyError("")
+
+func TestObserve(t *testing.T) {
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}
+	cases := []struct {
+		name string
+		err  error
+		up   bool
+	}{
+		{"success", nil, true},
+		{"error reply means it answered", replyError("ERR wrong number of arguments"), true},
+		{"redis.Nil means it answered", redis.Nil, true},
+		{"loading is not ready", replyError("LOADING Redis is loading the dataset in memory"), false},
+		{"refused", refused, false},
+		{"wrapped refused", fmt.Errorf("shard 0: %w", refused), false},
+		{"deadline", context.DeadlineExceeded, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := NewHealth(1, nil)
+			h.Observe(0, errors.New("i/o timeout")) // start from down
+			h.Observe(0, tc.err)
+			if h.Up(0) != tc.up {
+				t.Fatalf("Up = %v, want %v", h.Up(0), tc.up)
+			}
+		})
+	}
+	t.Run("a caller's cancellation says nothing about the shard", func(t *testing.T) {
+		h := NewHealth(1, nil)
+		h.Observe(0, context.Canceled)
+		if !h.Up(0) {
+			t.Fatal("cancelled call marked the shard down")
+		}
+	})
+	t.Run("last error is kept and since moves on change only", func(t *testing.T) {
+		now := time.Unix(100, 0)
+		h := NewHealth(2, func() time.Time { return now })
+		now = now.Add(time.Second)
+		h.Observe(1, errors.New("boom"))
+		now = now.Add(time.Second)
+		h.Observe(1, errors.New("boom again"))
+		s := h.Status()[1]
+		if s.Up || s.LastError != "boom again" || !s.Since.Equal(time.Unix(101, 0)) {
+			t.Fatalf("%+v", s)
+		}
+		if !h.AnyUp() {
+			t.Fatal("shard 0 is up")
+		}
+		h.Observe(0, errors.New("down too"))
+		if h.AnyUp() {
+			t.Fatal("AnyUp with every shard down")
+		}
+	})
+}
+
+type flakyPinger struct{ fail atomic.Bool }
+
+func (p *flakyPinger) Ping(context.Context, int) error {
+	if p.fail.Load() {
+		return errors.New("connection refused")
+	}
+	return nil
+}
+
+func TestRunBringsAShardBack(t *testing.T) {
+	h := NewHealth(1, nil)
+	p := &flakyPinger{}
+	p.fail.Store(true)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { h.Run(ctx, p, time.Millisecond); close(done) }()
+	waitFor(t, func() bool { return !h.Up(0) })
+	p.fail.Store(false)
+	waitFor(t, func() bool { return h.Up(0) })
+	cancel()
+	<-done
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for i := 0; i < 2000; i++ {
+		if cond() {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatal("condition never held")
+}
