@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# Run Apache RocketMQ for shardstock: one NameServer and one Broker, with jars
+# fetched from Maven Central into a cache dir and small heaps.
+#
+#   deploy/rocketmq.sh fetch     fetch the jars (mvn dependency:copy-dependencies on deploy/rocketmq/pom.xml)
+#   deploy/rocketmq.sh start     fetch if needed, start the NameServer and the Broker, wait for "boot success"
+#   deploy/rocketmq.sh stop      stop both (SIGTERM, then SIGKILL)
+#   deploy/rocketmq.sh stop-broker / start-broker    the Broker alone (for outage drills)
+#   deploy/rocketmq.sh status    print what runs
+#
+# environment:
+#   SHARDSTOCK_RMQ_CACHE  jar cache dir            (default ~/.cache/shardstock/rocketmq-5.3.3)
+#   SHARDSTOCK_RMQ_DIR    logs, config and store   (default ./run/rocketmq)
+#   SHARDSTOCK_RMQ_HEAP   Broker heap              (default 512m; the NameServer gets 256m)
+# Ports: NameServer 9876, Broker 10911 (plus 10909 and 10912, which the Broker derives).
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+cache=${SHARDSTOCK_RMQ_CACHE:-$HOME/.cache/shardstock/rocketmq-5.3.3}
+dir=${SHARDSTOCK_RMQ_DIR:-./run/rocketmq}
+heap=${SHARDSTOCK_RMQ_HEAP:-512m}
+mkdir -p "$dir"
+dir=$(cd "$dir" && pwd)
+
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
+die() { echo "rocketmq.sh: $*" >&2; exit 1; }
+
+fetch() {
+  [ -f "$cache/.complete" ] && return
+  command -v mvn >/dev/null || die "mvn is needed to fetch RocketMQ from Maven Central"
+  command -v java >/dev/null || die "java 17 is needed to run RocketMQ"
+  echo "rocketmq.sh: fetching RocketMQ jars from Maven Central into $cache"
+  mkdir -p "$cache"
+  mvn -q -B -Dstyle.color=never -f "$here/rocketmq/pom.xml" dependency:copy-dependencies -DoutputDirectory="$cache" \
+    || die "mvn could not fetch the jars"
+  touch "$cache/.complete"
+}
+
+running() { kill -0 "$1" 2>/dev/null && ! grep -q '^[0-9]* ([^)]*) Z' "/proc/$1/stat" 2>/dev/null; }
+pid_of() { [ -f "$dir/$1.pid" ] && cat "$dir/$1.pid" || true; }
+alive() { local p; p=$(pid_of "$1"); [ -n "$p" ] && running "$p"; }
+
+jvm() { # name heap main-class log-config args...
+  local name=$1 heap=$2 main=$3 logconf=$4; shift 4
+  mkdir -p "$dir/home" "$dir/logs"
+  nohup java -server -Xms"$heap" -Xmx"$heap" -XX:+UseG1GC -XX:-OmitStackTraceInFastThrow \
+    -Drocketmq.home.dir="$dir/home" -Duser.home="$dir" \
+    -Drmq.logback.configurationFile="$logconf" \
+    -cp "$cache/*" "$main" "$@" >"$dir/logs/$name.out" 2>&1 &
+  echo $! >"$dir/$name.pid"
+}
+
+wait_boot() { # name
+  for _ in $(seq 1 240); do
+    if grep -q "boot success" "$dir/logs/$1.out" 2>/dev/null; then
+      echo "$1 up (pid $(pid_of "$1"), log $dir/logs/$1.out)"; return
+    fi
+    alive "$1" || { tail -20 "$dir/logs/$1.out" >&2; die "$1 exited during start"; }
+    sleep 0.25
+  done
+  tail -20 "$dir/logs/$1.out" >&2
+  die "$1 did not boot within 60 s"
+}
+
+write_broker_conf() {
+  mkdir -p "$dir/store/commitlog" "$dir/store/consumequeue" "$dir/store/index"
+  cat >"$dir/broker.conf" <<CONF
+# written by deploy/rocketmq.sh
+brokerClusterName=DefaultCluster
+brokerName=broker-a
+brokerId=0
+brokerRole=ASYNC_MASTER
+flushDiskType=ASYNC_FLUSH
+brokerIP1=127.0.0.1
+namesrvAddr=127.0.0.1:9876
+listenPort=10911
+autoCreateTopicEnable=true
+storePathRootDir=$dir/store
+storePathCommitLog=$dir/store/commitlog
+storePathConsumeQueue=$dir/store/consumequeue
+storePathIndex=$dir/store/index
+mappedFileSizeCommitLog=67108864
+mappedFileSizeConsumeQueue=300000
+deleteWhen=04
+fileReservedTime=24
+CONF
+}
+
+start_namesrv() {
+  if alive namesrv; then echo "namesrv already running (pid $(pid_of namesrv))"; return; fi
+  : >"$dir/logs/namesrv.out" 2>/dev/null || true
+  jvm namesrv 256m org.apache.rocketmq.namesrv.NamesrvStartup rmq.namesrv.logback.xml
+  wait_boot namesrv
+}
+
+start_broker() {
+  if alive broker; then echo "broker already running (pid $(pid_of broker))"; return; fi
+  write_broker_conf
+  : >"$dir/logs/broker.out" 2>/dev/null || true
+  jvm broker "$heap" org.apache.rocketmq.broker.BrokerStartup rmq.broker.logback.xml -c "$dir/broker.conf"
+  wait_boot broker
+}
+
+stop_one() { # name
+  alive "$1" || { echo "$1 not running"; return; }
+  local p; p=$(pid_of "$1")
+  kill "$p"
+  for _ in $(seq 1 100); do running "$p" || { echo "$1 stopped"; return; }; sleep 0.1; done
+  kill -9 "$p" 2>/dev/null || true
+  echo "$1 killed after 10 s"
+}
+
+case "${1:-}" in
+  fetch) fetch ;;
+  start) fetch; mkdir -p "$dir/logs"; start_namesrv; start_broker ;;
+  stop) stop_one broker; stop_one namesrv ;;
+  start-broker) fetch; mkdir -p "$dir/logs"; start_broker ;;
+  stop-broker) stop_one broker ;;
+  status) for n in namesrv broker; do if alive $n; then echo "$n up pid $(pid_of $n)"; else echo "$n down"; fi; done ;;
+  ""|-h|--help|help) usage ;;
+  *) die "unknown command $1 (see --help)" ;;
+esac
