@@ -1,6 +1,8 @@
 // Package inventory is the operators' side of the stock: defining a product
-// and splitting its stock across the shards, reading it back per shard, the
-// shard overview, and the product catalog the purchase path reads.
+// (catalog row first, then its stock split across the shards), reading it
+// back per shard, the shard overview, reconciling shard counters with the
+// orders, and applying settlements (pay results) to the shard that holds
+// each unit.
 package inventory
 
 import (
@@ -11,10 +13,9 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"log/slog"
 	"sync"
 	"time"
-
-	"github.com/hashicorp/go-multierror"
 
 	"github.com/shardstock/shardstock"
 	"github.com/shardstock/shardstock/shard"
@@ -24,27 +25,38 @@ import (
 type Store interface {
 	Len() int
 	Init(ctx context.Context, i int, product string, a shard.Allocation) (bool, error)
-	Definition(ctx context.Context, i int, product string) (string, error)
 	Counters(ctx context.Context, i int, product string) (shard.Counters, error)
+	Confirm(ctx context.Context, i int, product, id string) (bool, error)
+	Release(ctx context.Context, i int, product, id string) (bool, error)
+	ReleaseClaim(ctx context.Context, product, user, id string) error
 	Ping(ctx context.Context, i int) error
 	Shards() []*shard.Shard
 }
 
 var _ Store = (*shard.Set)(nil)
 
+// Catalog is the durable product catalog (order.Store, in SQL).
+type Catalog interface {
+	SaveProduct(ctx context.Context, id, definition string) (created bool, stored string, err error)
+	ProductDefinition(ctx context.Context, id string) (string, error)
+}
+
 // Config tunes a Service; zero values mean the defaults.
 type Config struct {
 	CacheTTL    time.Duration // how long a known product is cached; default 30s
 	NegativeTTL time.Duration // how long an unknown id is cached; default 1s
 	Now         func() time.Time
+	Logger      *slog.Logger
 }
 
 // Service defines products and answers for them. Safe for concurrent use.
 type Service struct {
-	store Store
-	cfg   Config
-	mu    sync.Mutex // guards cache
-	cache map[string]cached
+	store   Store
+	catalog Catalog
+	ledger  Ledger // may be nil: no reconcile
+	cfg     Config
+	mu      sync.Mutex // guards cache
+	cache   map[string]cached
 }
 
 type cached struct {
@@ -56,8 +68,9 @@ type cached struct {
 // cannot grow memory without bound.
 const maxNegative = 10000
 
-// NewService returns a Service over store.
-func NewService(store Store, cfg Config) *Service {
+// NewService returns a Service over the shards and the catalog; ledger
+// (the order counts, for reconcile) may be nil.
+func NewService(store Store, catalog Catalog, ledger Ledger, cfg Config) *Service {
 	if cfg.CacheTTL <= 0 {
 		cfg.CacheTTL = 30 * time.Second
 	}
@@ -67,19 +80,25 @@ func NewService(store Store, cfg Config) *Service {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Service{store: store, cfg: cfg, cache: make(map[string]cached)}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Service{store: store, catalog: catalog, ledger: ledger, cfg: cfg, cache: make(map[string]cached)}
 }
 
-// Define validates p, then allocates it on every shard: the allocations
-// sum to p.Stock and differ by at most one unit. It returns created = true
-// when any shard was newly initialised, false when every shard already held
-// this exact definition (an idempotent repeat). Errors: ErrInvalid;
-// ErrConflict when a shard holds another definition of the id;
-// ErrUnavailable when a shard cannot answer (a repeat completes the work).
+// Define validates p, records it in the catalog, then allocates it on every
+// shard: the allocations sum to p.Stock and differ by at most one unit. It
+// returns created = true on the product's first definition, false when the
+// catalog already held this exact definition (an idempotent repeat, which
+// also completes shards a failed earlier attempt left out). Errors:
+// ErrInvalid; ErrConflict when the id is defined differently;
+// ErrUnavailable when the catalog or a shard cannot answer (a repeat
+// completes the work).
 //
-// Shards are initialised in index order and the walk stops at the first
-// conflict, so two racing definitions of one id cannot both spread: the one
-// that reaches shard 0 first wins every shard.
+// The catalog row comes first, so a restarted coordinator knows the
+// product and a conflicting definition is refused before any shard is
+// touched. Shards are initialised in index order and each init is refused
+// by a shard that holds another definition.
 func (s *Service) Define(ctx context.Context, p shardstock.Product) (bool, error) {
 	if err := p.Validate(); err != nil {
 		return false, err
@@ -89,26 +108,38 @@ func (s *Service) Define(ctx context.Context, p shardstock.Product) (bool, error
 	if err != nil {
 		return false, fmt.Errorf("encode definition: %w", err)
 	}
-	n := s.store.Len()
-	alloc := shardstock.SplitStock(p.Stock, n, spreadOffset(p.ID, n))
-	epoch := newEpoch()
-	created := false
-	for i := 0; i < n; i++ {
-		c, err := s.store.Init(ctx, i, p.ID, shard.Allocation{
-			Alloc: alloc[i], Limit: p.PerUserLimit,
-			StartsMS: unixMS(p.StartsAt), EndsMS: unixMS(p.EndsAt),
-			Definition: string(def), Epoch: epoch,
-		})
-		switch {
-		case errors.Is(err, shard.ErrInitConflict):
-			return false, shardstock.Conflict(fmt.Sprintf("product %s is already defined with another definition", p.ID))
-		case err != nil:
-			return created, fmt.Errorf("%w: define %s: %w", shardstock.ErrUnavailable, p.ID, err)
-		}
-		created = created || c
+	created, stored, err := s.catalog.SaveProduct(ctx, p.ID, string(def))
+	switch {
+	case err != nil:
+		return false, fmt.Errorf("%w: catalog: %w", shardstock.ErrUnavailable, err)
+	case stored != string(def):
+		return false, shardstock.Conflict(fmt.Sprintf("product %s is already defined with another definition", p.ID))
+	}
+	if err := s.allocate(ctx, p, string(def)); err != nil {
+		return false, err
 	}
 	s.put(p.ID, &p)
 	return created, nil
+}
+
+func (s *Service) allocate(ctx context.Context, p shardstock.Product, def string) error {
+	n := s.store.Len()
+	alloc := shardstock.SplitStock(p.Stock, n, spreadOffset(p.ID, n))
+	epoch := newEpoch()
+	for i := 0; i < n; i++ {
+		_, err := s.store.Init(ctx, i, p.ID, shard.Allocation{
+			Alloc: alloc[i], Limit: p.PerUserLimit,
+			StartsMS: unixMS(p.StartsAt), EndsMS: unixMS(p.EndsAt),
+			Definition: def, Epoch: epoch,
+		})
+		switch {
+		case errors.Is(err, shard.ErrInitConflict):
+			return shardstock.Conflict(fmt.Sprintf("shard %d holds another definition of %s", i, p.ID))
+		case err != nil:
+			return fmt.Errorf("%w: define %s: %w", shardstock.ErrUnavailable, p.ID, err)
+		}
+	}
+	return nil
 }
 
 func spreadOffset(id string, n int) int {
@@ -130,10 +161,8 @@ func newEpoch() string {
 	return hex.EncodeToString(b)
 }
 
-// Product returns the definition of product id, from the cache or else from
-// the first shard that holds it. Errors: ErrNotFound when every shard
-// answered without it; ErrUnavailable when none that answered holds it and
-// some could not answer.
+// Product returns the definition of product id from the catalog (cached).
+// Errors: ErrNotFound; ErrUnavailable when the catalog cannot answer.
 func (s *Service) Product(ctx context.Context, id string) (*shardstock.Product, error) {
 	if p, ok := s.get(id); ok {
 		if p == nil {
@@ -141,37 +170,20 @@ func (s *Service) Product(ctx context.Context, id string) (*shardstock.Product, 
 		}
 		return p, nil
 	}
-	p, err := s.load(ctx, id)
-	switch {
-	case errors.Is(err, shardstock.ErrNotFound):
+	def, err := s.catalog.ProductDefinition(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("%w: catalog: %w", shardstock.ErrUnavailable, err)
+	}
+	if def == "" {
 		s.put(id, nil)
-	case err == nil:
-		s.put(id, p)
+		return nil, shardstock.ErrNotFound
 	}
-	return p, err
-}
-
-func (s *Service) load(ctx context.Context, id string) (*shardstock.Product, error) {
-	var errs *multierror.Error
-	for i := 0; i < s.store.Len(); i++ {
-		def, err := s.store.Definition(ctx, i, id)
-		if err != nil {
-			errs = multierror.Append(errs, err)
-			continue
-		}
-		if def == "" {
-			continue
-		}
-		var p shardstock.Product
-		if err := json.Unmarshal([]byte(def), &p); err != nil {
-			return nil, fmt.Errorf("shard %d: decode definition of %s: %w", i, id, err)
-		}
-		return &p, nil
+	var p shardstock.Product
+	if err := json.Unmarshal([]byte(def), &p); err != nil {
+		return nil, fmt.Errorf("decode definition of %s: %w", id, err)
 	}
-	if errs != nil {
-		return nil, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, errs)
-	}
-	return nil, shardstock.ErrNotFound
+	s.put(id, &p)
+	return &p, nil
 }
 
 func (s *Service) get(id string) (*shardstock.Product, bool) {

@@ -15,6 +15,21 @@ func (s *Service) Register(g *echo.Group) {
 	g.PUT("/products/:id", s.putProduct)
 	g.GET("/products/:id", s.getProduct)
 	g.GET("/shards", s.getShards)
+	g.GET("/products/:id/reconcile", s.reconcile)
+	g.POST("/products/:id/reconcile", s.reconcile)
+}
+
+// reconcile reports drift (GET) or also fixes what is safe (POST).
+func (s *Service) reconcile(c echo.Context) error {
+	id := c.Param("id")
+	if !shardstock.ValidID(id) {
+		return shardstock.ErrNotFound
+	}
+	r, err := s.Reconcile(c.Request().Context(), id, c.Request().Method == http.MethodPost)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, r)
 }
 
 // AdminAuth admits requests carrying "Authorization: Bearer <token>",

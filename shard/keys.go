@@ -19,3 +19,13 @@ func keysFor(product string) productKeys {
 
 // productsKey is the per-shard set of initialised product ids.
 const productsKey = "ss:products"
+
+// OutboxKey is the outbox stream of product on every shard.
+func OutboxKey(product string) string { return keysFor(product).outbox }
+
+// ProductsKey is the per-shard set of initialised product ids.
+const ProductsKey = productsKey
+
+// SettleKey is the per-shard stream of settlements (pay results) for the
+// holds on that shard, in Redis Streams mode.
+const SettleKey = "ss:settle"

@@ -14,6 +14,7 @@ import (
 
 	"github.com/shardstock/shardstock"
 	"github.com/shardstock/shardstock/inventory"
+	"github.com/shardstock/shardstock/order"
 	"github.com/shardstock/shardstock/shard"
 	"github.com/shardstock/shardstock/shard/shardtest"
 )
@@ -47,7 +48,15 @@ func newFixture(t testing.TB, n int) *fixture {
 	}
 	t.Cleanup(func() { set.Close() })
 	f.set = set
-	f.inv = inventory.NewService(set, inventory.Config{})
+	store, err := order.Open("sqlite:" + t.TempDir() + "/orders.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	if err := store.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	f.inv = inventory.NewService(set, store, store, inventory.Config{})
 	return f
 }
 

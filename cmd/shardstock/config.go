@@ -3,15 +3,16 @@ package main
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/shardstock/shardstock/messaging"
 	"github.com/shardstock/shardstock/shard"
 )
 
@@ -26,6 +27,12 @@ type Config struct {
 	ShardTimeout time.Duration
 	LogFormat    string
 	LogLevel     slog.Level
+	MQ           string // "streams" or rocketmq://host:port
+	DB           string // sqlite:PATH or mysql://...
+	PayTimeout   time.Duration
+	FailFastAge  time.Duration
+	OrderRate    float64
+	ClaimIdle    time.Duration
 	// GeneratedToken is true when Dev made up AdminToken.
 	GeneratedToken bool
 }
@@ -47,14 +54,19 @@ var variables = []variable{
 	{"SHARDSTOCK_USER_AUTH", "user-auth", "header", "buyer identity: header (trust X-User-ID; only behind an authenticating gateway)"},
 	{"SHARDSTOCK_DEV", "dev", "", "1: allow a missing admin token, make one up and print it"},
 	{"SHARDSTOCK_SHARD_TIMEOUT", "shard-timeout", "250ms", "deadline of one call on one shard"},
+	{"SHARDSTOCK_MQ", "mq", "streams", "message transport: streams (Redis Streams on the shards) or rocketmq://HOST:9876[?broker=HOST:10911]"},
+	{"SHARDSTOCK_DB", "db", "sqlite:./data/orders.db", "order database: sqlite:PATH or mysql://user:pass@tcp(host:port)/db"},
+	{"SHARDSTOCK_PAY_TIMEOUT", "pay-timeout", "15m", "unpaid orders are cancelled after this"},
+	{"SHARDSTOCK_FAIL_FAST_AGE", "fail-fast-age", "30m", "a reservation older than this when consumed becomes a failed order and is released"},
+	{"SHARDSTOCK_ORDER_RATE", "order-rate", "500", "order creations per second per process"},
+	{"SHARDSTOCK_CLAIM_IDLE", "claim-idle", "30s", "outbox entries another coordinator left unprocessed this long are taken over"},
 	{"SHARDSTOCK_LOG_FORMAT", "log-format", "text", "log format: text or json"},
 	{"SHARDSTOCK_LOG_LEVEL", "log-level", "info", "log level: debug, info, warn or error"},
 }
 
 // notYet are contract variables of features this version does not have;
 // setting one is reported at start rather than silently ignored.
-var notYet = []string{"SHARDSTOCK_HMAC_SECRET", "SHARDSTOCK_MQ", "SHARDSTOCK_DB", "SHARDSTOCK_SPOOL_DIR",
-	"SHARDSTOCK_PAY_TIMEOUT", "SHARDSTOCK_FAIL_FAST_AGE", "SHARDSTOCK_ORDER_RATE", "SHARDSTOCK_RATE_LIMITS"}
+var notYet = []string{"SHARDSTOCK_HMAC_SECRET", "SHARDSTOCK_SPOOL_DIR", "SHARDSTOCK_RATE_LIMITS"}
 
 // parseConfig reads settings from args (flags) over getenv, validates them
 // and fills defaults. Its error names the bad setting.
@@ -78,9 +90,10 @@ func parseConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (*
 
 func buildConfig(get func(string) string) (*Config, error) {
 	c := &Config{HTTPAddr: get("SHARDSTOCK_HTTP_ADDR"), AdminToken: get("SHARDSTOCK_ADMIN_TOKEN"),
-		UserAuth: get("SHARDSTOCK_USER_AUTH"), LogFormat: get("SHARDSTOCK_LOG_FORMAT")}
+		UserAuth: get("SHARDSTOCK_USER_AUTH"), LogFormat: get("SHARDSTOCK_LOG_FORMAT"),
+		MQ: get("SHARDSTOCK_MQ"), DB: get("SHARDSTOCK_DB")}
 	steps := []func(get func(string) string) error{c.parseAddr, c.parseShards, c.parseDev,
-		c.parseAuth, c.parseTimeout, c.parseLog}
+		c.parseAuth, c.parseTimeout, c.parseLog, c.parseOrders}
 	for _, step := range steps {
 		if err := step(get); err != nil {
 			return nil, err
@@ -180,4 +193,30 @@ func (c *Config) parseLog(get func(string) string) error {
 	return nil
 }
 
-var errHelp = errors.New("help requested")
+func (c *Config) parseOrders(get func(string) string) error {
+	if c.MQ != "streams" {
+		if _, err := messaging.ParseRocketMQ(c.MQ); err != nil {
+			return &configError{"SHARDSTOCK_MQ", "must be streams or rocketmq://HOST:PORT"}
+		}
+	}
+	if !strings.HasPrefix(c.DB, "sqlite:") && !strings.HasPrefix(c.DB, "mysql://") {
+		return &configError{"SHARDSTOCK_DB", "must be sqlite:PATH or mysql://user:pass@tcp(host:port)/db"}
+	}
+	durations := []struct {
+		name string
+		dst  *time.Duration
+	}{{"SHARDSTOCK_PAY_TIMEOUT", &c.PayTimeout}, {"SHARDSTOCK_FAIL_FAST_AGE", &c.FailFastAge}, {"SHARDSTOCK_CLAIM_IDLE", &c.ClaimIdle}}
+	for _, d := range durations {
+		v, err := time.ParseDuration(get(d.name))
+		if err != nil || v <= 0 {
+			return &configError{d.name, "must be a positive Go duration, like 15m"}
+		}
+		*d.dst = v
+	}
+	r, err := strconv.ParseFloat(get("SHARDSTOCK_ORDER_RATE"), 64)
+	if err != nil || r <= 0 {
+		return &configError{"SHARDSTOCK_ORDER_RATE", "must be a positive number of orders per second"}
+	}
+	c.OrderRate = r
+	return nil
+}

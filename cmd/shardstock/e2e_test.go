@@ -22,10 +22,16 @@ const testToken = "test-admin-token-0123456789"
 
 // startServer runs a coordinator (Main) on a free port over the given
 // shards, stopped when the test ends.
-func startServer(t *testing.T, urls []string) *Main {
+func startServer(t *testing.T, urls []string, opts ...func(*Config)) *Main {
 	t.Helper()
-	m := NewMain(&Config{HTTPAddr: "127.0.0.1:0", Shards: urls, AdminToken: testToken, UserAuth: "header",
-		ShardTimeout: 250 * time.Millisecond, LogFormat: "text", LogLevel: slog.LevelError}, io.Discard)
+	cfg := &Config{HTTPAddr: "127.0.0.1:0", Shards: urls, AdminToken: testToken, UserAuth: "header",
+		ShardTimeout: 250 * time.Millisecond, LogFormat: "text", LogLevel: slog.LevelWarn,
+		MQ: "streams", DB: "sqlite:" + t.TempDir() + "/orders.db", PayTimeout: 15 * time.Minute,
+		FailFastAge: 30 * time.Minute, OrderRate: 100000, ClaimIdle: 30 * time.Second}
+	for _, o := range opts {
+		o(cfg)
+	}
+	m := NewMain(cfg, testLog(t))
 	if err := m.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +125,9 @@ func checkShards(t *testing.T, st inventory.ProductStatus) (salable, locked, sol
 // coordinator processes sharing the shards.
 func TestRaceSellsExactlyTheStock(t *testing.T) {
 	r := shardtest.Start(t, 3)
-	a, b := startServer(t, r.URLs()), startServer(t, r.URLs())
+	db := "sqlite:" + t.TempDir() + "/shared.db"
+	sameDB := func(c *Config) { c.DB = db }
+	a, b := startServer(t, r.URLs(), sameDB), startServer(t, r.URLs(), sameDB)
 	if rep := putProduct(t, a.URL(), "race", `{"stock":1000,"per_user_limit":1}`); rep.status != 201 {
 		t.Fatalf("define: %d %s", rep.status, rep.raw)
 	}
@@ -335,4 +343,14 @@ func TestOperationsEndpoints(t *testing.T) {
 			t.Errorf("%s: %d %.80s", path, rep.status, rep.raw)
 		}
 	}
+}
+
+// testLog sends the server's warnings and errors to the test log.
+func testLog(t *testing.T) io.Writer { return testWriter{t} }
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
 }

@@ -13,9 +13,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/redis/go-redis/v9"
 )
 
 const usage = `shardstock — a sharded-inventory flash-sale coordinator
@@ -65,6 +68,7 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 		return 2
 	}
 	m := NewMain(cfg, stdout)
+	redis.SetLogger(redisLog{m.log})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := m.Run(ctx); err != nil {
@@ -86,4 +90,12 @@ func newFlagSet() *flag.FlagSet {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	return fs
+}
+
+// redisLog sends go-redis's own log lines (dial failures while a shard is
+// down, say) to the debug level: shard health reports them once, better.
+type redisLog struct{ log *slog.Logger }
+
+func (l redisLog) Printf(ctx context.Context, format string, v ...any) {
+	l.log.DebugContext(ctx, "go-redis: "+fmt.Sprintf(format, v...))
 }

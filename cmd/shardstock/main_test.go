@@ -108,7 +108,7 @@ func TestGracefulShutdown(t *testing.T) {
 	cmd := exec.Command(os.Args[0], "serve")
 	cmd.Env = append(os.Environ(), "SHARDSTOCK_TEST_AS_MAIN=1", "SHARDSTOCK_HTTP_ADDR="+addr,
 		"SHARDSTOCK_SHARDS="+strings.Join(r.URLs(), ","), "SHARDSTOCK_ADMIN_TOKEN="+testToken,
-		"SHARDSTOCK_SHARD_TIMEOUT=3s")
+		"SHARDSTOCK_SHARD_TIMEOUT=3s", "SHARDSTOCK_DB=sqlite:"+t.TempDir()+"/orders.db")
 	out, _ := cmd.StdoutPipe()
 	cmd.Stderr = cmd.Stdout
 	if err := cmd.Start(); err != nil {

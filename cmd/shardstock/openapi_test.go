@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/shardstock/shardstock/api"
+	"github.com/shardstock/shardstock/order"
 )
 
 // documentedRoutes lists "METHOD /path" for every operation under paths: in
@@ -41,6 +42,7 @@ func documentedRoutes(doc []byte) map[string]bool {
 
 func TestOpenAPIMatchesTheRoutes(t *testing.T) {
 	m := NewMain(&Config{AdminToken: testToken}, nil)
+	m.orders = order.NewService(nil, nil, nil, order.Config{})
 	e := m.routes().(*echo.Echo)
 	served := map[string]bool{}
 	param := regexp.MustCompile(`:(\w+)`)

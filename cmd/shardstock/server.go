@@ -18,11 +18,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
 
+	"github.com/shardstock/shardstock"
 	"github.com/shardstock/shardstock/api"
 	"github.com/shardstock/shardstock/flashsale"
 	"github.com/shardstock/shardstock/ha"
 	"github.com/shardstock/shardstock/inventory"
+	"github.com/shardstock/shardstock/messaging"
+	"github.com/shardstock/shardstock/order"
 	"github.com/shardstock/shardstock/shard"
 )
 
@@ -32,9 +36,12 @@ type Main struct {
 	cfg *Config
 	log *slog.Logger
 
+	store    *order.Store
 	set      *shard.Set
+	rmq      *messaging.RocketMQ // nil in streams mode
 	health   *ha.Health
 	inv      *inventory.Service
+	orders   *order.Service
 	listener net.Listener
 	server   *http.Server
 
@@ -49,6 +56,9 @@ func NewMain(cfg *Config, w io.Writer) *Main {
 }
 
 func newLogger(cfg *Config, w io.Writer) *slog.Logger {
+	if w == nil {
+		w = io.Discard
+	}
 	opts := &slog.HandlerOptions{Level: cfg.LogLevel}
 	if cfg.LogFormat == "json" {
 		return slog.New(slog.NewJSONHandler(w, opts))
@@ -56,22 +66,134 @@ func newLogger(cfg *Config, w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
-// Run opens the shard set, starts the health loop and starts serving; it
-// returns once the listener is open (or with the error that prevented it).
-// ctx bounds nothing after start; call Close to stop.
+// Run opens the order database (migrating it), the shard set and the
+// message transport, starts the background loops and starts serving; it
+// returns once the listener is open, or with the error that prevented it
+// (the caller then calls Close).
 func (m *Main) Run(ctx context.Context) error {
 	m.warnUnused()
+	if err := m.openStore(ctx); err != nil {
+		return err
+	}
 	m.health = ha.NewHealth(len(m.cfg.Shards), nil)
 	set, err := shard.Open(m.cfg.Shards, shard.Config{Timeout: m.cfg.ShardTimeout, Logger: m.log, Health: m.health})
 	if err != nil {
 		return fmt.Errorf("SHARDSTOCK_SHARDS: %w", err)
 	}
 	m.set = set
-	m.inv = inventory.NewService(set, inventory.Config{})
-	loopCtx, cancel := context.WithCancel(context.Background())
-	m.stopLoops = cancel
-	m.loops.Go(func() { m.health.Run(loopCtx, set, 500*time.Millisecond) })
+	m.inv = inventory.NewService(set, m.store, m.store, inventory.Config{Logger: m.log})
+	settler, err := m.openTransport(ctx)
+	if err != nil {
+		return err
+	}
+	m.orders = order.NewService(m.store, settler, set, order.Config{PayTimeout: m.cfg.PayTimeout,
+		FailFastAge: m.cfg.FailFastAge, Rate: m.cfg.OrderRate, Logger: m.log})
+	if err := m.startLoops(); err != nil {
+		return err
+	}
 	return m.listen()
+}
+
+func (m *Main) openStore(ctx context.Context) error {
+	store, err := order.Open(m.cfg.DB)
+	if err != nil {
+		return fmt.Errorf("SHARDSTOCK_DB: %w", err)
+	}
+	m.store = store
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := store.Migrate(ctx); err != nil {
+		return fmt.Errorf("SHARDSTOCK_DB: %w", err)
+	}
+	return nil
+}
+
+// openTransport connects RocketMQ when configured and returns where
+// settlements are published.
+func (m *Main) openTransport(ctx context.Context) (order.Settler, error) {
+	if m.cfg.MQ == "streams" {
+		return &messaging.StreamSettler{Clients: m.clients()}, nil
+	}
+	rc, _ := messaging.ParseRocketMQ(m.cfg.MQ)
+	rc.Instance = messaging.ConsumerName()
+	r, err := messaging.OpenRocketMQ(ctx, rc)
+	if err != nil {
+		return nil, fmt.Errorf("SHARDSTOCK_MQ: %w", err)
+	}
+	m.rmq = r
+	return rocketSettler{r}, nil
+}
+
+type rocketSettler struct{ r *messaging.RocketMQ }
+
+func (s rocketSettler) Publish(ctx context.Context, st shardstock.Settlement) error {
+	return s.r.Publish(ctx, messaging.TopicSettlements, st.OrderID, st.Encode())
+}
+
+func (m *Main) clients() []*redis.Client {
+	var cs []*redis.Client
+	for _, sh := range m.set.Shards() {
+		cs = append(cs, sh.Client)
+	}
+	return cs
+}
+
+// startLoops starts the health loop, the order sweeps and the consumers:
+// in streams mode the order service reads the outboxes and inventory the
+// settle streams; with RocketMQ a relay moves outbox entries to the
+// broker and both services consume topics.
+func (m *Main) startLoops() error {
+	ctx, cancel := context.WithCancel(context.Background())
+	m.stopLoops = cancel
+	m.loops.Go(func() { m.health.Run(ctx, m.set, 500*time.Millisecond) })
+	m.loops.Go(func() { m.orders.Run(ctx) })
+	outbox := &messaging.GroupReader{Clients: m.clients(), Streams: messaging.OutboxStreams,
+		ClaimIdle: m.cfg.ClaimIdle, Logger: m.log}
+	if m.rmq == nil {
+		outbox.Group, outbox.Handle = "orders", messaging.ReservationHandler(m.log, m.orders.Ingest)
+		settle := &messaging.GroupReader{Clients: m.clients(), Streams: messaging.SettleStreams, Group: "inventory",
+			Handle: messaging.SettlementHandler(m.log, m.inv.Settle), ClaimIdle: m.cfg.ClaimIdle, Logger: m.log}
+		m.loops.Go(func() { settle.Run(ctx) })
+	} else {
+		outbox.Group, outbox.Handle = "relay", messaging.ReservationHandler(m.log, m.relay)
+		if err := m.subscribe(ctx); err != nil {
+			return err
+		}
+	}
+	m.loops.Go(func() { outbox.Run(ctx) })
+	return nil
+}
+
+// relay publishes a reservation to the broker (message key = reservation
+// id); the outbox entry is acknowledged only after the broker took it.
+func (m *Main) relay(ctx context.Context, ev shardstock.ReservationEvent) error {
+	return m.rmq.Publish(ctx, messaging.TopicReservations, ev.ID, ev.Encode())
+}
+
+func (m *Main) subscribe(ctx context.Context) error {
+	err := m.rmq.Subscribe("shardstock-orders", messaging.TopicReservations, func(_ context.Context, body []byte) error {
+		ev, err := shardstock.DecodeReservation(body)
+		if err != nil {
+			m.log.Error("dropping a malformed reservation message", "err", err)
+			return nil
+		}
+		return messaging.UntilDone(ctx, m.log, "order consumer", func() error { return m.orders.Ingest(ctx, ev) })
+	})
+	if err != nil {
+		return fmt.Errorf("SHARDSTOCK_MQ: %w", err)
+	}
+	err = m.rmq.Subscribe("shardstock-inventory", messaging.TopicSettlements, func(_ context.Context, body []byte) error {
+		st, err := shardstock.DecodeSettlement(body)
+		if err != nil {
+			m.log.Error("dropping a malformed settlement message", "err", err)
+			return nil
+		}
+		return messaging.UntilDone(ctx, m.log, "settlement consumer", func() error { return m.inv.Settle(ctx, st) })
+	})
+	if err != nil {
+		return fmt.Errorf("SHARDSTOCK_MQ: %w", err)
+	}
+	return nil
 }
 
 func (m *Main) listen() error {
@@ -91,11 +213,19 @@ func (m *Main) listen() error {
 	}
 	m.served = make(chan error, 1)
 	go func() { m.served <- m.server.Serve(ln) }()
-	m.log.Info("serving", "addr", ln.Addr().String(), "shards", len(m.cfg.Shards), "user_auth", m.cfg.UserAuth)
+	m.log.Info("serving", "addr", ln.Addr().String(), "shards", len(m.cfg.Shards), "mq", m.mqName(),
+		"db", m.store.Dialect(), "user_auth", m.cfg.UserAuth)
 	if m.cfg.GeneratedToken {
 		m.log.Warn("SHARDSTOCK_DEV=1: generated an admin token for this run", "admin_token", m.cfg.AdminToken)
 	}
 	return nil
+}
+
+func (m *Main) mqName() string {
+	if m.rmq == nil {
+		return "streams"
+	}
+	return "rocketmq"
 }
 
 // URL is the base URL the server listens on.
@@ -108,6 +238,7 @@ func (m *Main) routes() http.Handler {
 	e.Use(middleware.Recover())
 
 	flashsale.NewHandler(flashsale.Config{Catalog: m.inv, Reserver: m.set, Identity: flashsale.HeaderIdentity}).Register(e)
+	m.orders.Register(e, flashsale.HeaderIdentity)
 	admin := e.Group("/admin/v1", inventory.AdminAuth(m.cfg.AdminToken))
 	m.inv.Register(admin)
 
@@ -137,28 +268,35 @@ func (m *Main) warnUnused() {
 }
 
 // Close stops serving (in-flight requests finish, up to 15 s), stops the
-// background loops and closes the shard clients, in reverse order of
-// opening; errors are combined.
+// background loops and closes the broker connection, the shard clients and
+// the database, in reverse order of opening; errors are combined.
 func (m *Main) Close() error {
 	var errs *multierror.Error
+	add := func(err error) {
+		if err != nil {
+			errs = multierror.Append(errs, err)
+		}
+	}
 	if m.server != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()
-		if err := m.server.Shutdown(ctx); err != nil {
-			errs = multierror.Append(errs, fmt.Errorf("http: %w", err))
-		}
-		if err := <-m.served; err != nil && !errors.Is(err, http.ErrServerClosed) {
-			errs = multierror.Append(errs, fmt.Errorf("http: %w", err))
+		add(m.server.Shutdown(ctx))
+		if err := <-m.served; !errors.Is(err, http.ErrServerClosed) {
+			add(err)
 		}
 	}
 	if m.stopLoops != nil {
 		m.stopLoops()
-		m.loops.Wait()
 	}
+	if m.rmq != nil {
+		add(m.rmq.Close())
+	}
+	m.loops.Wait()
 	if m.set != nil {
-		if err := m.set.Close(); err != nil {
-			errs = multierror.Append(errs, err)
-		}
+		add(m.set.Close())
+	}
+	if m.store != nil {
+		add(m.store.Close())
 	}
 	return errs.ErrorOrNil()
 }

@@ -1,0 +1,124 @@
+package shardstock
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// Order statuses (API.md). Pending is only ever computed (a hold with no
+// order row yet), never stored.
+const (
+	StatusPending         = "pending"
+	StatusAwaitingPayment = "awaiting_payment"
+	StatusPaid            = "paid"
+	StatusCancelled       = "cancelled"
+	StatusFailed          = "failed"
+)
+
+// Order is an order row.
+type Order struct {
+	ID        string `json:"order_id"`
+	UserID    string `json:"user_id"`
+	ProductID string `json:"product_id"`
+	Shard     int    `json:"shard"`
+	Status    string `json:"status"`
+}
+
+// ReservationEvent is what a shard's outbox says about one reservation. The
+// reserve script writes it with the fields res, user, product, shard, at.
+type ReservationEvent struct {
+	ID        string `json:"id"`
+	UserID    string `json:"user"`
+	ProductID string `json:"product"`
+	Shard     int    `json:"shard"`
+	AtMS      int64  `json:"at"` // unix ms on the coordinator that reserved
+}
+
+// At is the reservation time.
+func (e ReservationEvent) At() time.Time { return time.UnixMilli(e.AtMS) }
+
+// ReservationFromFields decodes an outbox stream entry's fields.
+func ReservationFromFields(f map[string]any) (ReservationEvent, error) {
+	str := func(k string) string { s, _ := f[k].(string); return s }
+	shard, err1 := strconv.Atoi(str("shard"))
+	at, err2 := strconv.ParseInt(str("at"), 10, 64)
+	e := ReservationEvent{ID: str("res"), UserID: str("user"), ProductID: str("product"), Shard: shard, AtMS: at}
+	if err1 != nil || err2 != nil || e.ID == "" || !ValidID(e.UserID) || !ValidID(e.ProductID) {
+		return e, fmt.Errorf("malformed outbox entry %v", f)
+	}
+	return e, nil
+}
+
+// Settlement actions: what the holder shard must do with a hold.
+const (
+	// Confirm: the order was paid; locked -> sold.
+	Confirm = "confirm"
+	// Release: the order was cancelled, failed or timed out; locked ->
+	// salable, and the buyer's claim is given back.
+	Release = "release"
+	// ReleaseDuplicate: a second hold for one reservation id (a reserve that
+	// ran on a shard whose answer was lost, then failed over); locked ->
+	// salable, the claim stays with the order.
+	ReleaseDuplicate = "release_duplicate"
+)
+
+// Settlement is the pay-result message: apply Action to hold OrderID of
+// ProductID on Shard. Applying it twice changes nothing.
+type Settlement struct {
+	OrderID   string `json:"order_id"`
+	ProductID string `json:"product_id"`
+	UserID    string `json:"user_id"`
+	Shard     int    `json:"shard"`
+	Action    string `json:"action"`
+}
+
+// Encode is the message body.
+func (s Settlement) Encode() []byte {
+	b, _ := json.Marshal(s)
+	return b
+}
+
+// DecodeSettlement parses a message body.
+func DecodeSettlement(b []byte) (Settlement, error) {
+	var s Settlement
+	if err := json.Unmarshal(b, &s); err != nil {
+		return s, fmt.Errorf("settlement: %w", err)
+	}
+	switch s.Action {
+	case Confirm, Release, ReleaseDuplicate:
+	default:
+		return s, fmt.Errorf("settlement: unknown action %q", s.Action)
+	}
+	if !ValidID(s.ProductID) || s.OrderID == "" {
+		return s, fmt.Errorf("settlement: malformed %+v", s)
+	}
+	return s, nil
+}
+
+// Encode is the message body of a reservation relayed to a broker.
+func (e ReservationEvent) Encode() []byte {
+	b, _ := json.Marshal(e)
+	return b
+}
+
+// DecodeReservation parses a relayed reservation message body.
+func DecodeReservation(b []byte) (ReservationEvent, error) {
+	var e ReservationEvent
+	if err := json.Unmarshal(b, &e); err != nil {
+		return e, fmt.Errorf("reservation: %w", err)
+	}
+	if e.ID == "" || !ValidID(e.UserID) || !ValidID(e.ProductID) {
+		return e, fmt.Errorf("reservation: malformed %+v", e)
+	}
+	return e, nil
+}
+
+// OrderCounts are a product's orders on one shard: awaiting payment, paid,
+// and released (cancelled or failed).
+type OrderCounts struct {
+	AwaitingPayment int64 `json:"awaiting_payment"`
+	Paid            int64 `json:"paid"`
+	Released        int64 `json:"released"`
+}

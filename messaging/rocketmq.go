@@ -1,0 +1,164 @@
+package messaging
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	rmq "github.com/apache/rocketmq-client-go/v2"
+	"github.com/apache/rocketmq-client-go/v2/admin"
+	"github.com/apache/rocketmq-client-go/v2/consumer"
+	"github.com/apache/rocketmq-client-go/v2/primitive"
+	"github.com/apache/rocketmq-client-go/v2/producer"
+	"github.com/apache/rocketmq-client-go/v2/rlog"
+	"github.com/hashicorp/go-multierror"
+)
+
+// Topics of the RocketMQ transport.
+const (
+	TopicReservations = "shardstock_reservations"
+	TopicSettlements  = "shardstock_settlements"
+)
+
+// RocketMQConfig locates the broker.
+type RocketMQConfig struct {
+	NameServer string // host:port
+	Broker     string // host:port of the broker, for creating topics
+	Instance   string // unique per process (client instance name)
+}
+
+// ParseRocketMQ parses "rocketmq://HOST:9876[?broker=HOST:10911]"; the broker
+// defaults to the name server's host on port 10911.
+func ParseRocketMQ(raw string) (RocketMQConfig, error) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme != "rocketmq" || u.Host == "" {
+		return RocketMQConfig{}, fmt.Errorf("%q is not rocketmq://HOST:PORT", raw)
+	}
+	c := RocketMQConfig{NameServer: u.Host, Broker: u.Query().Get("broker")}
+	if c.Broker == "" {
+		c.Broker = u.Hostname() + ":10911"
+	}
+	return c, nil
+}
+
+// RocketMQ is one process's connection to the broker: a single producer,
+// started once, and the push consumers it subscribes.
+type RocketMQ struct {
+	cfg       RocketMQConfig
+	producer  rmq.Producer
+	mu        sync.Mutex // guards consumers
+	consumers []rmq.PushConsumer
+}
+
+// OpenRocketMQ starts the producer and creates the topics (a push consumer
+// cannot start on a topic the name server does not know yet).
+func OpenRocketMQ(ctx context.Context, cfg RocketMQConfig) (*RocketMQ, error) {
+	rlog.SetLogLevel("error")
+	if err := createTopics(ctx, cfg, TopicReservations, TopicSettlements); err != nil {
+		return nil, err
+	}
+	p, err := rmq.NewProducer(
+		producer.WithNameServer([]string{cfg.NameServer}),
+		producer.WithGroupName("shardstock-producer"),
+		producer.WithInstanceName(cfg.Instance),
+		producer.WithRetry(2),
+		producer.WithSendMsgTimeout(3*time.Second),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("rocketmq producer: %w", err)
+	}
+	if err := p.Start(); err != nil {
+		return nil, fmt.Errorf("rocketmq producer start: %w", err)
+	}
+	return &RocketMQ{cfg: cfg, producer: p}, nil
+}
+
+func createTopics(ctx context.Context, cfg RocketMQConfig, topics ...string) error {
+	a, err := admin.NewAdmin(admin.WithResolver(primitive.NewPassthroughResolver([]string{cfg.NameServer})))
+	if err != nil {
+		return fmt.Errorf("rocketmq admin: %w", err)
+	}
+	defer a.Close()
+	for _, t := range topics {
+		if err := a.CreateTopic(ctx, admin.WithTopicCreate(t), admin.WithBrokerAddrCreate(cfg.Broker),
+			admin.WithReadQueueNums(4), admin.WithWriteQueueNums(4)); err != nil {
+			return fmt.Errorf("rocketmq: create topic %s on %s: %w", t, cfg.Broker, err)
+		}
+	}
+	return nil
+}
+
+// Publish sends body to topic with key, synchronously (SendSync retries).
+func (r *RocketMQ) Publish(ctx context.Context, topic, key string, body []byte) error {
+	msg := primitive.NewMessage(topic, body)
+	msg.WithKeys([]string{key})
+	res, err := r.producer.SendSync(ctx, msg)
+	if err != nil {
+		return fmt.Errorf("rocketmq send %s: %w", topic, err)
+	}
+	if res.Status != primitive.SendOK {
+		return fmt.Errorf("rocketmq send %s: status %d", topic, res.Status)
+	}
+	return nil
+}
+
+// MessageHandler processes one message body; an error asks for redelivery.
+type MessageHandler func(ctx context.Context, body []byte) error
+
+// Subscribe starts a clustering push consumer of group on topic. A handler
+// error answers ConsumeRetryLater (the message comes back through the
+// group's %RETRY% topic).
+func (r *RocketMQ) Subscribe(group, topic string, h MessageHandler) error {
+	c, err := rmq.NewPushConsumer(
+		consumer.WithNameServer([]string{r.cfg.NameServer}),
+		consumer.WithGroupName(group),
+		consumer.WithInstance(r.cfg.Instance),
+		consumer.WithConsumerModel(consumer.Clustering),
+		// A group seen for the first time starts at the first offset, so
+		// reservations relayed before it first ran are not skipped; the
+		// consumers are idempotent, so re-reading is harmless.
+		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset),
+		consumer.WithMaxReconsumeTimes(1000),
+	)
+	if err != nil {
+		return fmt.Errorf("rocketmq consumer %s: %w", group, err)
+	}
+	err = c.Subscribe(topic, consumer.MessageSelector{}, func(ctx context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+		for _, m := range msgs {
+			if err := h(ctx, m.Body); err != nil {
+				return consumer.ConsumeRetryLater, err
+			}
+		}
+		return consumer.ConsumeSuccess, nil
+	})
+	if err != nil {
+		return fmt.Errorf("rocketmq subscribe %s: %w", topic, err)
+	}
+	if err := c.Start(); err != nil {
+		return fmt.Errorf("rocketmq consumer %s start: %w", group, err)
+	}
+	r.mu.Lock()
+	r.consumers = append(r.consumers, c)
+	r.mu.Unlock()
+	return nil
+}
+
+// Close shuts the consumers down, then the producer.
+func (r *RocketMQ) Close() error {
+	var errs *multierror.Error
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := len(r.consumers) - 1; i >= 0; i-- {
+		if err := r.consumers[i].Shutdown(); err != nil {
+			errs = multierror.Append(errs, fmt.Errorf("rocketmq consumer: %w", err))
+		}
+	}
+	if err := r.producer.Shutdown(); err != nil && !errors.Is(err, context.Canceled) && !strings.Contains(err.Error(), "already") {
+		errs = multierror.Append(errs, fmt.Errorf("rocketmq producer: %w", err))
+	}
+	return errs.ErrorOrNil()
+}

@@ -1,0 +1,90 @@
+package messaging
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/shardstock/shardstock"
+	"github.com/shardstock/shardstock/shard"
+)
+
+// StreamSettler publishes settlements onto the settle stream of the shard
+// that holds the unit (Redis Streams mode): a settlement and the hold it
+// moves live on the same master.
+type StreamSettler struct {
+	Clients []*redis.Client // index = shard
+	Timeout time.Duration   // per publish; default 1s
+}
+
+// Publish appends s to its shard's settle stream.
+func (p *StreamSettler) Publish(ctx context.Context, s shardstock.Settlement) error {
+	if s.Shard < 0 || s.Shard >= len(p.Clients) {
+		return fmt.Errorf("settlement for shard %d: no such shard", s.Shard)
+	}
+	ctx, cancel := context.WithTimeout(ctx, cmp(p.Timeout, time.Second))
+	defer cancel()
+	err := p.Clients[s.Shard].XAdd(ctx, &redis.XAddArgs{Stream: shard.SettleKey,
+		Values: []any{"body", string(s.Encode())}}).Err()
+	if err != nil {
+		return fmt.Errorf("shard %d: publish settlement: %w", s.Shard, err)
+	}
+	return nil
+}
+
+func cmp(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
+
+// OutboxStreams lists the outbox streams of the products initialised on a
+// shard; it is GroupReader.Streams for reservations.
+func OutboxStreams(ctx context.Context, _ int, c *redis.Client) ([]string, error) {
+	ids, err := c.SMembers(ctx, shard.ProductsKey).Result()
+	if err != nil {
+		return nil, err
+	}
+	streams := make([]string, len(ids))
+	for i, id := range ids {
+		streams[i] = shard.OutboxKey(id)
+	}
+	return streams, nil
+}
+
+// SettleStreams is GroupReader.Streams for settlements.
+func SettleStreams(context.Context, int, *redis.Client) ([]string, error) {
+	return []string{shard.SettleKey}, nil
+}
+
+// ReservationHandler adapts a reservation consumer to outbox entries. An
+// entry that cannot be decoded can never be processed: it is logged as an
+// error and acknowledged.
+func ReservationHandler(log *slog.Logger, h func(context.Context, shardstock.ReservationEvent) error) EntryHandler {
+	return func(ctx context.Context, e Entry) error {
+		ev, err := shardstock.ReservationFromFields(e.Fields)
+		if err != nil {
+			log.Error("dropping a malformed outbox entry", "shard", e.Shard, "stream", e.Stream, "id", e.ID, "err", err)
+			return nil
+		}
+		return h(ctx, ev)
+	}
+}
+
+// SettlementHandler adapts a settlement consumer to settle-stream entries;
+// malformed entries are handled as in ReservationHandler.
+func SettlementHandler(log *slog.Logger, h func(context.Context, shardstock.Settlement) error) EntryHandler {
+	return func(ctx context.Context, e Entry) error {
+		body, _ := e.Fields["body"].(string)
+		s, err := shardstock.DecodeSettlement([]byte(body))
+		if err != nil {
+			log.Error("dropping a malformed settlement entry", "shard", e.Shard, "id", e.ID, "err", err)
+			return nil
+		}
+		return h(ctx, s)
+	}
+}

@@ -1,0 +1,257 @@
+// Package messaging moves shardstock's two kinds of message: reservations
+// (from the shards' outbox streams to the order service) and settlements
+// (pay results, from the order service to the shard holding the unit).
+// Two transports: Redis Streams consumer groups on the shards themselves,
+// and Apache RocketMQ. Delivery is at least once everywhere; every consumer
+// is idempotent.
+package messaging
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Entry is one stream entry handed to a handler.
+type Entry struct {
+	Shard  int
+	Stream string
+	ID     string
+	Fields map[string]any
+}
+
+// EntryHandler processes one entry. nil: the entry is acknowledged and
+// deleted; an error: it stays pending and is offered again after a backoff.
+type EntryHandler func(ctx context.Context, e Entry) error
+
+// GroupReader reads streams on every shard through one consumer group. Each
+// shard has its own goroutine: it first re-reads this consumer's pending
+// entries (left by a failed handler), periodically claims entries another
+// consumer left pending longer than ClaimIdle (a dead coordinator), then
+// reads new ones. Handled entries are XACKed and XDELed, so a stream only
+// holds what is not processed yet.
+type GroupReader struct {
+	Clients  []*redis.Client // index = shard
+	Group    string
+	Consumer string // unique per process; default host-pid-random
+	// Streams lists the streams to read on shard i (it may change over time).
+	Streams func(ctx context.Context, i int, c *redis.Client) ([]string, error)
+	Handle  EntryHandler
+	// ClaimIdle: entries pending longer than this are taken over. Default 30s.
+	ClaimIdle time.Duration
+	// Block is how long one read waits for new entries. Default 500ms.
+	Block time.Duration
+	// Count is the most entries read per stream per call. Default 100.
+	Count  int64
+	Logger *slog.Logger
+}
+
+// ConsumerName returns a consumer name unique to this process.
+func ConsumerName() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s-%d-%04x", host, os.Getpid(), rand.IntN(1<<16))
+}
+
+// Run reads until ctx is done. It never gives up on a shard: errors are
+// logged and retried with a capped backoff.
+func (g *GroupReader) Run(ctx context.Context) {
+	g.defaults()
+	var wg sync.WaitGroup
+	for i, c := range g.Clients {
+		wg.Go(func() { g.runShard(ctx, i, c) })
+	}
+	wg.Wait()
+}
+
+func (g *GroupReader) defaults() {
+	if g.Consumer == "" {
+		g.Consumer = ConsumerName()
+	}
+	if g.ClaimIdle <= 0 {
+		g.ClaimIdle = 30 * time.Second
+	}
+	if g.Block <= 0 {
+		g.Block = 500 * time.Millisecond
+	}
+	if g.Count <= 0 {
+		g.Count = 100
+	}
+	if g.Logger == nil {
+		g.Logger = slog.Default()
+	}
+}
+
+// shardReader is the state of one shard's loop.
+type shardReader struct {
+	g         *GroupReader
+	shard     int
+	c         *redis.Client
+	groups    map[string]bool // streams whose group exists
+	lastClaim time.Time
+	backoff   time.Duration
+}
+
+func (g *GroupReader) runShard(ctx context.Context, i int, c *redis.Client) {
+	r := &shardReader{g: g, shard: i, c: c, groups: map[string]bool{}}
+	for ctx.Err() == nil {
+		if err := r.round(ctx); err != nil && ctx.Err() == nil {
+			r.fail(ctx, err)
+			continue
+		}
+		r.backoff = 0
+	}
+}
+
+// round is one pass: pending, claims, new entries.
+func (r *shardReader) round(ctx context.Context) error {
+	streams, err := r.g.Streams(ctx, r.shard, r.c)
+	if err != nil {
+		return fmt.Errorf("list streams: %w", err)
+	}
+	if len(streams) == 0 {
+		return sleep(ctx, r.g.Block)
+	}
+	if err := r.ensureGroups(ctx, streams); err != nil {
+		return err
+	}
+	if err := r.read(ctx, streams, "0", 0); err != nil {
+		return err
+	}
+	if time.Since(r.lastClaim) >= r.g.ClaimIdle/2 {
+		if err := r.claim(ctx, streams); err != nil {
+			return err
+		}
+		r.lastClaim = time.Now()
+	}
+	return r.read(ctx, streams, ">", r.g.Block)
+}
+
+func (r *shardReader) ensureGroups(ctx context.Context, streams []string) error {
+	for _, s := range streams {
+		if r.groups[s] {
+			continue
+		}
+		err := r.c.XGroupCreateMkStream(ctx, s, r.g.Group, "0").Err()
+		if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
+			return fmt.Errorf("create group %s on %s: %w", r.g.Group, s, err)
+		}
+		r.groups[s] = true
+	}
+	return nil
+}
+
+// read reads from id ("0": this consumer's pending entries; ">": new ones)
+// and handles what it got.
+func (r *shardReader) read(ctx context.Context, streams []string, id string, block time.Duration) error {
+	args := &redis.XReadGroupArgs{Group: r.g.Group, Consumer: r.g.Consumer, Count: r.g.Count, Block: block}
+	for _, s := range streams {
+		args.Streams = append(args.Streams, s)
+	}
+	for range streams {
+		args.Streams = append(args.Streams, id)
+	}
+	if block == 0 {
+		args.Block = -1 // no BLOCK argument: answer at once
+	}
+	res, err := r.c.XReadGroup(ctx, args).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil
+	}
+	if err != nil {
+		if strings.HasPrefix(err.Error(), "NOGROUP") {
+			r.groups = map[string]bool{} // the shard lost its data: recreate
+		}
+		return fmt.Errorf("xreadgroup: %w", err)
+	}
+	for _, st := range res {
+		if err := r.handle(ctx, st.Stream, st.Messages); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// claim takes over entries other consumers left pending too long.
+func (r *shardReader) claim(ctx context.Context, streams []string) error {
+	for _, s := range streams {
+		msgs, _, err := r.c.XAutoClaim(ctx, &redis.XAutoClaimArgs{Stream: s, Group: r.g.Group,
+			Consumer: r.g.Consumer, MinIdle: r.g.ClaimIdle, Start: "0", Count: r.g.Count}).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return fmt.Errorf("xautoclaim %s: %w", s, err)
+		}
+		if len(msgs) > 0 {
+			r.g.Logger.Info("claimed entries left pending by another consumer", "shard", r.shard, "stream", s, "n", len(msgs))
+		}
+		if err := r.handle(ctx, s, msgs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// handle runs the handler on each entry in order, acknowledging and
+// deleting each one handled. The first handler error stops the batch.
+func (r *shardReader) handle(ctx context.Context, stream string, msgs []redis.XMessage) error {
+	for _, m := range msgs {
+		if m.Values == nil {
+			// Deleted while pending: nothing to process, just acknowledge.
+			r.c.XAck(ctx, stream, r.g.Group, m.ID)
+			continue
+		}
+		if err := r.g.Handle(ctx, Entry{Shard: r.shard, Stream: stream, ID: m.ID, Fields: m.Values}); err != nil {
+			return fmt.Errorf("handle %s %s: %w", stream, m.ID, err)
+		}
+		if _, err := r.c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			p.XAck(ctx, stream, r.g.Group, m.ID)
+			p.XDel(ctx, stream, m.ID)
+			return nil
+		}); err != nil {
+			return fmt.Errorf("ack %s %s: %w", stream, m.ID, err)
+		}
+	}
+	return nil
+}
+
+func (r *shardReader) fail(ctx context.Context, err error) {
+	r.backoff = min(max(2*r.backoff, 50*time.Millisecond), 5*time.Second)
+	r.g.Logger.Warn("stream consumer: will retry", "group", r.g.Group, "shard", r.shard, "err", err, "backoff", r.backoff)
+	sleep(ctx, r.backoff)
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// UntilDone calls f until it succeeds or ctx is done, backing off from 50ms
+// to 5s between tries: a consumer that cannot write (its database is down)
+// blocks instead of dropping or spinning. It returns f's last error when
+// ctx ends first.
+func UntilDone(ctx context.Context, log *slog.Logger, what string, f func() error) error {
+	backoff := 50 * time.Millisecond
+	for {
+		err := f()
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		log.Warn(what+": will retry", "err", err, "backoff", backoff)
+		if sleep(ctx, backoff) != nil {
+			return err
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}

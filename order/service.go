@@ -1,0 +1,290 @@
+package order
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/hashicorp/go-multierror"
+	"golang.org/x/time/rate"
+
+	"github.com/shardstock/shardstock"
+)
+
+// Settler publishes a settlement to the shard that holds the unit.
+type Settler interface {
+	Publish(ctx context.Context, s shardstock.Settlement) error
+}
+
+// HoldFinder finds a reservation's hold on the shards when it has no order
+// row yet (status pending).
+type HoldFinder interface {
+	FindHold(ctx context.Context, products []string, id string) (product, user string, shard int, found bool, err error)
+}
+
+// Config tunes a Service; zero values mean the defaults.
+type Config struct {
+	PayTimeout  time.Duration // unpaid orders are cancelled after this; default 15m
+	FailFastAge time.Duration // older reservations become failed orders; default 30m
+	Rate        float64       // order creations per second; default 500
+	SweepEvery  time.Duration // timeout and settlement sweeps; default 250ms
+	Now         func() time.Time
+	Logger      *slog.Logger
+}
+
+func (c *Config) fill() {
+	if c.PayTimeout <= 0 {
+		c.PayTimeout = 15 * time.Minute
+	}
+	if c.FailFastAge <= 0 {
+		c.FailFastAge = 30 * time.Minute
+	}
+	if c.Rate <= 0 {
+		c.Rate = 500
+	}
+	if c.SweepEvery <= 0 {
+		c.SweepEvery = 250 * time.Millisecond
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Service is the order service. Safe for concurrent use.
+type Service struct {
+	store   *Store
+	settler Settler
+	holds   HoldFinder
+	limiter *rate.Limiter
+	cfg     Config
+	kick    chan struct{} // wakes the settlement sweep
+}
+
+// NewService returns a Service; holds may be nil (no pending lookups).
+func NewService(store *Store, settler Settler, holds HoldFinder, cfg Config) *Service {
+	cfg.fill()
+	burst := max(1, int(cfg.Rate/10))
+	return &Service{store: store, settler: settler, holds: holds, cfg: cfg,
+		limiter: rate.NewLimiter(rate.Limit(cfg.Rate), burst), kick: make(chan struct{}, 1)}
+}
+
+// Ingest turns a reservation into its order row, idempotently: a repeat of
+// a reservation already written changes nothing, except that a second hold
+// of the same reservation id on another shard (a reserve whose answer was
+// lost before failing over) is released. A reservation older than the
+// fail-fast age becomes a failed order whose unit is released. An error
+// means nothing was decided (the database did not answer, say): the caller
+// must not acknowledge the message and offers it again later.
+func (s *Service) Ingest(ctx context.Context, ev shardstock.ReservationEvent) error {
+	existing, err := s.store.Order(ctx, ev.ID)
+	if err != nil {
+		return err
+	}
+	if existing != nil {
+		return s.duplicate(ctx, existing, ev)
+	}
+	limit, err := s.limit(ctx, ev.ProductID)
+	if err != nil {
+		return err
+	}
+	status := shardstock.StatusAwaitingPayment
+	if s.cfg.Now().Sub(ev.At()) > s.cfg.FailFastAge {
+		status = shardstock.StatusFailed
+		s.cfg.Logger.Warn("reservation too old: failing it fast", "order", ev.ID, "age", s.cfg.Now().Sub(ev.At()).Round(time.Second))
+	} else if err := s.limiter.Wait(ctx); err != nil {
+		return err
+	}
+	written, err := s.store.Insert(ctx, ev, limit, status, s.cfg.Now())
+	if errors.Is(err, errExists) {
+		return s.Ingest(ctx, ev)
+	}
+	if err != nil {
+		return err
+	}
+	if written != shardstock.StatusAwaitingPayment {
+		s.wake()
+	}
+	return nil
+}
+
+func (s *Service) duplicate(ctx context.Context, o *shardstock.Order, ev shardstock.ReservationEvent) error {
+	if o.Shard == ev.Shard {
+		return nil
+	}
+	s.cfg.Logger.Warn("second hold for one reservation: releasing it", "order", ev.ID, "order_shard", o.Shard, "extra_shard", ev.Shard)
+	return s.settler.Publish(ctx, shardstock.Settlement{OrderID: ev.ID, ProductID: ev.ProductID,
+		UserID: ev.UserID, Shard: ev.Shard, Action: shardstock.ReleaseDuplicate})
+}
+
+func (s *Service) limit(ctx context.Context, product string) (int64, error) {
+	def, err := s.store.ProductDefinition(ctx, product)
+	if err != nil {
+		return 0, err
+	}
+	if def == "" {
+		return 0, fmt.Errorf("reservation for %s: product not in the catalog", product)
+	}
+	var p shardstock.Product
+	if err := json.Unmarshal([]byte(def), &p); err != nil {
+		return 0, fmt.Errorf("product %s: %w", product, err)
+	}
+	return max(p.PerUserLimit, 1), nil
+}
+
+// Get returns order id if user owns it. Without a row yet, a hold of the
+// user on some shard answers status pending. Errors: ErrNotFound (no such
+// order, or another user's), ErrUnavailable.
+func (s *Service) Get(ctx context.Context, id, user string) (*shardstock.Order, error) {
+	o, err := s.store.Order(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
+	}
+	if o != nil {
+		if o.UserID != user {
+			return nil, shardstock.ErrNotFound
+		}
+		return o, nil
+	}
+	return s.pending(ctx, id, user)
+}
+
+func (s *Service) pending(ctx context.Context, id, user string) (*shardstock.Order, error) {
+	if s.holds == nil {
+		return nil, shardstock.ErrNotFound
+	}
+	products, err := s.store.ProductIDs(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
+	}
+	product, holder, shard, found, err := s.holds.FindHold(ctx, products, id)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
+	}
+	if !found || holder != user {
+		return nil, shardstock.ErrNotFound
+	}
+	return &shardstock.Order{ID: id, UserID: user, ProductID: product, Shard: shard, Status: shardstock.StatusPending}, nil
+}
+
+// Pay applies the payment provider's result: success -> paid, fail ->
+// cancelled. Repeats are no-ops; a result that contradicts a final state
+// (success after cancel, fail after success) is ErrConflict and changes
+// nothing. A pending order (no row yet) is ErrConflict: retry shortly.
+func (s *Service) Pay(ctx context.Context, id, user string, success bool) (*shardstock.Order, error) {
+	to := shardstock.StatusCancelled
+	if success {
+		to = shardstock.StatusPaid
+	}
+	return s.transition(ctx, id, user, to)
+}
+
+// Cancel cancels an unpaid order; see Pay for repeats and conflicts.
+func (s *Service) Cancel(ctx context.Context, id, user string) (*shardstock.Order, error) {
+	return s.transition(ctx, id, user, shardstock.StatusCancelled)
+}
+
+func (s *Service) transition(ctx context.Context, id, user, to string) (*shardstock.Order, error) {
+	changed, err := s.store.Transition(ctx, id, user, to, s.cfg.Now())
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
+	}
+	if changed {
+		s.wake()
+	}
+	o, err := s.Get(ctx, id, user)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case o.Status == shardstock.StatusPending:
+		return o, shardstock.Conflict("the order is not written yet; retry in a moment")
+	case changed || o.Status == to:
+		return o, nil
+	case to == shardstock.StatusCancelled && o.Status == shardstock.StatusFailed:
+		return o, nil // already released
+	}
+	return o, shardstock.Conflict(fmt.Sprintf("the order is %s", o.Status))
+}
+
+func (s *Service) wake() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Run cancels expired orders and publishes settlements until ctx is done.
+func (s *Service) Run(ctx context.Context) {
+	t := time.NewTicker(s.cfg.SweepEvery)
+	defer t.Stop()
+	for {
+		s.sweep(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-s.kick:
+		}
+	}
+}
+
+func (s *Service) sweep(ctx context.Context) {
+	now := s.cfg.Now()
+	if n, err := s.store.CancelExpired(ctx, now.Add(-s.cfg.PayTimeout), now); err != nil {
+		s.cfg.Logger.Warn("payment timeout sweep failed", "err", err)
+	} else if n > 0 {
+		s.cfg.Logger.Info("cancelled unpaid orders", "n", n, "pay_timeout", s.cfg.PayTimeout)
+	}
+	if err := s.SettleOnce(ctx); err != nil {
+		s.cfg.Logger.Warn("settlement sweep failed", "err", err)
+	}
+}
+
+// SettleOnce publishes the settlement of every order marked for it and
+// clears the marks of those published. A settlement that cannot be
+// published (its shard or the broker is down) keeps its mark for the next
+// sweep without holding up the others; the errors are returned combined.
+func (s *Service) SettleOnce(ctx context.Context) error {
+	const batchSize = 200
+	var (
+		errs   *multierror.Error
+		failed []int // shards whose settlements failed in this sweep
+	)
+	for {
+		batch, err := s.store.Unsettled(ctx, batchSize, failed)
+		if err != nil {
+			return err
+		}
+		for _, o := range batch {
+			if slices.Contains(failed, o.Shard) {
+				continue
+			}
+			if err := s.settler.Publish(ctx, settlementOf(o)); err != nil {
+				errs = multierror.Append(errs, fmt.Errorf("order %s: %w", o.ID, err))
+				failed = append(failed, o.Shard)
+				continue
+			}
+			if err := s.store.MarkSettled(ctx, o.ID, o.Status); err != nil {
+				return err
+			}
+		}
+		if len(batch) < batchSize {
+			return errs.ErrorOrNil()
+		}
+	}
+}
+
+func settlementOf(o shardstock.Order) shardstock.Settlement {
+	action := shardstock.Release
+	if o.Status == shardstock.StatusPaid {
+		action = shardstock.Confirm
+	}
+	return shardstock.Settlement{OrderID: o.ID, ProductID: o.ProductID, UserID: o.UserID, Shard: o.Shard, Action: action}
+}

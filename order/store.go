@@ -1,0 +1,438 @@
+// Package order is the order service: it turns reservations into order rows
+// in SQL (idempotently), runs the order state machine (awaiting payment ->
+// paid | cancelled, or failed), cancels unpaid orders after the payment
+// timeout, and publishes each final state as a settlement for the shard
+// that holds the unit. The order row is the source of truth.
+package order
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/shardstock/shardstock"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// Store is the SQL side: the product catalog and the orders table, on
+// SQLite (embedded) or MySQL/MariaDB. Safe for concurrent use.
+type Store struct {
+	db      *sql.DB
+	dialect string // "sqlite" or "mysql"
+}
+
+// Open connects to "sqlite:PATH" or "mysql://user:pass@tcp(host:port)/db".
+// It does not migrate; call Migrate.
+func Open(dsn string) (*Store, error) {
+	switch {
+	case strings.HasPrefix(dsn, "sqlite:"):
+		return openSQLite(strings.TrimPrefix(dsn, "sqlite:"))
+	case strings.HasPrefix(dsn, "mysql://"):
+		return openMySQL(strings.TrimPrefix(dsn, "mysql://"))
+	}
+	return nil, fmt.Errorf("%q: want sqlite:PATH or mysql://user:pass@tcp(host:port)/db", redactDSN(dsn))
+}
+
+func openSQLite(path string) (*Store, error) {
+	if path == "" {
+		return nil, errors.New("sqlite: empty path")
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("sqlite: %w", err)
+	}
+	// WAL with synchronous=FULL: a committed order survives a machine crash.
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)")
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: %w", err)
+	}
+	db.SetMaxOpenConns(1) // one writer; avoids SQLITE_BUSY between our own connections
+	return &Store{db: db, dialect: "sqlite"}, nil
+}
+
+func openMySQL(dsn string) (*Store, error) {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("mysql: %w", err)
+	}
+	cfg.Timeout, cfg.ReadTimeout, cfg.WriteTimeout = 2*time.Second, 10*time.Second, 10*time.Second
+	db, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		return nil, fmt.Errorf("mysql: %w", err)
+	}
+	db.SetMaxOpenConns(32)
+	db.SetConnMaxIdleTime(time.Minute)
+	return &Store{db: db, dialect: "mysql"}, nil
+}
+
+func redactDSN(dsn string) string {
+	if at := strings.LastIndex(dsn, "@"); at > 0 {
+		if c := strings.Index(dsn, "://"); c >= 0 {
+			return dsn[:c+3] + "***" + dsn[at:]
+		}
+	}
+	return dsn
+}
+
+// Dialect is "sqlite" or "mysql".
+func (s *Store) Dialect() string { return s.dialect }
+
+// Close closes the database.
+func (s *Store) Close() error { return s.db.Close() }
+
+// Ping checks the database answers.
+func (s *Store) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }
+
+// Migrate applies the embedded migrations (migrations/NNNN_name.sql) not yet
+// recorded in schema_migrations, in order. Each statement is idempotent, so
+// two processes migrating at once end in the same schema.
+func (s *Store) Migrate(ctx context.Context) error {
+	if _, err := s.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version INT NOT NULL PRIMARY KEY, name VARCHAR(200) NOT NULL, applied_at BIGINT NOT NULL)`); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	files, err := fs.Glob(migrations, "migrations/*.sql")
+	if err != nil {
+		return err
+	}
+	sort.Strings(files)
+	for _, f := range files {
+		if err := s.apply(ctx, f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Store) apply(ctx context.Context, file string) error {
+	name := filepath.Base(file)
+	version, err := strconv.Atoi(strings.SplitN(name, "_", 2)[0])
+	if err != nil {
+		return fmt.Errorf("migration %s: name must start with a number", name)
+	}
+	var n int
+	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations WHERE version = ?`, version).Scan(&n); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	if n > 0 {
+		return nil
+	}
+	src, _ := migrations.ReadFile(file)
+	for _, stmt := range splitSQL(string(src)) {
+		if _, err := s.db.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("migration %s: %w", name, err)
+		}
+	}
+	_, err = s.db.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
+		version, name, time.Now().UnixMilli())
+	if err != nil && !isDuplicate(err) {
+		return fmt.Errorf("migration %s: record: %w", name, err)
+	}
+	return nil
+}
+
+// splitSQL splits a migration into statements, dropping -- comments.
+func splitSQL(src string) []string {
+	var b strings.Builder
+	for _, line := range strings.Split(src, "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(line), "--") {
+			b.WriteString(line + "\n")
+		}
+	}
+	var out []string
+	for _, st := range strings.Split(b.String(), ";") {
+		if st = strings.TrimSpace(st); st != "" {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+// isDuplicate reports a unique-key violation.
+func isDuplicate(err error) bool {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		return me.Number == 1062
+	}
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		return se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE || se.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY
+	}
+	return false
+}
+
+// SaveProduct records a product definition, once. It returns created =
+// false and the stored definition when the id exists already.
+func (s *Store) SaveProduct(ctx context.Context, id, definition string) (created bool, stored string, err error) {
+	_, err = s.db.ExecContext(ctx, `INSERT INTO products (id, definition, created_at) VALUES (?, ?, ?)`,
+		id, definition, time.Now().UnixMilli())
+	if err == nil {
+		return true, definition, nil
+	}
+	if !isDuplicate(err) {
+		return false, "", fmt.Errorf("save product %s: %w", id, err)
+	}
+	stored, err = s.ProductDefinition(ctx, id)
+	return false, stored, err
+}
+
+// ProductDefinition returns a product's stored definition, or "" if none.
+func (s *Store) ProductDefinition(ctx context.Context, id string) (string, error) {
+	var def string
+	err := s.db.QueryRowContext(ctx, `SELECT definition FROM products WHERE id = ?`, id).Scan(&def)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("load product %s: %w", id, err)
+	}
+	return def, nil
+}
+
+// ProductIDs lists every product id.
+func (s *Store) ProductIDs(ctx context.Context) ([]string, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT id FROM products ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("list products: %w", err)
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
+
+const orderColumns = `id, user_id, product_id, shard, status`
+
+func scanOrder(row interface{ Scan(...any) error }) (*shardstock.Order, error) {
+	var o shardstock.Order
+	if err := row.Scan(&o.ID, &o.UserID, &o.ProductID, &o.Shard, &o.Status); err != nil {
+		return nil, err
+	}
+	return &o, nil
+}
+
+// Order returns order id, or nil if there is none.
+func (s *Store) Order(ctx context.Context, id string) (*shardstock.Order, error) {
+	o, err := scanOrder(s.db.QueryRowContext(ctx, `SELECT `+orderColumns+` FROM orders WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load order %s: %w", id, err)
+	}
+	return o, nil
+}
+
+// errExists: an order with that id exists already.
+var errExists = errors.New("order exists")
+
+// Insert writes the order row of reservation ev. With status
+// awaiting_payment it takes the buyer's lowest free seq in 1..limit; when
+// none is free the order is written as failed instead (the per-user limit's
+// last guard) and marked for settlement. It returns the status written, or
+// errExists when the reservation id has a row already.
+func (s *Store) Insert(ctx context.Context, ev shardstock.ReservationEvent, limit int64, status string, now time.Time) (string, error) {
+	for attempt := 0; ; attempt++ {
+		written, err := s.insertOnce(ctx, ev, limit, status, now)
+		if err == nil || !isDuplicate(err) || attempt >= 5 {
+			return written, err
+		}
+		if o, lerr := s.Order(ctx, ev.ID); lerr != nil {
+			return "", lerr
+		} else if o != nil {
+			return "", errExists
+		}
+		// Another order of the same buyer took the seq first: try the next.
+	}
+}
+
+func (s *Store) insertOnce(ctx context.Context, ev shardstock.ReservationEvent, limit int64, status string, now time.Time) (string, error) {
+	var seq sql.NullInt64
+	if status == shardstock.StatusAwaitingPayment {
+		free, err := s.freeSeq(ctx, ev.ProductID, ev.UserID, limit)
+		if err != nil {
+			return "", err
+		}
+		if free == 0 {
+			status = shardstock.StatusFailed
+		} else {
+			seq = sql.NullInt64{Int64: free, Valid: true}
+		}
+	}
+	pending := 0
+	if status != shardstock.StatusAwaitingPayment {
+		pending = 1
+	}
+	ms := now.UnixMilli()
+	_, err := s.db.ExecContext(ctx, `INSERT INTO orders
+		(id, product_id, user_id, shard, seq, status, reserved_at, created_at, updated_at, settle_pending)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		ev.ID, ev.ProductID, ev.UserID, ev.Shard, seq, status, ev.AtMS, ms, ms, pending)
+	return status, err
+}
+
+// freeSeq returns the lowest seq in 1..limit the buyer's live orders of the
+// product do not use, or 0.
+func (s *Store) freeSeq(ctx context.Context, product, user string, limit int64) (int64, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT seq FROM orders WHERE product_id = ? AND user_id = ? AND seq IS NOT NULL`, product, user)
+	if err != nil {
+		return 0, fmt.Errorf("read seqs: %w", err)
+	}
+	defer rows.Close()
+	used := map[int64]bool{}
+	for rows.Next() {
+		var n int64
+		if err := rows.Scan(&n); err != nil {
+			return 0, err
+		}
+		used[n] = true
+	}
+	for n := int64(1); n <= limit; n++ {
+		if !used[n] {
+			return n, rows.Err()
+		}
+	}
+	return 0, rows.Err()
+}
+
+// Transition moves order id of user from awaiting_payment to status (paid,
+// or cancelled, which frees its seq) and marks it for settlement. It
+// reports whether this call made the change.
+func (s *Store) Transition(ctx context.Context, id, user, status string, now time.Time) (bool, error) {
+	res, err := s.db.ExecContext(ctx, `UPDATE orders
+		SET status = ?, seq = CASE WHEN ? = 'paid' THEN seq ELSE NULL END, settle_pending = 1, updated_at = ?
+		WHERE id = ? AND user_id = ? AND status = 'awaiting_payment'`,
+		status, status, now.UnixMilli(), id, user)
+	if err != nil {
+		return false, fmt.Errorf("order %s -> %s: %w", id, status, err)
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}
+
+// CancelExpired cancels every order still awaiting payment that was
+// reserved before cutoff, and returns how many.
+func (s *Store) CancelExpired(ctx context.Context, cutoff, now time.Time) (int64, error) {
+	res, err := s.db.ExecContext(ctx, `UPDATE orders
+		SET status = 'cancelled', seq = NULL, settle_pending = 1, updated_at = ?
+		WHERE status = 'awaiting_payment' AND reserved_at < ?`, now.UnixMilli(), cutoff.UnixMilli())
+	if err != nil {
+		return 0, fmt.Errorf("cancel expired: %w", err)
+	}
+	return res.RowsAffected()
+}
+
+// Unsettled returns up to limit orders whose final status the holder shard
+// has not been told yet, leaving out the shards in skip.
+func (s *Store) Unsettled(ctx context.Context, limit int, skip []int) ([]shardstock.Order, error) {
+	q, args := `SELECT `+orderColumns+` FROM orders WHERE settle_pending = 1`, []any{}
+	if len(skip) > 0 {
+		q += ` AND shard NOT IN (?` + strings.Repeat(`, ?`, len(skip)-1) + `)`
+		for _, sh := range skip {
+			args = append(args, sh)
+		}
+	}
+	rows, err := s.db.QueryContext(ctx, q+` LIMIT ?`, append(args, limit)...)
+	if err != nil {
+		return nil, fmt.Errorf("unsettled: %w", err)
+	}
+	defer rows.Close()
+	var out []shardstock.Order
+	for rows.Next() {
+		o, err := scanOrder(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *o)
+	}
+	return out, rows.Err()
+}
+
+// MarkSettled clears the settlement mark of order id if it is still in
+// status (a later change would have set it again).
+func (s *Store) MarkSettled(ctx context.Context, id, status string) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE orders SET settle_pending = 0 WHERE id = ? AND status = ?`, id, status)
+	if err != nil {
+		return fmt.Errorf("mark settled %s: %w", id, err)
+	}
+	return nil
+}
+
+// Resettle marks every final order of product for settlement again (safe:
+// settlements are idempotent) and returns how many.
+func (s *Store) Resettle(ctx context.Context, product string) (int64, error) {
+	res, err := s.db.ExecContext(ctx, `UPDATE orders SET settle_pending = 1
+		WHERE product_id = ? AND status IN ('paid', 'cancelled', 'failed')`, product)
+	if err != nil {
+		return 0, fmt.Errorf("resettle %s: %w", product, err)
+	}
+	return res.RowsAffected()
+}
+
+// CountsByShard counts a product's orders per shard and status.
+func (s *Store) CountsByShard(ctx context.Context, product string) (map[int]shardstock.OrderCounts, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT shard, status, COUNT(*) FROM orders WHERE product_id = ? GROUP BY shard, status`, product)
+	if err != nil {
+		return nil, fmt.Errorf("count orders: %w", err)
+	}
+	defer rows.Close()
+	out := map[int]shardstock.OrderCounts{}
+	for rows.Next() {
+		var shard int
+		var status string
+		var n int64
+		if err := rows.Scan(&shard, &status, &n); err != nil {
+			return nil, err
+		}
+		c := out[shard]
+		switch status {
+		case shardstock.StatusAwaitingPayment:
+			c.AwaitingPayment += n
+		case shardstock.StatusPaid:
+			c.Paid += n
+		default:
+			c.Released += n
+		}
+		out[shard] = c
+	}
+	return out, rows.Err()
+}
+
+// CountByStatus counts every order of product by status.
+func (s *Store) CountByStatus(ctx context.Context, product string) (map[string]int64, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT status, COUNT(*) FROM orders WHERE product_id = ? GROUP BY status`, product)
+	if err != nil {
+		return nil, fmt.Errorf("count orders: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var st string
+		var n int64
+		if err := rows.Scan(&st, &n); err != nil {
+			return nil, err
+		}
+		out[st] = n
+	}
+	return out, rows.Err()
+}
