@@ -1,0 +1,373 @@
+package order
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/shardstock/shardstock"
+)
+
+// stores returns a migrated SQLite store, and a MariaDB one on a fresh
+// database when SHARDSTOCK_TEST_MYSQL names a server (make test does).
+func stores(t *testing.T) map[string]*Store {
+	t.Helper()
+	out := map[string]*Store{"sqlite": openTest(t, "sqlite:"+t.TempDir()+"/orders.db")}
+	base := os.Getenv("SHARDSTOCK_TEST_MYSQL")
+	if base == "" {
+		if os.Getenv("SHARDSTOCK_TEST_REQUIRE_ALL") == "1" {
+			t.Fatal("SHARDSTOCK_TEST_MYSQL is not set")
+		}
+		t.Log("SHARDSTOCK_TEST_MYSQL not set: MariaDB cases skipped (make test sets it)")
+		return out
+	}
+	admin, err := Open(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	name := "t_" + randomHex(6)
+	if _, err := admin.db.Exec("CREATE DATABASE " + name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if a, err := Open(base); err == nil {
+			a.db.Exec("DROP DATABASE " + name)
+			a.Close()
+		}
+	})
+	out["mariadb"] = openTest(t, strings.TrimSuffix(base, "/")+"/"+name)
+	return out
+}
+
+func openTest(t *testing.T, dsn string) *Store {
+	s, err := Open(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// recordingSettler is a fake settlement bus: it records what was published.
+type recordingSettler struct {
+	mu   sync.Mutex // guards got
+	got  []shardstock.Settlement
+	fail atomic.Bool
+}
+
+func (r *recordingSettler) Publish(_ context.Context, s shardstock.Settlement) error {
+	if r.fail.Load() {
+		return errors.New("bus down")
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.got = append(r.got, s)
+	return nil
+}
+
+func (r *recordingSettler) all() []shardstock.Settlement {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]shardstock.Settlement(nil), r.got...)
+}
+
+type harness struct {
+	t       *testing.T
+	store   *Store
+	svc     *Service
+	settler *recordingSettler
+	now     atomic.Int64
+}
+
+func newHarness(t *testing.T, store *Store, limit int64) *harness {
+	h := &harness{t: t, store: store, settler: &recordingSettler{}}
+	h.now.Store(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC).UnixMilli())
+	h.svc = NewService(store, h.settler, nil, Config{PayTimeout: 15 * time.Minute, FailFastAge: 30 * time.Minute,
+		Rate: 1e6, Now: func() time.Time { return time.UnixMilli(h.now.Load()) }})
+	def := fmt.Sprintf(`{"id":"p","stock":100,"per_user_limit":%d}`, limit)
+	if _, _, err := store.SaveProduct(context.Background(), "p", def); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func (h *harness) event(id, user string, shard int) shardstock.ReservationEvent {
+	return shardstock.ReservationEvent{ID: id, UserID: user, ProductID: "p", Shard: shard, AtMS: h.now.Load()}
+}
+
+func (h *harness) ingest(ev shardstock.ReservationEvent) {
+	h.t.Helper()
+	if err := h.svc.Ingest(context.Background(), ev); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *harness) status(id string) string {
+	h.t.Helper()
+	o, err := h.store.Order(context.Background(), id)
+	if err != nil || o == nil {
+		h.t.Fatalf("order %s: %v %v", id, o, err)
+	}
+	return o.Status
+}
+
+func (h *harness) settle() []shardstock.Settlement {
+	h.t.Helper()
+	if err := h.svc.SettleOnce(context.Background()); err != nil {
+		h.t.Fatal(err)
+	}
+	return h.settler.all()
+}
+
+func forEachStore(t *testing.T, f func(t *testing.T, s *Store)) {
+	for name, s := range stores(t) {
+		t.Run(name, func(t *testing.T) { f(t, s) })
+	}
+}
+
+func TestMigrateTwice(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store) {
+		if err := s.Migrate(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		var n int
+		s.db.QueryRow(`SELECT COUNT(*) FROM schema_migrations`).Scan(&n)
+		if n != 1 {
+			t.Fatalf("%d migrations recorded, want 1", n)
+		}
+	})
+}
+
+func TestIngestIsIdempotent(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store) {
+		h := newHarness(t, s, 1)
+		ev := h.event("r1", "alice", 0)
+		h.ingest(ev)
+		h.ingest(ev) // the same message again
+		counts, _ := s.CountByStatus(context.Background(), "p")
+		if counts[shardstock.StatusAwaitingPayment] != 1 || len(counts) != 1 {
+			t.Fatalf("counts %v, want one awaiting order", counts)
+		}
+		if got := h.settle(); len(got) != 0 {
+			t.Fatalf("a repeat published %v", got)
+		}
+		// The same reservation id from another shard: that hold is released,
+		// the order stays on its shard.
+		dup := ev
+		dup.Shard = 2
+		h.ingest(dup)
+		got := h.settler.all()
+		if len(got) != 1 || got[0].Shard != 2 || got[0].Action != shardstock.ReleaseDuplicate {
+			t.Fatalf("duplicate hold: %v", got)
+		}
+		if o, _ := s.Order(context.Background(), "r1"); o.Shard != 0 {
+			t.Fatalf("order moved to shard %d", o.Shard)
+		}
+	})
+}
+
+func TestPerUserLimitLastGuard(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store) {
+		h := newHarness(t, s, 2)
+		for i := 1; i <= 3; i++ {
+			h.ingest(h.event(fmt.Sprintf("r%d", i), "bob", i%3))
+		}
+		if h.status("r1") != shardstock.StatusAwaitingPayment || h.status("r2") != shardstock.StatusAwaitingPayment || h.status("r3") != shardstock.StatusFailed {
+			t.Fatalf("statuses %s %s %s, want the third failed", h.status("r1"), h.status("r2"), h.status("r3"))
+		}
+		got := h.settle()
+		if len(got) != 1 || got[0].OrderID != "r3" || got[0].Action != shardstock.Release {
+			t.Fatalf("settlements %v, want r3 released", got)
+		}
+		// A cancelled order frees its seq: the buyer may hold two again.
+		if _, err := h.svc.Cancel(context.Background(), "r1", "bob"); err != nil {
+			t.Fatal(err)
+		}
+		h.ingest(h.event("r4", "bob", 0))
+		if h.status("r4") != shardstock.StatusAwaitingPayment {
+			t.Fatalf("after a cancel the buyer's new order is %s", h.status("r4"))
+		}
+	})
+}
+
+func TestConcurrentOrdersOfOneBuyer(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store) {
+		h := newHarness(t, s, 3)
+		var wg sync.WaitGroup
+		for i := 0; i < 12; i++ {
+			wg.Go(func() { h.ingest(h.event(fmt.Sprintf("c%d", i), "carol", i%3)) })
+		}
+		wg.Wait()
+		counts, _ := s.CountByStatus(context.Background(), "p")
+		if counts[shardstock.StatusAwaitingPayment] != 3 || counts[shardstock.StatusFailed] != 9 {
+			t.Fatalf("counts %v, want 3 awaiting and 9 failed", counts)
+		}
+	})
+}
+
+func TestPayCancelTransitions(t *testing.T) {
+	type step struct {
+		op      string // success | fail | cancel
+		wantErr error
+		status  string
+	}
+	cases := []struct {
+		name   string
+		steps  []step
+		settle string // the one settlement action expected
+	}{
+		{"two successes", []step{{"success", nil, "paid"}, {"success", nil, "paid"}}, shardstock.Confirm},
+		{"fail after success", []step{{"success", nil, "paid"}, {"fail", shardstock.ErrConflict, "paid"}}, shardstock.Confirm},
+		{"cancel after success", []step{{"success", nil, "paid"}, {"cancel", shardstock.ErrConflict, "paid"}}, shardstock.Confirm},
+		{"success after fail", []step{{"fail", nil, "cancelled"}, {"success", shardstock.ErrConflict, "cancelled"}}, shardstock.Release},
+		{"two fails", []step{{"fail", nil, "cancelled"}, {"fail", nil, "cancelled"}}, shardstock.Release},
+		{"cancel then fail", []step{{"cancel", nil, "cancelled"}, {"fail", nil, "cancelled"}}, shardstock.Release},
+	}
+	forEachStore(t, func(t *testing.T, s *Store) {
+		for n, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				h := newHarness(t, s, 100)
+				id := fmt.Sprintf("%s-%d", randomHex(4), n)
+				h.ingest(h.event(id, "dave", 1))
+				for _, st := range tc.steps {
+					var o *shardstock.Order
+					var err error
+					switch st.op {
+					case "success", "fail":
+						o, err = h.svc.Pay(context.Background(), id, "dave", st.op == "success")
+					default:
+						o, err = h.svc.Cancel(context.Background(), id, "dave")
+					}
+					if !errors.Is(err, st.wantErr) || o == nil || o.Status != st.status {
+						t.Fatalf("%s: %v %v, want %v %s", st.op, o, err, st.wantErr, st.status)
+					}
+				}
+				got := h.settle()
+				var mine []shardstock.Settlement
+				for _, g := range got {
+					if g.OrderID == id {
+						mine = append(mine, g)
+					}
+				}
+				if len(mine) != 1 || mine[0].Action != tc.settle || mine[0].Shard != 1 {
+					t.Fatalf("settlements %v, want one %s on shard 1", mine, tc.settle)
+				}
+			})
+		}
+	})
+}
+
+func TestCancelRacingPayEndsInOneState(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store) {
+		h := newHarness(t, s, 100)
+		for i := 0; i < 20; i++ {
+			id := fmt.Sprintf("race%d", i)
+			h.ingest(h.event(id, "erin", 0))
+			var wg sync.WaitGroup
+			var paid, cancelled atomic.Int32
+			wg.Go(func() {
+				if _, err := h.svc.Pay(context.Background(), id, "erin", true); err == nil {
+					paid.Add(1)
+				}
+			})
+			wg.Go(func() {
+				if _, err := h.svc.Cancel(context.Background(), id, "erin"); err == nil {
+					cancelled.Add(1)
+				}
+			})
+			wg.Wait()
+			st := h.status(id)
+			if paid.Load()+cancelled.Load() != 1 || (st == "paid") != (paid.Load() == 1) {
+				t.Fatalf("%s: paid %d cancelled %d, final %s", id, paid.Load(), cancelled.Load(), st)
+			}
+		}
+		settled := map[string]int{}
+		for _, g := range h.settle() {
+			settled[g.OrderID]++
+		}
+		if len(settled) != 20 {
+			t.Fatalf("%d orders settled, want 20", len(settled))
+		}
+	})
+}
+
+func TestOwnerOnly(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store) {
+		h := newHarness(t, s, 1)
+		h.ingest(h.event("mine", "frank", 0))
+		if _, err := h.svc.Get(context.Background(), "mine", "mallory"); !errors.Is(err, shardstock.ErrNotFound) {
+			t.Fatalf("another user's read: %v", err)
+		}
+		if _, err := h.svc.Pay(context.Background(), "mine", "mallory", false); !errors.Is(err, shardstock.ErrNotFound) {
+			t.Fatalf("another user's pay: %v", err)
+		}
+		if h.status("mine") != shardstock.StatusAwaitingPayment {
+			t.Fatal("another user changed the order")
+		}
+	})
+}
+
+func TestPaymentTimeoutAndFailFast(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store) {
+		h := newHarness(t, s, 5)
+		h.ingest(h.event("slow", "gina", 0))
+		h.ingest(h.event("quick", "gina", 1))
+		h.svc.Pay(context.Background(), "quick", "gina", true)
+		h.now.Add((15*time.Minute + time.Second).Milliseconds())
+		h.svc.sweep(context.Background())
+		if h.status("slow") != shardstock.StatusCancelled || h.status("quick") != shardstock.StatusPaid {
+			t.Fatalf("after the timeout: slow %s quick %s", h.status("slow"), h.status("quick"))
+		}
+		old := h.event("old", "gina", 2)
+		old.AtMS -= (31 * time.Minute).Milliseconds()
+		h.ingest(old)
+		if h.status("old") != shardstock.StatusFailed {
+			t.Fatalf("an old reservation became %s", h.status("old"))
+		}
+		actions := map[string]string{}
+		for _, g := range h.settle() {
+			actions[g.OrderID] = g.Action
+		}
+		want := map[string]string{"slow": shardstock.Release, "quick": shardstock.Confirm, "old": shardstock.Release}
+		if fmt.Sprint(actions) != fmt.Sprint(want) {
+			t.Fatalf("settlements %v, want %v", actions, want)
+		}
+	})
+}
+
+func TestSettlementsWaitForTheBus(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store) {
+		h := newHarness(t, s, 5)
+		h.ingest(h.event("w1", "hank", 0))
+		h.svc.Pay(context.Background(), "w1", "hank", true)
+		h.settler.fail.Store(true)
+		if err := h.svc.SettleOnce(context.Background()); err == nil {
+			t.Fatal("a failed publish was not reported")
+		}
+		h.settler.fail.Store(false)
+		if got := h.settle(); len(got) != 1 || got[0].OrderID != "w1" {
+			t.Fatalf("after the bus returned: %v", got)
+		}
+		if got := h.settle(); len(got) != 1 {
+			t.Fatalf("settled again: %v", got)
+		}
+	})
+}
