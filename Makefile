@@ -3,6 +3,8 @@ SHELL := /bin/bash
 GO ?= go
 BIN := bin/shardstock
 REDIS := deploy/redis.sh
+MARIADB := deploy/mariadb.sh
+ROCKETMQ := deploy/rocketmq.sh
 # The quick start's admin token; set your own for anything but a local try.
 SHARDSTOCK_ADMIN_TOKEN ?= local-dev-admin-token
 SHARDSTOCK_HTTP_ADDR ?= 127.0.0.1:8080
@@ -36,10 +38,12 @@ stop: ## stop the Redis masters that `make run` started
 vet:
 	$(GO) vet ./...
 
-test: ## install what the tests need, then vet and run every test with the race detector
+test: ## install and start what the tests need (Redis, MariaDB, RocketMQ), vet, run every test with the race detector
 	$(REDIS) install
+	$(MARIADB) install
+	$(ROCKETMQ) fetch
 	$(GO) vet ./...
-	$(GO) test -race -count=1 ./...
+	deploy/with-services.sh $(GO) test -race -count=1 -p 1 -timeout 20m ./...
 
 bench: ## run the Go benchmarks against real Redis masters
 	$(REDIS) install

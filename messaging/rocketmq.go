@@ -29,18 +29,28 @@ type RocketMQConfig struct {
 	NameServer string // host:port
 	Broker     string // host:port of the broker, for creating topics
 	Instance   string // unique per process (client instance name)
+	// Namespace prefixes every topic and group, so several deployments (or
+	// test runs) can share one broker without reading each other's
+	// messages.
+	Namespace string
 }
 
-// ParseRocketMQ parses "rocketmq://HOST:9876[?broker=HOST:10911]"; the broker
-// defaults to the name server's host on port 10911.
+// ParseRocketMQ parses "rocketmq://HOST:9876[?broker=HOST:10911&namespace=NAME]";
+// the broker defaults to the name server's host on port 10911.
 func ParseRocketMQ(raw string) (RocketMQConfig, error) {
 	u, err := url.Parse(raw)
 	if err != nil || u.Scheme != "rocketmq" || u.Host == "" {
 		return RocketMQConfig{}, fmt.Errorf("%q is not rocketmq://HOST:PORT", raw)
 	}
-	c := RocketMQConfig{NameServer: u.Host, Broker: u.Query().Get("broker")}
+	q := u.Query()
+	c := RocketMQConfig{NameServer: u.Host, Broker: q.Get("broker"), Namespace: q.Get("namespace")}
 	if c.Broker == "" {
 		c.Broker = u.Hostname() + ":10911"
+	}
+	for _, r := range c.Namespace {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
+			return c, fmt.Errorf("namespace %q: use letters, digits, _ and -", c.Namespace)
+		}
 	}
 	return c, nil
 }
@@ -58,12 +68,12 @@ type RocketMQ struct {
 // cannot start on a topic the name server does not know yet).
 func OpenRocketMQ(ctx context.Context, cfg RocketMQConfig) (*RocketMQ, error) {
 	rlog.SetLogLevel("error")
-	if err := createTopics(ctx, cfg, TopicReservations, TopicSettlements); err != nil {
+	if err := createTopics(ctx, cfg, cfg.name(TopicReservations), cfg.name(TopicSettlements)); err != nil {
 		return nil, err
 	}
 	p, err := rmq.NewProducer(
 		producer.WithNameServer([]string{cfg.NameServer}),
-		producer.WithGroupName("shardstock-producer"),
+		producer.WithGroupName(cfg.name("shardstock-producer")),
 		producer.WithInstanceName(cfg.Instance),
 		producer.WithRetry(2),
 		producer.WithSendMsgTimeout(3*time.Second),
@@ -75,6 +85,14 @@ func OpenRocketMQ(ctx context.Context, cfg RocketMQConfig) (*RocketMQ, error) {
 		return nil, fmt.Errorf("rocketmq producer start: %w", err)
 	}
 	return &RocketMQ{cfg: cfg, producer: p}, nil
+}
+
+// name puts the namespace in front of a topic or group name.
+func (c RocketMQConfig) name(n string) string {
+	if c.Namespace == "" {
+		return n
+	}
+	return c.Namespace + "_" + n
 }
 
 func createTopics(ctx context.Context, cfg RocketMQConfig, topics ...string) error {
@@ -92,9 +110,9 @@ func createTopics(ctx context.Context, cfg RocketMQConfig, topics ...string) err
 	return nil
 }
 
-// Publish sends body to topic with key, synchronously (SendSync retries).
+// Publish sends body to topic (within the namespace) with key, synchronously (SendSync retries).
 func (r *RocketMQ) Publish(ctx context.Context, topic, key string, body []byte) error {
-	msg := primitive.NewMessage(topic, body)
+	msg := primitive.NewMessage(r.cfg.name(topic), body)
 	msg.WithKeys([]string{key})
 	res, err := r.producer.SendSync(ctx, msg)
 	if err != nil {
@@ -115,7 +133,7 @@ type MessageHandler func(ctx context.Context, body []byte) error
 func (r *RocketMQ) Subscribe(group, topic string, h MessageHandler) error {
 	c, err := rmq.NewPushConsumer(
 		consumer.WithNameServer([]string{r.cfg.NameServer}),
-		consumer.WithGroupName(group),
+		consumer.WithGroupName(r.cfg.name(group)),
 		consumer.WithInstance(r.cfg.Instance),
 		consumer.WithConsumerModel(consumer.Clustering),
 		// A group seen for the first time starts at the first offset, so
@@ -127,7 +145,7 @@ func (r *RocketMQ) Subscribe(group, topic string, h MessageHandler) error {
 	if err != nil {
 		return fmt.Errorf("rocketmq consumer %s: %w", group, err)
 	}
-	err = c.Subscribe(topic, consumer.MessageSelector{}, func(ctx context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+	err = c.Subscribe(r.cfg.name(topic), consumer.MessageSelector{}, func(ctx context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
 		for _, m := range msgs {
 			if err := h(ctx, m.Body); err != nil {
 				return consumer.ConsumeRetryLater, err

@@ -332,7 +332,9 @@ func TestPaymentTimeoutAndFailFast(t *testing.T) {
 		h.ingest(h.event("quick", "gina", 1))
 		h.svc.Pay(context.Background(), "quick", "gina", true)
 		h.now.Add((15*time.Minute + time.Second).Milliseconds())
-		h.svc.sweep(context.Background())
+		if err := h.svc.sweep(context.Background()); err != nil {
+			t.Fatal(err)
+		}
 		if h.status("slow") != shardstock.StatusCancelled || h.status("quick") != shardstock.StatusPaid {
 			t.Fatalf("after the timeout: slow %s quick %s", h.status("slow"), h.status("quick"))
 		}

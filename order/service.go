@@ -221,30 +221,41 @@ func (s *Service) wake() {
 }
 
 // Run cancels expired orders and publishes settlements until ctx is done.
+// After a failed sweep (database or bus down) it waits longer each time, up
+// to 5s, and logs once per wait.
 func (s *Service) Run(ctx context.Context) {
-	t := time.NewTicker(s.cfg.SweepEvery)
-	defer t.Stop()
+	wait := s.cfg.SweepEvery
 	for {
-		s.sweep(ctx)
+		if err := s.sweep(ctx); err != nil && ctx.Err() == nil {
+			wait = min(2*wait, 5*time.Second)
+			s.cfg.Logger.Warn("order sweep failed; will retry", "err", err, "backoff", wait)
+		} else {
+			wait = s.cfg.SweepEvery
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
 		case <-t.C:
 		case <-s.kick:
+			t.Stop()
 		}
 	}
 }
 
-func (s *Service) sweep(ctx context.Context) {
+// sweep cancels the orders unpaid past the payment timeout, then publishes
+// pending settlements.
+func (s *Service) sweep(ctx context.Context) error {
 	now := s.cfg.Now()
-	if n, err := s.store.CancelExpired(ctx, now.Add(-s.cfg.PayTimeout), now); err != nil {
-		s.cfg.Logger.Warn("payment timeout sweep failed", "err", err)
-	} else if n > 0 {
+	n, err := s.store.CancelExpired(ctx, now.Add(-s.cfg.PayTimeout), now)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
 		s.cfg.Logger.Info("cancelled unpaid orders", "n", n, "pay_timeout", s.cfg.PayTimeout)
 	}
-	if err := s.SettleOnce(ctx); err != nil {
-		s.cfg.Logger.Warn("settlement sweep failed", "err", err)
-	}
+	return s.SettleOnce(ctx)
 }
 
 // SettleOnce publishes the settlement of every order marked for it and

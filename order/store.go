@@ -88,6 +88,12 @@ func redactDSN(dsn string) string {
 	return dsn
 }
 
+// Exec runs one statement (operations and tests: CREATE DATABASE, say).
+func (s *Store) Exec(ctx context.Context, stmt string) error {
+	_, err := s.db.ExecContext(ctx, stmt)
+	return err
+}
+
 // Dialect is "sqlite" or "mysql".
 func (s *Store) Dialect() string { return s.dialect }
 

@@ -35,6 +35,8 @@ type Config struct {
 	ClaimIdle    time.Duration
 	// GeneratedToken is true when Dev made up AdminToken.
 	GeneratedToken bool
+	// OrderClock is the order service's clock (tests move it); nil: time.Now.
+	OrderClock func() time.Time
 }
 
 // configError names the setting at fault; it is printed as one line.

@@ -87,7 +87,7 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	m.orders = order.NewService(m.store, settler, set, order.Config{PayTimeout: m.cfg.PayTimeout,
-		FailFastAge: m.cfg.FailFastAge, Rate: m.cfg.OrderRate, Logger: m.log})
+		FailFastAge: m.cfg.FailFastAge, Rate: m.cfg.OrderRate, Now: m.cfg.OrderClock, Logger: m.log})
 	if err := m.startLoops(); err != nil {
 		return err
 	}

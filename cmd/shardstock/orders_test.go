@@ -1,0 +1,266 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/shardstock/shardstock"
+	"github.com/shardstock/shardstock/messaging"
+	"github.com/shardstock/shardstock/order"
+	"github.com/shardstock/shardstock/shard"
+	"github.com/shardstock/shardstock/shard/shardtest"
+)
+
+// service returns the address of a shared test service from the
+// environment (deploy/with-services.sh sets it for make test).
+func service(t *testing.T, env string) string {
+	t.Helper()
+	v := os.Getenv(env)
+	if v == "" {
+		if os.Getenv("SHARDSTOCK_TEST_REQUIRE_ALL") == "1" {
+			t.Fatalf("%s is not set", env)
+		}
+		t.Skipf("%s not set: run through make test (deploy/with-services.sh)", env)
+	}
+	return v
+}
+
+// testRocketMQ returns the shared broker's URL with a namespace of the
+// test's own, so no test reads another's messages.
+func testRocketMQ(t *testing.T) string {
+	b := make([]byte, 4)
+	rand.Read(b)
+	return service(t, "SHARDSTOCK_TEST_ROCKETMQ") + "?namespace=t" + hex.EncodeToString(b)
+}
+
+// freshMySQL creates a database of its own for the test on the shared
+// MariaDB and returns its DSN.
+func freshMySQL(t *testing.T) string {
+	base := service(t, "SHARDSTOCK_TEST_MYSQL")
+	s, err := order.Open(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	b := make([]byte, 6)
+	rand.Read(b)
+	name := "e2e_" + hex.EncodeToString(b)
+	if err := s.Exec(context.Background(), "CREATE DATABASE "+name); err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSuffix(base, "/") + "/" + name
+}
+
+// runDeploy runs a deploy script with the test environment.
+func runDeploy(t *testing.T, script string, args ...string) {
+	t.Helper()
+	out, err := exec.Command("bash", append([]string{filepath.Join(repoRoot(t), "deploy", script)}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %v: %v\n%s", script, args, err, out)
+	}
+	t.Logf("%s %v: %s", script, args, strings.TrimSpace(string(out)))
+}
+
+func repoRoot(t *testing.T) string {
+	wd, _ := os.Getwd()
+	return filepath.Clean(filepath.Join(wd, "..", ".."))
+}
+
+// offsetClock is real time plus an offset the test moves.
+type offsetClock struct{ off atomic.Int64 }
+
+func (c *offsetClock) now() time.Time          { return time.Now().Add(time.Duration(c.off.Load())) }
+func (c *offsetClock) advance(d time.Duration) { c.off.Add(int64(d)) }
+
+type mode struct {
+	name string
+	opts func(t *testing.T) func(*Config)
+}
+
+var modes = []mode{
+	{"streams+sqlite", func(t *testing.T) func(*Config) { return func(c *Config) {} }},
+	{"rocketmq+mariadb", func(t *testing.T) func(*Config) {
+		mq, db := testRocketMQ(t), freshMySQL(t)
+		return func(c *Config) { c.MQ, c.DB = mq, db }
+	}},
+}
+
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	last := ""
+	for time.Now().Before(deadline) {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		last = state
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("%s: not within %s; last state: %s", what, timeout, last)
+}
+
+func statusCounts(t *testing.T, m *Main, product string) map[string]int64 {
+	t.Helper()
+	c, err := m.store.CountByStatus(context.Background(), product)
+	if err != nil {
+		t.Logf("count orders: %v", err)
+		return map[string]int64{}
+	}
+	return c
+}
+
+// buy makes n purchases of distinct new buyers over 32 connections and
+// returns order id -> buyer; every one must be a 200.
+func buy(t *testing.T, base, product, prefix string, n int) map[string]string {
+	t.Helper()
+	var mu sync.Mutex
+	orders := map[string]string{}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < 32; w++ {
+		wg.Go(func() {
+			for i := next.Add(1); i <= int64(n); i = next.Add(1) {
+				user := fmt.Sprintf("%s%d", prefix, i)
+				rep := purchase(t, base, product, user)
+				if rep.status != 200 {
+					t.Errorf("%s: %d %s", user, rep.status, rep.raw)
+					continue
+				}
+				mu.Lock()
+				orders[rep.str("order_id")] = user
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(orders) != n {
+		t.Fatalf("%d of %d purchases succeeded", len(orders), n)
+	}
+	return orders
+}
+
+func orderCall(t *testing.T, base, action, id, user, body string) reply {
+	return do(t, "POST", base+"/api/v1/orders/"+id+"/"+action, body, "X-User-ID", user, "Content-Type", "application/json")
+}
+
+// TestOrderPipeline: 1000 reservations become 1000 orders awaiting payment;
+// 500 are paid, 300 fail, 200 time out; duplicates of every kind change
+// nothing; the shards converge on the order table (invariants 3, 5, 6).
+func TestOrderPipeline(t *testing.T) {
+	for _, md := range modes {
+		t.Run(md.name, func(t *testing.T) {
+			r := shardtest.Start(t, 3)
+			clock := &offsetClock{}
+			m := startServer(t, r.URLs(), md.opts(t), func(c *Config) { c.OrderClock = clock.now; c.PayTimeout = 10 * time.Minute })
+			base := m.URL()
+			if rep := putProduct(t, base, "pipe", `{"stock":1200}`); rep.status != 201 {
+				t.Fatalf("define: %d %s", rep.status, rep.raw)
+			}
+			orders := buy(t, base, "pipe", "buyer", 1000)
+			waitFor(t, 90*time.Second, "1000 orders awaiting payment", func() (bool, string) {
+				c := statusCounts(t, m, "pipe")
+				return c[shardstock.StatusAwaitingPayment] == 1000, fmt.Sprint(c)
+			})
+			k, ids := 0, make([]string, 0, len(orders))
+			for id := range orders {
+				ids = append(ids, id)
+			}
+			for _, id := range ids {
+				body := `{"result":"success"}`
+				if k >= 500 {
+					body = `{"result":"fail"}`
+				}
+				if k < 800 {
+					if rep := orderCall(t, base, "pay", id, orders[id], body); rep.status != 202 {
+						t.Fatalf("pay %s: %d %s", id, rep.status, rep.raw)
+					}
+				}
+				k++
+			}
+			// Repeats and contradictions through the API.
+			if rep := orderCall(t, base, "pay", ids[0], orders[ids[0]], `{"result":"success"}`); rep.status != 202 || rep.str("status") != "paid" {
+				t.Fatalf("second success: %d %s", rep.status, rep.raw)
+			}
+			if rep := orderCall(t, base, "pay", ids[0], orders[ids[0]], `{"result":"fail"}`); rep.status != 409 {
+				t.Fatalf("fail after success: %d %s", rep.status, rep.raw)
+			}
+			redeliver(t, m, r, "pipe", ids[0], ids[600])
+			clock.advance(11 * time.Minute) // the 200 unpaid orders time out
+			waitFor(t, 90*time.Second, "orders and shards converge", func() (bool, string) {
+				c := statusCounts(t, m, "pipe")
+				st := productStatus(t, base, "pipe")
+				ok := c[shardstock.StatusPaid] == 500 && c[shardstock.StatusCancelled] == 500 && len(c) == 2 &&
+					st.Totals.Sold == 500 && st.Totals.Locked == 0 && st.Totals.Salable == 700
+				return ok, fmt.Sprintf("orders %v, shards %+v", c, st.Totals)
+			})
+			checkShards(t, productStatus(t, base, "pipe"))
+			rec := do(t, "GET", base+"/admin/v1/products/pipe/reconcile", "", "Authorization", "Bearer "+testToken)
+			if rec.status != 200 || rec.body["in_sync"] != true {
+				t.Fatalf("reconcile: %d %s", rec.status, rec.raw)
+			}
+			// Released units sell again, to buyers whose orders were cancelled too.
+			if rep := purchase(t, base, "pipe", orders[ids[700]]); rep.status != 200 {
+				t.Fatalf("a buyer whose order was cancelled cannot buy again: %d %s", rep.status, rep.raw)
+			}
+			if rep := purchase(t, base, "pipe", orders[ids[0]]); rep.status != 409 {
+				t.Fatalf("a buyer who paid bought past the limit: %d %s", rep.status, rep.raw)
+			}
+		})
+	}
+}
+
+// redeliver sends a paid order's reservation and settlement, and a cancelled
+// order's settlement, through the real transport a second time.
+func redeliver(t *testing.T, m *Main, r *shardtest.Redis, product, paidID, cancelledID string) {
+	t.Helper()
+	ctx := context.Background()
+	paid, err := m.store.Order(ctx, paidID)
+	if err != nil || paid == nil {
+		t.Fatalf("order %s: %v", paidID, err)
+	}
+	cancelled, _ := m.store.Order(ctx, cancelledID)
+	ev := shardstock.ReservationEvent{ID: paid.ID, UserID: paid.UserID, ProductID: product, Shard: paid.Shard, AtMS: time.Now().UnixMilli()}
+	again := []shardstock.Settlement{
+		{OrderID: paid.ID, ProductID: product, UserID: paid.UserID, Shard: paid.Shard, Action: shardstock.Confirm},
+		{OrderID: cancelled.ID, ProductID: product, UserID: cancelled.UserID, Shard: cancelled.Shard, Action: shardstock.Release},
+	}
+	if m.rmq != nil {
+		if err := m.rmq.Publish(ctx, messaging.TopicReservations, ev.ID, ev.Encode()); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		c := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", r.Ports[paid.Shard])})
+		defer c.Close()
+		err := c.XAdd(ctx, &redis.XAddArgs{Stream: shard.OutboxKey(product), Values: []any{"res", ev.ID, "user", ev.UserID,
+			"product", product, "shard", fmt.Sprint(ev.Shard), "at", fmt.Sprint(ev.AtMS)}}).Err()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range again {
+		for range 2 {
+			var err error
+			if m.rmq != nil {
+				err = m.rmq.Publish(ctx, messaging.TopicSettlements, s.OrderID, s.Encode())
+			} else {
+				err = (&messaging.StreamSettler{Clients: m.clients()}).Publish(ctx, s)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}

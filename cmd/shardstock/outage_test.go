@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/shardstock/shardstock"
+	"github.com/shardstock/shardstock/order"
+	"github.com/shardstock/shardstock/shard/shardtest"
+)
+
+// exactlyOnce asserts that every order id the buyers were given has exactly
+// one order row, and that there are no others.
+func exactlyOnce(t *testing.T, m *Main, product string, orders map[string]string) {
+	t.Helper()
+	c := statusCounts(t, m, product)
+	var total int64
+	for _, n := range c {
+		total += n
+	}
+	if total != int64(len(orders)) {
+		t.Fatalf("%d order rows for %d reservations: %v", total, len(orders), c)
+	}
+	for id, user := range orders {
+		o, err := m.store.Order(context.Background(), id)
+		if err != nil || o == nil || o.UserID != user {
+			t.Fatalf("order %s of %s: %+v %v", id, user, o, err)
+		}
+	}
+}
+
+// TestCoordinatorKilledBeforeRelaying: a coordinator process reserves, then
+// is SIGKILLed while most of its reservations are still in the shard
+// outboxes (its order rate is throttled) and some are read but not
+// acknowledged; a new coordinator turns every one into exactly one order,
+// claiming the dead one's pending entries.
+func TestCoordinatorKilledBeforeRelaying(t *testing.T) {
+	r := shardtest.Start(t, 3)
+	db := "sqlite:" + t.TempDir() + "/orders.db"
+	addr := freeAddr(t)
+	child := exec.Command(os.Args[0], "serve")
+	child.Env = append(os.Environ(), "SHARDSTOCK_TEST_AS_MAIN=1", "SHARDSTOCK_HTTP_ADDR="+addr,
+		"SHARDSTOCK_SHARDS="+strings.Join(r.URLs(), ","), "SHARDSTOCK_ADMIN_TOKEN="+testToken,
+		"SHARDSTOCK_DB="+db, "SHARDSTOCK_ORDER_RATE=20")
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer child.Process.Kill()
+	base := "http://" + addr
+	waitReady(t, base)
+	putProduct(t, base, "crash", `{"stock":500}`)
+	orders := buy(t, base, "crash", "c", 300)
+	child.Process.Signal(syscall.SIGKILL)
+	child.Wait()
+
+	s, err := order.Open(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, _ := s.CountByStatus(context.Background(), "crash")
+	s.Close()
+	t.Logf("orders written before the kill: %v of %d", before, len(orders))
+	if before[shardstock.StatusAwaitingPayment] >= int64(len(orders)) {
+		t.Fatal("every order was written before the kill: the test proves nothing")
+	}
+	m := startServer(t, r.URLs(), func(c *Config) { c.DB = db; c.ClaimIdle = time.Second })
+	waitFor(t, 60*time.Second, "every reservation becomes an order", func() (bool, string) {
+		c := statusCounts(t, m, "crash")
+		return c[shardstock.StatusAwaitingPayment] == int64(len(orders)), fmt.Sprint(c)
+	})
+	time.Sleep(2 * time.Second) // a late duplicate would show now
+	exactlyOnce(t, m, "crash", orders)
+}
+
+// TestBrokerStoppedDuringSale: with the RocketMQ broker down, purchases
+// keep succeeding (the outbox holds them); when it returns every
+// reservation becomes exactly one order.
+func TestBrokerStoppedDuringSale(t *testing.T) {
+	mq, db := testRocketMQ(t), freshMySQL(t)
+	r := shardtest.Start(t, 3)
+	m := startServer(t, r.URLs(), func(c *Config) { c.MQ, c.DB = mq, db })
+	base := m.URL()
+	putProduct(t, base, "brk", `{"stock":1000}`)
+	orders := buy(t, base, "brk", "early", 100)
+	waitFor(t, 60*time.Second, "first orders", func() (bool, string) {
+		c := statusCounts(t, m, "brk")
+		return c[shardstock.StatusAwaitingPayment] == 100, fmt.Sprint(c)
+	})
+	runDeploy(t, "rocketmq.sh", "stop-broker")
+	restarted := false
+	defer func() {
+		if !restarted {
+			runDeploy(t, "rocketmq.sh", "start-broker")
+		}
+	}()
+	for id, u := range buy(t, base, "brk", "during", 200) {
+		orders[id] = u
+	}
+	runDeploy(t, "rocketmq.sh", "start-broker")
+	restarted = true
+	waitFor(t, 120*time.Second, "orders after the broker returned", func() (bool, string) {
+		c := statusCounts(t, m, "brk")
+		return c[shardstock.StatusAwaitingPayment] == 300, fmt.Sprint(c)
+	})
+	time.Sleep(2 * time.Second)
+	exactlyOnce(t, m, "brk", orders)
+}
+
+// TestDatabaseStopped: with MariaDB down, purchases keep succeeding and the
+// consumers wait; when it returns every reservation becomes exactly one
+// order.
+func TestDatabaseStopped(t *testing.T) {
+	for _, md := range []mode{
+		{"streams+mariadb", func(t *testing.T) func(*Config) {
+			db := freshMySQL(t)
+			return func(c *Config) { c.DB = db }
+		}},
+		modes[1],
+	} {
+		t.Run(md.name, func(t *testing.T) {
+			r := shardtest.Start(t, 3)
+			m := startServer(t, r.URLs(), md.opts(t))
+			base := m.URL()
+			putProduct(t, base, "dbx", `{"stock":1000}`)
+			orders := buy(t, base, "dbx", "early", 50)
+			waitFor(t, 60*time.Second, "first orders", func() (bool, string) {
+				c := statusCounts(t, m, "dbx")
+				return c[shardstock.StatusAwaitingPayment] == 50, fmt.Sprint(c)
+			})
+			runDeploy(t, "mariadb.sh", "stop")
+			restarted := false
+			defer func() {
+				if !restarted {
+					runDeploy(t, "mariadb.sh", "start")
+				}
+			}()
+			for id, u := range buy(t, base, "dbx", "during", 100) {
+				orders[id] = u
+			}
+			time.Sleep(time.Second) // the consumers are now retrying against a dead database
+			runDeploy(t, "mariadb.sh", "start")
+			restarted = true
+			waitFor(t, 90*time.Second, "orders after the database returned", func() (bool, string) {
+				c := statusCounts(t, m, "dbx")
+				return c[shardstock.StatusAwaitingPayment] == 150, fmt.Sprint(c)
+			})
+			time.Sleep(time.Second)
+			exactlyOnce(t, m, "dbx", orders)
+		})
+	}
+}
+
+// TestFailFast: a reservation older than the fail-fast age when consumed
+// becomes a failed order, its unit is salable again and the buyer may buy.
+func TestFailFast(t *testing.T) {
+	r := shardtest.Start(t, 3)
+	clock := &offsetClock{}
+	m := startServer(t, r.URLs(), func(c *Config) { c.OrderClock = clock.now; c.FailFastAge = 30 * time.Minute })
+	base := m.URL()
+	putProduct(t, base, "ff", `{"stock":3}`)
+	clock.advance(31 * time.Minute) // the order service now sees every reservation as 31 minutes old
+	rep := purchase(t, base, "ff", "late")
+	if rep.status != 200 {
+		t.Fatalf("purchase: %d %s", rep.status, rep.raw)
+	}
+	id := rep.str("order_id")
+	waitFor(t, 30*time.Second, "failed order and released unit", func() (bool, string) {
+		o := do(t, "GET", base+"/api/v1/orders/"+id, "", "X-User-ID", "late")
+		st := productStatus(t, base, "ff")
+		return o.str("status") == shardstock.StatusFailed && st.Totals.Salable == 3 && st.Totals.Locked == 0,
+			fmt.Sprintf("order %s, shards %+v", o.raw, st.Totals)
+	})
+	clock.advance(-31 * time.Minute)
+	waitFor(t, 10*time.Second, "the buyer buys again", func() (bool, string) {
+		rep := purchase(t, base, "ff", "late")
+		return rep.status == 200, rep.raw
+	})
+}

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Start the shared services the test suite needs (MariaDB and RocketMQ, each
+# in its own directory under run/test/), run the given command with their
+# addresses in the environment, then stop them — also when the command fails.
+#
+#   deploy/with-services.sh go test ./...
+#
+# The command sees SHARDSTOCK_TEST_MYSQL, SHARDSTOCK_TEST_ROCKETMQ and the
+# directories the deploy scripts use, so a test can stop and restart a
+# service for an outage drill. Redis masters are started by each test itself.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+run=$root/run/test
+mkdir -p "$run"
+export SHARDSTOCK_MARIADB_DIR=$run/mariadb SHARDSTOCK_MARIADB_PORT=${SHARDSTOCK_MARIADB_PORT:-3406}
+export SHARDSTOCK_RMQ_DIR=$run/rocketmq
+export SHARDSTOCK_TEST_MYSQL="mysql://shardstock:shardstock@tcp(127.0.0.1:$SHARDSTOCK_MARIADB_PORT)/"
+export SHARDSTOCK_TEST_ROCKETMQ="rocketmq://127.0.0.1:9876"
+export SHARDSTOCK_TEST_REQUIRE_ALL=1
+
+stop() {
+  "$root/deploy/rocketmq.sh" stop || true
+  "$root/deploy/mariadb.sh" stop || true
+}
+trap stop EXIT
+"$root/deploy/mariadb.sh" start
+"$root/deploy/rocketmq.sh" start
+"$@"
