@@ -9,6 +9,7 @@ ROCKETMQ := deploy/rocketmq.sh
 SHARDSTOCK_ADMIN_TOKEN ?= local-dev-admin-token
 SHARDSTOCK_HTTP_ADDR ?= 127.0.0.1:8080
 BENCHTIME ?= 3s
+MQ ?= streams
 
 .PHONY: build run stop test vet bench clean help
 .DEFAULT_GOAL := help
@@ -19,21 +20,30 @@ help: ## list the targets
 build: ## build bin/shardstock
 	$(GO) build -o $(BIN) ./cmd/shardstock
 
-run: build ## start 3 Redis masters (ports 6479/6579/6679, AOF on) and the server on the embedded defaults
+run: build ## start 3 Redis masters and the server on the embedded defaults (Streams + SQLite); MQ=rocketmq runs the full stack (RocketMQ + MariaDB)
 	@$(REDIS) start
+	@if [ "$(MQ)" = rocketmq ]; then $(MARIADB) start && $(ROCKETMQ) start; fi
 	@echo
 	@echo "shardstock on http://$(SHARDSTOCK_HTTP_ADDR) — try, in another terminal:"
 	@echo "  curl -s -X PUT -H 'Authorization: Bearer $(SHARDSTOCK_ADMIN_TOKEN)' -H 'Content-Type: application/json' \\"
 	@echo "       -d '{\"stock\":1000,\"per_user_limit\":1}' http://$(SHARDSTOCK_HTTP_ADDR)/admin/v1/products/lamp"
 	@echo "  curl -s -X POST -H 'X-User-ID: alice' http://$(SHARDSTOCK_HTTP_ADDR)/api/v1/products/lamp/purchase"
+	@echo "  curl -s -H 'X-User-ID: alice' http://$(SHARDSTOCK_HTTP_ADDR)/api/v1/orders/ORDER_ID"
+	@echo "  curl -s -X POST -H 'X-User-ID: alice' -H 'Content-Type: application/json' -d '{\"result\":\"success\"}' \\"
+	@echo "       http://$(SHARDSTOCK_HTTP_ADDR)/api/v1/orders/ORDER_ID/pay"
 	@echo "  curl -s -H 'Authorization: Bearer $(SHARDSTOCK_ADMIN_TOKEN)' http://$(SHARDSTOCK_HTTP_ADDR)/admin/v1/products/lamp"
-	@echo "Ctrl-C stops the server; 'make stop' stops the Redis masters."
+	@echo "Ctrl-C stops the server; 'make stop' stops Redis (and RocketMQ and MariaDB)."
 	@echo
 	SHARDSTOCK_SHARDS=$$($(REDIS) urls) SHARDSTOCK_ADMIN_TOKEN=$(SHARDSTOCK_ADMIN_TOKEN) \
-	  SHARDSTOCK_HTTP_ADDR=$(SHARDSTOCK_HTTP_ADDR) $(BIN) serve
+	  SHARDSTOCK_HTTP_ADDR=$(SHARDSTOCK_HTTP_ADDR) \
+	  SHARDSTOCK_MQ=$$(if [ "$(MQ)" = rocketmq ]; then echo rocketmq://127.0.0.1:9876; else echo streams; fi) \
+	  SHARDSTOCK_DB=$$(if [ "$(MQ)" = rocketmq ]; then $(MARIADB) dsn; else echo sqlite:./data/orders.db; fi) \
+	  $(BIN) serve
 
-stop: ## stop the Redis masters that `make run` started
+stop: ## stop what `make run` started
 	$(REDIS) stop
+	$(ROCKETMQ) stop
+	$(MARIADB) stop
 
 vet:
 	$(GO) vet ./...
@@ -45,9 +55,12 @@ test: ## install and start what the tests need (Redis, MariaDB, RocketMQ), vet, 
 	$(GO) vet ./...
 	deploy/with-services.sh $(GO) test -race -count=1 -p 1 -timeout 20m ./...
 
-bench: ## run the Go benchmarks against real Redis masters
+bench: ## run the benchmarks against real Redis masters, MariaDB and RocketMQ
 	$(REDIS) install
-	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) ./...
+	$(MARIADB) install
+	$(ROCKETMQ) fetch
+	deploy/with-services.sh bash -c '$(GO) test -run "^$$" -bench . -benchtime $(BENCHTIME) ./shard/ && \
+	  $(GO) test -run "^$$" -bench OrderPipeline -benchtime 3000x ./cmd/shardstock/'
 
 clean:
 	rm -rf bin

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // Errors of the hold scripts.
@@ -54,24 +52,6 @@ func (s *Set) Init(ctx context.Context, i int, product string, a Allocation) (cr
 		return created, fmt.Errorf("shard %d: register product: %w", i, err)
 	}
 	return created, nil
-}
-
-// Definition returns the product's definition as stored on shard i, or ""
-// when the shard has none.
-func (s *Set) Definition(ctx context.Context, i int, product string) (string, error) {
-	var def string
-	err := s.call(ctx, s.shards[i], func(ctx context.Context) error {
-		v, err := s.shards[i].Client.HGet(ctx, keysFor(product).stock, "def").Result()
-		if errors.Is(err, redis.Nil) {
-			return nil
-		}
-		def = v
-		return err
-	})
-	if err != nil {
-		return "", fmt.Errorf("shard %d: definition: %w", i, err)
-	}
-	return def, nil
 }
 
 // Counters are a product's stock counters on one shard.

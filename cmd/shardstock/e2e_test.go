@@ -22,7 +22,7 @@ const testToken = "test-admin-token-0123456789"
 
 // startServer runs a coordinator (Main) on a free port over the given
 // shards, stopped when the test ends.
-func startServer(t *testing.T, urls []string, opts ...func(*Config)) *Main {
+func startServer(t testing.TB, urls []string, opts ...func(*Config)) *Main {
 	t.Helper()
 	cfg := &Config{HTTPAddr: "127.0.0.1:0", Shards: urls, AdminToken: testToken, UserAuth: "header",
 		ShardTimeout: 250 * time.Millisecond, LogFormat: "text", LogLevel: slog.LevelWarn,
@@ -346,9 +346,9 @@ func TestOperationsEndpoints(t *testing.T) {
 }
 
 // testLog sends the server's warnings and errors to the test log.
-func testLog(t *testing.T) io.Writer { return testWriter{t} }
+func testLog(t testing.TB) io.Writer { return testWriter{t} }
 
-type testWriter struct{ t *testing.T }
+type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))

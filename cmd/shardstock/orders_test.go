@@ -25,7 +25,7 @@ import (
 
 // service returns the address of a shared test service from the
 // environment (deploy/with-services.sh sets it for make test).
-func service(t *testing.T, env string) string {
+func service(t testing.TB, env string) string {
 	t.Helper()
 	v := os.Getenv(env)
 	if v == "" {
@@ -39,7 +39,7 @@ func service(t *testing.T, env string) string {
 
 // testRocketMQ returns the shared broker's URL with a namespace of the
 // test's own, so no test reads another's messages.
-func testRocketMQ(t *testing.T) string {
+func testRocketMQ(t testing.TB) string {
 	b := make([]byte, 4)
 	rand.Read(b)
 	return service(t, "SHARDSTOCK_TEST_ROCKETMQ") + "?namespace=t" + hex.EncodeToString(b)
@@ -47,7 +47,7 @@ func testRocketMQ(t *testing.T) string {
 
 // freshMySQL creates a database of its own for the test on the shared
 // MariaDB and returns its DSN.
-func freshMySQL(t *testing.T) string {
+func freshMySQL(t testing.TB) string {
 	base := service(t, "SHARDSTOCK_TEST_MYSQL")
 	s, err := order.Open(base)
 	if err != nil {
