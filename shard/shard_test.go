@@ -450,3 +450,33 @@ func TestFailoverWhenAShardDies(t *testing.T) {
 		t.Fatalf("all shards dead: %v, want ErrUnavailable and never sold out", err)
 	}
 }
+
+func TestFindHoldAndReleaseClaim(t *testing.T) {
+	f := newFixture(t, 3)
+	p := f.define(shardstock.Product{ID: "find", Stock: 6})
+	i, id, err := f.reserve(p, "ivy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	product, user, sh, found, err := f.set.FindHold(f.ctx(), []string{"other", "find"}, id)
+	if err != nil || !found || product != "find" || user != "ivy" || sh != i {
+		t.Fatalf("FindHold = %s %s %d %v %v, want find ivy %d", product, user, sh, found, err, i)
+	}
+	if _, _, _, found, err := f.set.FindHold(f.ctx(), []string{"find"}, "nope"); found || err != nil {
+		t.Fatalf("unknown id: found %v err %v", found, err)
+	}
+	// With the unit released and the claim given back, ivy may buy again.
+	if _, _, err := f.reserve(p, "ivy"); !errors.Is(err, shardstock.ErrLimitReached) {
+		t.Fatalf("second purchase: %v", err)
+	}
+	if _, err := f.set.Release(f.ctx(), i, "find", id); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.set.ReleaseClaim(f.ctx(), "find", "ivy", id); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := f.reserve(p, "ivy"); err != nil {
+		t.Fatalf("after release and claim back: %v", err)
+	}
+	f.checkConservation(p)
+}
