@@ -96,11 +96,21 @@ type shardReader struct {
 	c         *redis.Client
 	groups    map[string]bool // streams whose group exists
 	lastClaim time.Time
-	backoff   time.Duration
+	backoff   time.Duration // after a transport error
+	// A stream whose entry failed in the handler is left alone until
+	// heldUntil, so it holds up neither itself (no spinning) nor the
+	// shard's other streams.
+	heldUntil   map[string]time.Time
+	holdBackoff map[string]time.Duration
+	// parked are entries whose handler failed with a Permanent error: they
+	// stay pending (XPENDING shows them to operators; a restart retries
+	// them) and are skipped by this process.
+	parked map[string]bool
 }
 
 func (g *GroupReader) runShard(ctx context.Context, i int, c *redis.Client) {
-	r := &shardReader{g: g, shard: i, c: c, groups: map[string]bool{}}
+	r := &shardReader{g: g, shard: i, c: c, groups: map[string]bool{},
+		heldUntil: map[string]time.Time{}, holdBackoff: map[string]time.Duration{}, parked: map[string]bool{}}
 	for ctx.Err() == nil {
 		if err := r.round(ctx); err != nil && ctx.Err() == nil {
 			r.fail(ctx, err)
@@ -110,12 +120,15 @@ func (g *GroupReader) runShard(ctx context.Context, i int, c *redis.Client) {
 	}
 }
 
-// round is one pass: pending, claims, new entries.
+// round is one pass over the streams not held: this consumer's pending
+// entries, entries to claim, then new ones. It returns transport errors;
+// handler errors hold their stream instead.
 func (r *shardReader) round(ctx context.Context) error {
-	streams, err := r.g.Streams(ctx, r.shard, r.c)
+	listed, err := r.g.Streams(ctx, r.shard, r.c)
 	if err != nil {
 		return fmt.Errorf("list streams: %w", err)
 	}
+	streams := r.active(listed)
 	if len(streams) == 0 {
 		return sleep(ctx, r.g.Block)
 	}
@@ -131,7 +144,30 @@ func (r *shardReader) round(ctx context.Context) error {
 		}
 		r.lastClaim = time.Now()
 	}
+	if streams = r.active(streams); len(streams) == 0 {
+		return nil
+	}
 	return r.read(ctx, streams, ">", r.g.Block)
+}
+
+// active filters out the streams that are held.
+func (r *shardReader) active(streams []string) []string {
+	now := time.Now()
+	out := make([]string, 0, len(streams))
+	for _, s := range streams {
+		if now.After(r.heldUntil[s]) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// hold sets stream aside for a growing while (50ms doubling to 5s).
+func (r *shardReader) hold(stream string, err error) {
+	d := min(max(2*r.holdBackoff[stream], 50*time.Millisecond), 5*time.Second)
+	r.holdBackoff[stream], r.heldUntil[stream] = d, time.Now().Add(d)
+	r.g.Logger.Warn("stream consumer: entry not processed, will retry", "group", r.g.Group, "shard", r.shard,
+		"stream", stream, "err", err, "backoff", d)
 }
 
 func (r *shardReader) ensureGroups(ctx context.Context, streams []string) error {
@@ -152,9 +188,7 @@ func (r *shardReader) ensureGroups(ctx context.Context, streams []string) error 
 // and handles what it got.
 func (r *shardReader) read(ctx context.Context, streams []string, id string, block time.Duration) error {
 	args := &redis.XReadGroupArgs{Group: r.g.Group, Consumer: r.g.Consumer, Count: r.g.Count, Block: block}
-	for _, s := range streams {
-		args.Streams = append(args.Streams, s)
-	}
+	args.Streams = append(args.Streams, streams...)
 	for range streams {
 		args.Streams = append(args.Streams, id)
 	}
@@ -198,7 +232,10 @@ func (r *shardReader) claim(ctx context.Context, streams []string) error {
 }
 
 // handle runs the handler on each entry in order, acknowledging and
-// deleting each one handled. The first handler error stops the batch.
+// deleting each one handled. A Permanent handler error parks that entry
+// and goes on; any other handler error holds the stream (the entry stays
+// pending) and ends the batch. Only an acknowledgement that failed is
+// returned, as a transport error.
 func (r *shardReader) handle(ctx context.Context, stream string, msgs []redis.XMessage) error {
 	for _, m := range msgs {
 		if m.Values == nil {
@@ -206,9 +243,24 @@ func (r *shardReader) handle(ctx context.Context, stream string, msgs []redis.XM
 			r.c.XAck(ctx, stream, r.g.Group, m.ID)
 			continue
 		}
-		if err := r.g.Handle(ctx, Entry{Shard: r.shard, Stream: stream, ID: m.ID, Fields: m.Values}); err != nil {
-			return fmt.Errorf("handle %s %s: %w", stream, m.ID, err)
+		if r.parked[stream+" "+m.ID] {
+			continue
 		}
+		err := r.g.Handle(ctx, Entry{Shard: r.shard, Stream: stream, ID: m.ID, Fields: m.Values})
+		var perm permanentError
+		switch {
+		case err != nil && errors.As(err, &perm):
+			r.parked[stream+" "+m.ID] = true
+			r.g.Logger.Error("stream consumer: entry cannot be processed; left pending for an operator",
+				"group", r.g.Group, "shard", r.shard, "stream", stream, "id", m.ID, "err", err)
+			continue
+		case err != nil:
+			if ctx.Err() == nil {
+				r.hold(stream, fmt.Errorf("entry %s: %w", m.ID, err))
+			}
+			return nil
+		}
+		delete(r.holdBackoff, stream)
 		if _, err := r.c.TxPipelined(ctx, func(p redis.Pipeliner) error {
 			p.XAck(ctx, stream, r.g.Group, m.ID)
 			p.XDel(ctx, stream, m.ID)
@@ -237,15 +289,24 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
+// permanentError marks an error that retrying cannot fix.
+type permanentError struct{ error }
+
+func (e permanentError) Unwrap() error { return e.error }
+
+// Permanent marks err as one UntilDone must not retry.
+func Permanent(err error) error { return permanentError{err} }
+
 // UntilDone calls f until it succeeds or ctx is done, backing off from 50ms
 // to 5s between tries: a consumer that cannot write (its database is down)
 // blocks instead of dropping or spinning. It returns f's last error when
-// ctx ends first.
+// ctx ends first, or at once an error marked Permanent.
 func UntilDone(ctx context.Context, log *slog.Logger, what string, f func() error) error {
 	backoff := 50 * time.Millisecond
 	for {
 		err := f()
-		if err == nil || ctx.Err() != nil {
+		var perm permanentError
+		if err == nil || ctx.Err() != nil || errors.As(err, &perm) {
 			return err
 		}
 		log.Warn(what+": will retry", "err", err, "backoff", backoff)

@@ -15,6 +15,11 @@ import (
 	"github.com/shardstock/shardstock"
 )
 
+// ErrUnknownProduct: a reservation names a product the catalog does not
+// have (another deployment shares the broker, or the catalog was reset).
+// Retrying at once cannot help; the message must be kept for an operator.
+var ErrUnknownProduct = errors.New("product not in the catalog")
+
 // Settler publishes a settlement to the shard that holds the unit.
 type Settler interface {
 	Publish(ctx context.Context, s shardstock.Settlement) error
@@ -129,7 +134,7 @@ func (s *Service) limit(ctx context.Context, product string) (int64, error) {
 		return 0, err
 	}
 	if def == "" {
-		return 0, fmt.Errorf("reservation for %s: product not in the catalog", product)
+		return 0, fmt.Errorf("reservation for %s: %w", product, ErrUnknownProduct)
 	}
 	var p shardstock.Product
 	if err := json.Unmarshal([]byte(def), &p); err != nil {

@@ -10,8 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/shardstock/shardstock"
 	"github.com/shardstock/shardstock/order"
+	"github.com/shardstock/shardstock/shard"
 	"github.com/shardstock/shardstock/shard/shardtest"
 )
 
@@ -181,4 +184,40 @@ func TestFailFast(t *testing.T) {
 		rep := purchase(t, base, "ff", "late")
 		return rep.status == 200, rep.raw
 	})
+}
+
+// TestPoisonEntryHoldsUpNothingElse: an outbox entry the order service can
+// never process (its product is not in the catalog) stays pending and is
+// retried, while every other reservation, in the same outbox and in other
+// products', still becomes an order.
+func TestPoisonEntryHoldsUpNothingElse(t *testing.T) {
+	r := shardtest.Start(t, 3)
+	m := startServer(t, r.URLs())
+	base := m.URL()
+	putProduct(t, base, "pa", `{"stock":100}`)
+	putProduct(t, base, "pb", `{"stock":100}`)
+	for i := range r.Ports {
+		c := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", r.Ports[i])})
+		err := c.XAdd(context.Background(), &redis.XAddArgs{Stream: shard.OutboxKey("pa"), Values: []any{"res", fmt.Sprintf("ghost%d", i),
+			"user", "g", "product", "ghost", "shard", fmt.Sprint(i), "at", fmt.Sprint(time.Now().UnixMilli())}}).Err()
+		c.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, b := buy(t, base, "pa", "a", 20), buy(t, base, "pb", "b", 20)
+	waitFor(t, 30*time.Second, "orders of both products", func() (bool, string) {
+		ca, cb := statusCounts(t, m, "pa"), statusCounts(t, m, "pb")
+		return ca[shardstock.StatusAwaitingPayment] == 20 && cb[shardstock.StatusAwaitingPayment] == 20, fmt.Sprint(ca, cb)
+	})
+	exactlyOnce(t, m, "pa", a)
+	exactlyOnce(t, m, "pb", b)
+	for i := range r.Ports {
+		c := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", r.Ports[i])})
+		n, err := c.XPending(context.Background(), shard.OutboxKey("pa"), "orders").Result()
+		c.Close()
+		if err != nil || n.Count != 1 {
+			t.Fatalf("shard %d: the poison entry is not kept pending: %+v %v", i, n, err)
+		}
+	}
 }

@@ -150,7 +150,7 @@ func (m *Main) startLoops() error {
 	outbox := &messaging.GroupReader{Clients: m.clients(), Streams: messaging.OutboxStreams,
 		ClaimIdle: m.cfg.ClaimIdle, Logger: m.log}
 	if m.rmq == nil {
-		outbox.Group, outbox.Handle = "orders", messaging.ReservationHandler(m.log, m.orders.Ingest)
+		outbox.Group, outbox.Handle = "orders", messaging.ReservationHandler(m.log, m.ingest)
 		settle := &messaging.GroupReader{Clients: m.clients(), Streams: messaging.SettleStreams, Group: "inventory",
 			Handle: messaging.SettlementHandler(m.log, m.inv.Settle), ClaimIdle: m.cfg.ClaimIdle, Logger: m.log}
 		m.loops.Go(func() { settle.Run(ctx) })
@@ -162,6 +162,16 @@ func (m *Main) startLoops() error {
 	}
 	m.loops.Go(func() { outbox.Run(ctx) })
 	return nil
+}
+
+// ingest writes a reservation's order; a reservation for a product not in
+// this deployment's catalog is a Permanent error (retrying cannot help).
+func (m *Main) ingest(ctx context.Context, ev shardstock.ReservationEvent) error {
+	err := m.orders.Ingest(ctx, ev)
+	if errors.Is(err, order.ErrUnknownProduct) {
+		return messaging.Permanent(err)
+	}
+	return err
 }
 
 // relay publishes a reservation to the broker (message key = reservation
@@ -177,7 +187,9 @@ func (m *Main) subscribe(ctx context.Context) error {
 			m.log.Error("dropping a malformed reservation message", "err", err)
 			return nil
 		}
-		return messaging.UntilDone(ctx, m.log, "order consumer", func() error { return m.orders.Ingest(ctx, ev) })
+		// A permanent error hands the message back to the broker (retry
+		// topic, then dead-letter queue) instead of blocking the queue.
+		return messaging.UntilDone(ctx, m.log, "order consumer", func() error { return m.ingest(ctx, ev) })
 	})
 	if err != nil {
 		return fmt.Errorf("SHARDSTOCK_MQ: %w", err)
