@@ -45,7 +45,8 @@ func ErrorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 		}
 		status, body := errorResponse(err)
 		if status >= 500 {
-			log.Error("request failed", "method", c.Request().Method, "path", c.Path(), "status", status, "err", err)
+			log.Error("request failed", "method", c.Request().Method, "route", c.Path(), "status", status,
+				"request_id", c.Response().Header().Get(echo.HeaderXRequestID), "err", err)
 		}
 		if status == http.StatusTooManyRequests {
 			c.Response().Header().Set("Retry-After", "1")
@@ -70,6 +71,29 @@ func errorResponse(err error) (int, ErrorBody) {
 	}
 	status, e := shardstock.ErrorResponse(err)
 	return status, ErrorBody{e.Code, e.Message}
+}
+
+// RequestLog logs every request at debug level (method, route, status,
+// latency, request id) and failed ones (5xx) at warn. Headers and bodies are
+// never logged, so tokens and identities stay out of the logs.
+func RequestLog(log *slog.Logger) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			start := time.Now()
+			err := next(c)
+			if err != nil {
+				c.Error(err)
+			}
+			st := c.Response().Status
+			level := slog.LevelDebug
+			if st >= 500 {
+				level = slog.LevelWarn
+			}
+			log.Log(c.Request().Context(), level, "request", "method", c.Request().Method, "route", c.Path(),
+				"status", st, "took", time.Since(start), "request_id", c.Response().Header().Get(echo.HeaderXRequestID))
+			return nil
+		}
+	}
 }
 
 // Decode reads the request body into dst strictly: at most MaxBody bytes

@@ -52,6 +52,9 @@ type Config struct {
 	Identity Identity
 	Now      func() time.Time // default time.Now
 	NewID    func() string    // default NewOrderID
+	// Observe, if set, is told every purchase's outcome ("reserved" or
+	// the error code) and how long it took (metrics).
+	Observe func(outcome string, took time.Duration)
 }
 
 // Handler serves the buyer API.
@@ -85,6 +88,20 @@ type Reserved struct {
 }
 
 func (h *Handler) purchase(c echo.Context) error {
+	start := time.Now()
+	err := h.reserve(c)
+	if h.cfg.Observe != nil {
+		outcome := "reserved"
+		if err != nil {
+			_, e := shardstock.ErrorResponse(err)
+			outcome = e.Code
+		}
+		h.cfg.Observe(outcome, time.Since(start))
+	}
+	return err
+}
+
+func (h *Handler) reserve(c echo.Context) error {
 	id := c.Param("id")
 	if !shardstock.ValidID(id) {
 		return shardstock.Invalid("product id must be 1-64 characters of [A-Za-z0-9_-]")

@@ -31,14 +31,18 @@ type Store interface {
 	ReleaseClaim(ctx context.Context, product, user, id string) error
 	Ping(ctx context.Context, i int) error
 	Shards() []*shard.Shard
+	Snapshot(ctx context.Context, products []string) []shard.ShardSnapshot
 }
 
 var _ Store = (*shard.Set)(nil)
 
-// Catalog is the durable product catalog (order.Store, in SQL).
+// Catalog is the durable product catalog and the sale sessions
+// (order.Store, in SQL).
 type Catalog interface {
+	SaveSession(ctx context.Context, s shardstock.Session) (created bool, err error)
 	SaveProduct(ctx context.Context, id, definition string) (created bool, stored string, err error)
 	ProductDefinition(ctx context.Context, id string) (string, error)
+	ProductIDs(ctx context.Context) ([]string, error)
 }
 
 // Config tunes a Service; zero values mean the defaults.
@@ -47,6 +51,7 @@ type Config struct {
 	NegativeTTL time.Duration // how long an unknown id is cached; default 1s
 	Now         func() time.Time
 	Logger      *slog.Logger
+	OnSettle    func(action string) // optional: a settlement was applied (metrics)
 }
 
 // Service defines products and answers for them. Safe for concurrent use.
@@ -57,6 +62,7 @@ type Service struct {
 	cfg     Config
 	mu      sync.Mutex // guards cache
 	cache   map[string]cached
+	snap    snapshotCache
 }
 
 type cached struct {
@@ -159,6 +165,26 @@ func newEpoch() string {
 	b := make([]byte, 8)
 	rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// DefineSession creates or replaces a sale session after checking that
+// each of its products is defined. Errors: ErrInvalid, ErrUnavailable.
+func (s *Service) DefineSession(ctx context.Context, ss shardstock.Session) (bool, error) {
+	if err := ss.Validate(); err != nil {
+		return false, err
+	}
+	for _, id := range ss.Products {
+		if _, err := s.Product(ctx, id); errors.Is(err, shardstock.ErrNotFound) {
+			return false, shardstock.Invalid("unknown product " + id)
+		} else if err != nil {
+			return false, err
+		}
+	}
+	created, err := s.catalog.SaveSession(ctx, ss)
+	if err != nil {
+		return false, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
+	}
+	return created, nil
 }
 
 // Product returns the definition of product id from the catalog (cached).

@@ -2,6 +2,7 @@ package inventory
 
 import (
 	"crypto/subtle"
+	"fmt"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
@@ -12,6 +13,8 @@ import (
 
 // Register mounts the admin API on g (which must carry AdminAuth).
 func (s *Service) Register(g *echo.Group) {
+	g.GET("/products", s.listProducts)
+	g.PUT("/sessions/:id", s.putSession)
 	g.PUT("/products/:id", s.putProduct)
 	g.GET("/products/:id", s.getProduct)
 	g.GET("/shards", s.getShards)
@@ -30,6 +33,64 @@ func (s *Service) reconcile(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, r)
+}
+
+// RegisterPublic mounts the buyers' read-only stock view.
+func (s *Service) RegisterPublic(e *echo.Echo) {
+	e.GET("/api/v1/products/:id/stock", s.getStock)
+}
+
+func (s *Service) getStock(c echo.Context) error {
+	id := c.Param("id")
+	if !shardstock.ValidID(id) {
+		return shardstock.ErrNotFound
+	}
+	v, err := s.Stock(c.Request().Context(), id)
+	if err != nil {
+		return err
+	}
+	c.Response().Header().Set("Cache-Control", "no-store")
+	return c.JSON(http.StatusOK, v)
+}
+
+func (s *Service) listProducts(c echo.Context) error {
+	ctx := c.Request().Context()
+	ids, err := s.catalog.ProductIDs(ctx)
+	if err != nil {
+		return fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
+	}
+	out := make([]*ProductStatus, 0, len(ids))
+	for _, id := range ids {
+		st, err := s.Status(ctx, id)
+		if err != nil {
+			return err
+		}
+		out = append(out, st)
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+type sessionBody struct {
+	Title    string           `json:"title"`
+	StartsAt api.OptionalTime `json:"starts_at"`
+	EndsAt   api.OptionalTime `json:"ends_at"`
+	Products []string         `json:"products"`
+}
+
+func (s *Service) putSession(c echo.Context) error {
+	var b sessionBody
+	if err := api.Decode(c, &b, false); err != nil {
+		return err
+	}
+	ss := shardstock.Session{ID: c.Param("id"), Title: b.Title, StartsAt: b.StartsAt.UTC(), EndsAt: b.EndsAt.UTC(), Products: b.Products}
+	created, err := s.DefineSession(c.Request().Context(), ss)
+	if err != nil {
+		return err
+	}
+	if created {
+		return c.JSON(http.StatusCreated, ss)
+	}
+	return c.JSON(http.StatusOK, ss)
 }
 
 // AdminAuth admits requests carrying "Authorization: Bearer <token>",

@@ -31,7 +31,12 @@ func (s *Service) Settle(ctx context.Context, st shardstock.Settlement) error {
 		return err
 	}
 	if st.Action == shardstock.Release {
-		return s.store.ReleaseClaim(ctx, st.ProductID, st.UserID, st.OrderID)
+		if err := s.store.ReleaseClaim(ctx, st.ProductID, st.UserID, st.OrderID); err != nil {
+			return err
+		}
+	}
+	if s.cfg.OnSettle != nil {
+		s.cfg.OnSettle(st.Action)
 	}
 	return nil
 }

@@ -52,6 +52,9 @@ type GroupReader struct {
 	// Count is the most entries read per stream per call. Default 100.
 	Count  int64
 	Logger *slog.Logger
+	// OnError, if set, is called for every failure that leaves entries to
+	// retry (metrics).
+	OnError func()
 }
 
 // ConsumerName returns a consumer name unique to this process.
@@ -164,6 +167,7 @@ func (r *shardReader) active(streams []string) []string {
 
 // hold sets stream aside for a growing while (50ms doubling to 5s).
 func (r *shardReader) hold(stream string, err error) {
+	r.g.onError()
 	d := min(max(2*r.holdBackoff[stream], 50*time.Millisecond), 5*time.Second)
 	r.holdBackoff[stream], r.heldUntil[stream] = d, time.Now().Add(d)
 	r.g.Logger.Warn("stream consumer: entry not processed, will retry", "group", r.g.Group, "shard", r.shard,
@@ -272,7 +276,14 @@ func (r *shardReader) handle(ctx context.Context, stream string, msgs []redis.XM
 	return nil
 }
 
+func (g *GroupReader) onError() {
+	if g.OnError != nil {
+		g.OnError()
+	}
+}
+
 func (r *shardReader) fail(ctx context.Context, err error) {
+	r.g.onError()
 	r.backoff = min(max(2*r.backoff, 50*time.Millisecond), 5*time.Second)
 	r.g.Logger.Warn("stream consumer: will retry", "group", r.g.Group, "shard", r.shard, "err", err, "backoff", r.backoff)
 	sleep(ctx, r.backoff)

@@ -39,6 +39,7 @@ type Config struct {
 	SweepEvery  time.Duration // timeout and settlement sweeps; default 250ms
 	Now         func() time.Time
 	Logger      *slog.Logger
+	OnIngest    func(status string) // optional: an order row was written (metrics)
 }
 
 func (c *Config) fill() {
@@ -115,6 +116,9 @@ func (s *Service) Ingest(ctx context.Context, ev shardstock.ReservationEvent) er
 	}
 	if written != shardstock.StatusAwaitingPayment {
 		s.wake()
+	}
+	if s.cfg.OnIngest != nil {
+		s.cfg.OnIngest(written)
 	}
 	return nil
 }

@@ -424,9 +424,18 @@ func (s *Store) CountsByShard(ctx context.Context, product string) (map[int]shar
 	return out, rows.Err()
 }
 
+// CountAllByStatus counts every order by status.
+func (s *Store) CountAllByStatus(ctx context.Context) (map[string]int64, error) {
+	return s.countBy(ctx, `SELECT status, COUNT(*) FROM orders GROUP BY status`)
+}
+
 // CountByStatus counts every order of product by status.
 func (s *Store) CountByStatus(ctx context.Context, product string) (map[string]int64, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT status, COUNT(*) FROM orders WHERE product_id = ? GROUP BY status`, product)
+	return s.countBy(ctx, `SELECT status, COUNT(*) FROM orders WHERE product_id = ? GROUP BY status`, product)
+}
+
+func (s *Store) countBy(ctx context.Context, q string, args ...any) (map[string]int64, error) {
+	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("count orders: %w", err)
 	}

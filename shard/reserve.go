@@ -55,6 +55,9 @@ func (a *attempt) run(ctx context.Context) (int, error) {
 	start := a.set.cfg.Rand(n)
 	for j := 0; j < n; j++ {
 		sh := a.set.shards[(start+j)%n]
+		if j > 0 && a.set.cfg.OnFailover != nil {
+			a.set.cfg.OnFailover()
+		}
 		done, err := a.try(ctx, sh)
 		if done && err != nil {
 			return -1, err

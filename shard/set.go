@@ -55,6 +55,9 @@ type Config struct {
 	// Health is told the outcome of every call and asked which shards to
 	// skip; default: every shard is tried.
 	Health Health
+	// OnFailover, if set, is called each time a purchase moves on to
+	// another shard (metrics).
+	OnFailover func()
 	// Logger logs what the caller cannot be told (a claim that could not
 	// be given back, say). Default slog.Default().
 	Logger *slog.Logger

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"sync"
 	"time"
 
@@ -16,7 +17,6 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
@@ -26,6 +26,7 @@ import (
 	"github.com/shardstock/shardstock/ha"
 	"github.com/shardstock/shardstock/inventory"
 	"github.com/shardstock/shardstock/messaging"
+	"github.com/shardstock/shardstock/metrics"
 	"github.com/shardstock/shardstock/order"
 	"github.com/shardstock/shardstock/shard"
 )
@@ -36,6 +37,8 @@ type Main struct {
 	cfg *Config
 	log *slog.Logger
 
+	registry *prometheus.Registry
+	metrics  *metrics.Metrics
 	store    *order.Store
 	set      *shard.Set
 	rmq      *messaging.RocketMQ // nil in streams mode
@@ -75,19 +78,26 @@ func (m *Main) Run(ctx context.Context) error {
 	if err := m.openStore(ctx); err != nil {
 		return err
 	}
+	m.registry = prometheus.NewRegistry()
+	m.metrics = metrics.New(m.registry)
 	m.health = ha.NewHealth(len(m.cfg.Shards), nil)
-	set, err := shard.Open(m.cfg.Shards, shard.Config{Timeout: m.cfg.ShardTimeout, Logger: m.log, Health: m.health})
+	set, err := shard.Open(m.cfg.Shards, shard.Config{Timeout: m.cfg.ShardTimeout, Logger: m.log,
+		Health: countedHealth{m.health, m.metrics}, OnFailover: m.metrics.Failovers.Inc})
 	if err != nil {
 		return fmt.Errorf("SHARDSTOCK_SHARDS: %w", err)
 	}
 	m.set = set
-	m.inv = inventory.NewService(set, m.store, m.store, inventory.Config{Logger: m.log})
+	m.inv = inventory.NewService(set, m.store, m.store, inventory.Config{Logger: m.log,
+		OnSettle: func(a string) { m.metrics.Settlements.WithLabelValues(a).Inc() }})
+	m.registry.MustRegister(&metrics.ShardCollector{Source: m.inv, Limits: m.inv},
+		&metrics.OrderCollector{Orders: m.store, TTL: time.Second})
 	settler, err := m.openTransport(ctx)
 	if err != nil {
 		return err
 	}
 	m.orders = order.NewService(m.store, settler, set, order.Config{PayTimeout: m.cfg.PayTimeout,
-		FailFastAge: m.cfg.FailFastAge, Rate: m.cfg.OrderRate, Now: m.cfg.OrderClock, Logger: m.log})
+		FailFastAge: m.cfg.FailFastAge, Rate: m.cfg.OrderRate, Now: m.cfg.OrderClock, Logger: m.log,
+		OnIngest: func(st string) { m.metrics.OrdersIngested.WithLabelValues(st).Inc() }})
 	if err := m.startLoops(); err != nil {
 		return err
 	}
@@ -152,7 +162,8 @@ func (m *Main) startLoops() error {
 	if m.rmq == nil {
 		outbox.Group, outbox.Handle = "orders", messaging.ReservationHandler(m.log, m.ingest)
 		settle := &messaging.GroupReader{Clients: m.clients(), Streams: messaging.SettleStreams, Group: "inventory",
-			Handle: messaging.SettlementHandler(m.log, m.inv.Settle), ClaimIdle: m.cfg.ClaimIdle, Logger: m.log}
+			Handle: messaging.SettlementHandler(m.log, m.inv.Settle), ClaimIdle: m.cfg.ClaimIdle, Logger: m.log,
+			OnError: m.metrics.ConsumerErrors.WithLabelValues("inventory").Inc}
 		m.loops.Go(func() { settle.Run(ctx) })
 	} else {
 		outbox.Group, outbox.Handle = "relay", messaging.ReservationHandler(m.log, m.relay)
@@ -160,6 +171,7 @@ func (m *Main) startLoops() error {
 			return err
 		}
 	}
+	outbox.OnError = m.metrics.ConsumerErrors.WithLabelValues(outbox.Group).Inc
 	m.loops.Go(func() { outbox.Run(ctx) })
 	return nil
 }
@@ -247,16 +259,17 @@ func (m *Main) routes() http.Handler {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = api.ErrorHandler(m.log)
-	e.Use(middleware.Recover())
+	e.Use(middleware.Recover(), middleware.RequestID(), api.RequestLog(m.log))
 
-	flashsale.NewHandler(flashsale.Config{Catalog: m.inv, Reserver: m.set, Identity: flashsale.HeaderIdentity}).Register(e)
+	flashsale.NewHandler(flashsale.Config{Catalog: m.inv, Reserver: m.set, Identity: flashsale.HeaderIdentity,
+		Observe: m.metrics.ObservePurchase}).Register(e)
 	m.orders.Register(e, flashsale.HeaderIdentity)
+	m.inv.RegisterPublic(e)
+	flashsale.NewPages(m.inv, m.store, nil).Register(e)
 	admin := e.Group("/admin/v1", inventory.AdminAuth(m.cfg.AdminToken))
 	m.inv.Register(admin)
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
+	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})))
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	e.GET("/readyz", m.ready)
 	e.GET("/openapi.yaml", func(c echo.Context) error { return c.Blob(http.StatusOK, "application/yaml", api.OpenAPI) })
@@ -311,4 +324,17 @@ func (m *Main) Close() error {
 		add(m.store.Close())
 	}
 	return errs.ErrorOrNil()
+}
+
+// countedHealth counts failed Redis calls per shard on their way to Health.
+type countedHealth struct {
+	*ha.Health
+	m *metrics.Metrics
+}
+
+func (h countedHealth) Observe(i int, err error) {
+	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, redis.Nil) {
+		h.m.RedisErrors.WithLabelValues(strconv.Itoa(i)).Inc()
+	}
+	h.Health.Observe(i, err)
 }

@@ -1,0 +1,46 @@
+// The operators' page: every shard's health and every product's units per
+// shard. The data comes from the admin API with the token typed in here
+// (kept in this tab's sessionStorage only).
+(function () {
+  let token = sessionStorage.getItem("shardstock-admin-token") || "";
+  const el = (id) => document.getElementById(id);
+  async function get(path) {
+    const r = await fetch(path, { headers: { Authorization: "Bearer " + token }, cache: "no-store" });
+    if (r.status === 401) throw new Error("wrong token");
+    if (!r.ok) throw new Error(path + ": " + r.status);
+    return r.json();
+  }
+  function text(s) { const d = document.createElement("div"); d.textContent = s; return d.innerHTML; }
+  function bar(v, of, cls) {
+    const pct = of ? 100 * v / of : 0;
+    return '<div class="bar"><span class="' + cls + '" style="width:' + pct + '%"></span></div>';
+  }
+  async function refresh() {
+    try {
+      const [shards, products] = await Promise.all([get("/admin/v1/shards"), get("/admin/v1/products")]);
+      el("error").textContent = "";
+      el("view").hidden = false;
+      el("login").hidden = true;
+      el("shards").innerHTML = "<tr><th>shard</th><th>address</th><th>state</th><th>last error</th></tr>" +
+        shards.map((s) => '<tr data-shard="' + s.index + '"><td>' + s.index + "</td><td>" + text(s.addr) + '</td><td class="' +
+          (s.up ? 'up">up' : 'dn">down') + "</td><td>" + text(s.last_error || "") + "</td></tr>").join("");
+      el("products").innerHTML = products.map((p) => '<div class="card"><strong>' + text(p.id) + "</strong> " +
+        '<span class="muted">stock ' + p.stock + " · salable " + p.totals.salable + " · locked " + p.totals.locked +
+        " · sold " + p.totals.sold + "</span>" + p.shards.map((s) => '<div class="shard' + (s.up ? "" : " down") + '">' +
+          "<span>shard " + s.index + "</span>" + bar(s.up ? s.salable : 0, s.alloc, "") + '<span class="state">' +
+          (s.up ? s.salable + " / " + s.locked + " / " + s.sold : "down") + "</span></div>").join("") + "</div>").join("") +
+        '<p class="muted">Per shard: salable / locked / sold.</p>';
+    } catch (e) {
+      el("error").textContent = e.message;
+      if (e.message === "wrong token") { el("login").hidden = false; el("view").hidden = true; }
+    }
+  }
+  el("login").addEventListener("submit", function (ev) {
+    ev.preventDefault();
+    token = el("token").value;
+    sessionStorage.setItem("shardstock-admin-token", token);
+    refresh();
+  });
+  if (token) refresh();
+  setInterval(function () { if (token) refresh(); }, 1000);
+})();

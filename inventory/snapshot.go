@@ -1,0 +1,94 @@
+package inventory
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/shardstock/shardstock"
+	"github.com/shardstock/shardstock/shard"
+)
+
+// snapshotTTL is how long one read of every shard serves the metrics
+// collector and the public stock view: a scrape or a page poll never costs
+// one Redis call per product.
+const snapshotTTL = time.Second
+
+type snapshotCache struct {
+	mu       sync.Mutex // guards the fields below; held during a refresh so callers share it
+	at       time.Time
+	products []string
+	shards   []shard.ShardSnapshot
+}
+
+// Snapshot returns every shard's counters of every catalog product and
+// its stream backlogs, read at most once per second (pipelined, one round
+// trip per shard). Errors: ErrUnavailable when the catalog cannot answer;
+// a shard that cannot answer has Err set.
+func (s *Service) Snapshot(ctx context.Context) ([]string, []shard.ShardSnapshot, error) {
+	c := &s.snap
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if now := s.cfg.Now(); now.Sub(c.at) < snapshotTTL && c.shards != nil {
+		return c.products, c.shards, nil
+	}
+	ids, err := s.catalog.ProductIDs(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: catalog: %w", shardstock.ErrUnavailable, err)
+	}
+	c.products, c.shards, c.at = ids, s.store.Snapshot(ctx, ids), s.cfg.Now()
+	return c.products, c.shards, nil
+}
+
+// StockOf returns a product's defined stock.
+func (s *Service) StockOf(ctx context.Context, id string) (int64, error) {
+	p, err := s.Product(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	return p.Stock, nil
+}
+
+// ShardView is one shard's share of a product, as buyers see it.
+type ShardView struct {
+	Index   int    `json:"index"`
+	Up      bool   `json:"up"`
+	Salable *int64 `json:"salable,omitempty"`
+	Alloc   *int64 `json:"alloc,omitempty"`
+}
+
+// StockView is a product's public live stock.
+type StockView struct {
+	ID       string      `json:"id"`
+	Title    string      `json:"title,omitempty"`
+	Stock    int64       `json:"stock"`
+	StartsAt time.Time   `json:"starts_at,omitzero"`
+	EndsAt   time.Time   `json:"ends_at,omitzero"`
+	Salable  int64       `json:"salable"` // over the shards that answered
+	Shards   []ShardView `json:"shards"`
+	Now      time.Time   `json:"now"` // the server's clock, for countdowns
+}
+
+// Stock returns product id's live stock from the shared snapshot.
+// Errors: ErrNotFound, ErrUnavailable.
+func (s *Service) Stock(ctx context.Context, id string) (*StockView, error) {
+	p, err := s.Product(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	_, shards, err := s.Snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	v := &StockView{ID: p.ID, Title: p.Title, Stock: p.Stock, StartsAt: p.StartsAt, EndsAt: p.EndsAt, Now: s.cfg.Now()}
+	for _, sh := range shards {
+		sv := ShardView{Index: sh.Index, Up: sh.Err == nil}
+		if c, ok := sh.Products[id]; ok && sv.Up && c.Known {
+			sv.Salable, sv.Alloc = &c.Salable, &c.Alloc
+			v.Salable += c.Salable
+		}
+		v.Shards = append(v.Shards, sv)
+	}
+	return v, nil
+}

@@ -1,0 +1,143 @@
+package metrics
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/shardstock/shardstock/shard"
+)
+
+// StockSource gives the shared shard snapshot (inventory.Service).
+type StockSource interface {
+	Snapshot(ctx context.Context) ([]string, []shard.ShardSnapshot, error)
+}
+
+// StockLimits gives each product's total stock (for the oversell alert).
+type StockLimits interface {
+	StockOf(ctx context.Context, product string) (int64, error)
+}
+
+var (
+	descUnits = prometheus.NewDesc("shardstock_stock_units",
+		"A product's units on a shard by state: salable, locked, sold, alloc.", []string{"shard", "product", "state"}, nil)
+	descStock = prometheus.NewDesc("shardstock_product_stock",
+		"A product's total stock as defined.", []string{"product"}, nil)
+	descUp = prometheus.NewDesc("shardstock_shard_up",
+		"1 when the shard answered the last read, else 0.", []string{"shard", "addr"}, nil)
+	descOutbox = prometheus.NewDesc("shardstock_outbox_backlog",
+		"Outbox entries on a shard not yet turned into orders (streams) or relayed (rocketmq).", []string{"shard"}, nil)
+	descSettle = prometheus.NewDesc("shardstock_settle_backlog",
+		"Settlements on a shard's settle stream not yet applied (streams mode).", []string{"shard"}, nil)
+	descPool = prometheus.NewDesc("shardstock_redis_pool_connections",
+		"go-redis pool connections per shard: total or idle.", []string{"shard", "kind"}, nil)
+	descPoolEvents = prometheus.NewDesc("shardstock_redis_pool_events_total",
+		"go-redis pool events per shard: hits, misses, timeouts.", []string{"shard", "event"}, nil)
+)
+
+// ShardCollector exports the shard snapshot at scrape time.
+type ShardCollector struct {
+	Source StockSource
+	Limits StockLimits
+}
+
+// Describe sends the descriptors.
+func (c *ShardCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descUnits, descStock, descUp, descOutbox, descSettle, descPool, descPoolEvents} {
+		ch <- d
+	}
+}
+
+// Collect reads the (cached) snapshot.
+func (c *ShardCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	products, shards, err := c.Source.Snapshot(ctx)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(descUp, err)
+		return
+	}
+	for _, p := range products {
+		if stock, err := c.Limits.StockOf(ctx, p); err == nil {
+			ch <- prometheus.MustNewConstMetric(descStock, prometheus.GaugeValue, float64(stock), p)
+		}
+	}
+	for _, sh := range shards {
+		c.collectShard(ch, sh)
+	}
+}
+
+func (c *ShardCollector) collectShard(ch chan<- prometheus.Metric, sh shard.ShardSnapshot) {
+	idx := strconv.Itoa(sh.Index)
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	if sh.Pool != nil {
+		gauge(descPool, float64(sh.Pool.TotalConns), idx, "total")
+		gauge(descPool, float64(sh.Pool.IdleConns), idx, "idle")
+		for ev, v := range map[string]uint32{"hits": sh.Pool.Hits, "misses": sh.Pool.Misses, "timeouts": sh.Pool.Timeouts} {
+			ch <- prometheus.MustNewConstMetric(descPoolEvents, prometheus.CounterValue, float64(v), idx, ev)
+		}
+	}
+	if sh.Err != nil {
+		gauge(descUp, 0, idx, sh.Addr)
+		return
+	}
+	gauge(descUp, 1, idx, sh.Addr)
+	gauge(descOutbox, float64(sh.Outbox), idx)
+	gauge(descSettle, float64(sh.Settle), idx)
+	for p, cn := range sh.Products {
+		if !cn.Known {
+			continue
+		}
+		gauge(descUnits, float64(cn.Salable), idx, p, "salable")
+		gauge(descUnits, float64(cn.Locked), idx, p, "locked")
+		gauge(descUnits, float64(cn.Sold), idx, p, "sold")
+		gauge(descUnits, float64(cn.Alloc), idx, p, "alloc")
+	}
+}
+
+// OrderCounter counts orders by status (order.Store).
+type OrderCounter interface {
+	CountAllByStatus(ctx context.Context) (map[string]int64, error)
+}
+
+var descOrders = prometheus.NewDesc("shardstock_orders", "Order rows by status.", []string{"status"}, nil)
+
+// OrderCollector exports order counts, cached for TTL.
+type OrderCollector struct {
+	Orders OrderCounter
+	TTL    time.Duration
+	mu     sync.Mutex // guards cache; concurrent scrapes share one query
+	cache  cachedCounts
+}
+
+type cachedCounts struct {
+	at     time.Time
+	counts map[string]int64
+}
+
+// Describe sends the descriptor.
+func (c *OrderCollector) Describe(ch chan<- *prometheus.Desc) { ch <- descOrders }
+
+// Collect reads the counts, at most once per TTL.
+func (c *OrderCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if time.Since(c.cache.at) > c.TTL || c.cache.counts == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		counts, err := c.Orders.CountAllByStatus(ctx)
+		if err != nil {
+			ch <- prometheus.NewInvalidMetric(descOrders, err)
+			return
+		}
+		c.cache = cachedCounts{at: time.Now(), counts: counts}
+	}
+	for st, n := range c.cache.counts {
+		ch <- prometheus.MustNewConstMetric(descOrders, prometheus.GaugeValue, float64(n), st)
+	}
+}

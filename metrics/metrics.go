@@ -1,0 +1,56 @@
+// Package metrics is shardstock's Prometheus instrumentation. Everything is
+// registered on an injected Registerer (never the global one); names carry
+// the shardstock_ prefix. Event counters are updated by the code that sees
+// the event; state (stock, backlogs, orders, shard health) is read by
+// collectors at scrape time from caches, so a scrape never costs one Redis
+// call per product.
+package metrics
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Metrics are the event counters and histograms.
+type Metrics struct {
+	Purchases       *prometheus.CounterVec // by outcome: reserved or the error code
+	PurchaseSeconds prometheus.Histogram
+	Failovers       prometheus.Counter
+	RedisErrors     *prometheus.CounterVec // by shard
+	ConsumerErrors  *prometheus.CounterVec // by consumer group
+	Settlements     *prometheus.CounterVec // by action
+	OrdersIngested  *prometheus.CounterVec // by status written
+}
+
+// New registers the metrics, the Go and process collectors on reg.
+func New(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		Purchases: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shardstock_purchase_requests_total",
+			Help: "Purchase requests by outcome: reserved, or the error code answered (sold_out, limit_reached, unavailable, bad_request, ...)."},
+			[]string{"outcome"}),
+		PurchaseSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "shardstock_purchase_duration_seconds",
+			Help:    "Time to answer a purchase request.",
+			Buckets: []float64{.0002, .0005, .001, .002, .005, .01, .025, .05, .1, .25, .5, 1}}),
+		Failovers: prometheus.NewCounter(prometheus.CounterOpts{Name: "shardstock_failovers_total",
+			Help: "Purchase attempts that moved on to another shard after one answered empty or failed."}),
+		RedisErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shardstock_redis_errors_total",
+			Help: "Failed Redis calls (transport errors, deadlines, script errors) by shard."}, []string{"shard"}),
+		ConsumerErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shardstock_consumer_errors_total",
+			Help: "Stream consumer and relay failures (entries retried later) by consumer group."}, []string{"group"}),
+		Settlements: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shardstock_settlements_applied_total",
+			Help: "Settlements applied to a holder shard, by action."}, []string{"action"}),
+		OrdersIngested: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shardstock_orders_ingested_total",
+			Help: "Reservations written as order rows by this process, by status written."}, []string{"status"}),
+	}
+	reg.MustRegister(m.Purchases, m.PurchaseSeconds, m.Failovers, m.RedisErrors, m.ConsumerErrors, m.Settlements,
+		m.OrdersIngested, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// ObservePurchase counts one answered purchase.
+func (m *Metrics) ObservePurchase(outcome string, took time.Duration) {
+	m.Purchases.WithLabelValues(outcome).Inc()
+	m.PurchaseSeconds.Observe(took.Seconds())
+}

@@ -1,0 +1,74 @@
+package order
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/shardstock/shardstock"
+)
+
+// SaveSession creates or replaces a session; created reports a new one.
+func (s *Store) SaveSession(ctx context.Context, ss shardstock.Session) (created bool, err error) {
+	def, err := json.Marshal(ss)
+	if err != nil {
+		return false, err
+	}
+	now := time.Now().UnixMilli()
+	for attempt := 0; attempt < 3; attempt++ {
+		res, err := s.db.ExecContext(ctx, `UPDATE sessions SET definition = ?, starts_at = ?, ends_at = ?, updated_at = ? WHERE id = ?`,
+			def, ss.StartsAt.UnixMilli(), ss.EndsAt.UnixMilli(), now, ss.ID)
+		if err != nil {
+			return false, fmt.Errorf("save session %s: %w", ss.ID, err)
+		}
+		if n, _ := res.RowsAffected(); n > 0 {
+			return false, nil
+		}
+		var exists int
+		s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM sessions WHERE id = ?`, ss.ID).Scan(&exists)
+		if exists > 0 {
+			return false, nil // same content: MySQL reports 0 rows changed
+		}
+		_, err = s.db.ExecContext(ctx, `INSERT INTO sessions (id, definition, starts_at, ends_at, updated_at) VALUES (?, ?, ?, ?, ?)`,
+			ss.ID, def, ss.StartsAt.UnixMilli(), ss.EndsAt.UnixMilli(), now)
+		if err == nil {
+			return true, nil
+		}
+		if !isDuplicate(err) {
+			return false, fmt.Errorf("save session %s: %w", ss.ID, err)
+		}
+	}
+	return false, fmt.Errorf("save session %s: kept racing", ss.ID)
+}
+
+// CurrentSession returns the session whose window contains now, else the
+// next to start, else the last to end; nil when there is none.
+func (s *Store) CurrentSession(ctx context.Context, now time.Time) (*shardstock.Session, error) {
+	ms := now.UnixMilli()
+	queries := []struct {
+		q    string
+		args []any
+	}{
+		{`SELECT definition FROM sessions WHERE starts_at <= ? AND ends_at > ? ORDER BY starts_at DESC LIMIT 1`, []any{ms, ms}},
+		{`SELECT definition FROM sessions WHERE starts_at > ? ORDER BY starts_at LIMIT 1`, []any{ms}},
+		{`SELECT definition FROM sessions ORDER BY ends_at DESC LIMIT 1`, nil},
+	}
+	for _, q := range queries {
+		var def string
+		err := s.db.QueryRowContext(ctx, q.q, q.args...).Scan(&def)
+		if err == nil {
+			var ss shardstock.Session
+			if err := json.Unmarshal([]byte(def), &ss); err != nil {
+				return nil, fmt.Errorf("decode session: %w", err)
+			}
+			return &ss, nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return nil, fmt.Errorf("current session: %w", err)
+		}
+	}
+	return nil, nil
+}

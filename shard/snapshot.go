@@ -1,0 +1,67 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ShardSnapshot is one shard's state for monitoring: every product's
+// counters and the backlogs of its streams, read in one pipeline.
+type ShardSnapshot struct {
+	Index    int
+	Addr     string
+	Err      error               // nil: the shard answered
+	Products map[string]Counters // product id -> counters (Known false: not on this shard)
+	Outbox   int64               // outbox entries not yet turned into orders (or relayed)
+	Settle   int64               // settlements not yet applied
+	Pool     *redis.PoolStats
+}
+
+// Snapshot reads every shard at once, one pipelined round trip per shard,
+// whatever the number of products.
+func (s *Set) Snapshot(ctx context.Context, products []string) []ShardSnapshot {
+	out := make([]ShardSnapshot, len(s.shards))
+	var wg sync.WaitGroup
+	for i, sh := range s.shards {
+		wg.Go(func() { out[i] = s.snapshotOne(ctx, sh, products) })
+	}
+	wg.Wait()
+	return out
+}
+
+func (s *Set) snapshotOne(ctx context.Context, sh *Shard, products []string) ShardSnapshot {
+	snap := ShardSnapshot{Index: sh.Index, Addr: sh.Addr, Products: make(map[string]Counters, len(products)), Pool: sh.Client.PoolStats()}
+	counters := make([]*redis.SliceCmd, len(products))
+	outboxes := make([]*redis.IntCmd, len(products))
+	var settle *redis.IntCmd
+	snap.Err = s.call(ctx, sh, func(ctx context.Context) error {
+		_, err := sh.Client.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, prod := range products {
+				k := keysFor(prod)
+				counters[i] = p.HMGet(ctx, k.stock, "alloc", "salable", "locked", "sold")
+				outboxes[i] = p.XLen(ctx, k.outbox)
+			}
+			settle = p.XLen(ctx, SettleKey)
+			return nil
+		})
+		if errors.Is(err, redis.Nil) {
+			return nil
+		}
+		return err
+	})
+	if snap.Err != nil {
+		return snap
+	}
+	for i, prod := range products {
+		var c Counters
+		if v, err := counters[i].Result(); err == nil && c.parse(v) == nil {
+			snap.Products[prod] = c
+		}
+		snap.Outbox += outboxes[i].Val()
+	}
+	snap.Settle = settle.Val()
+	return snap
+}
