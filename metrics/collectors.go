@@ -137,7 +137,7 @@ func (c *OrderCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		c.cache = cachedCounts{at: time.Now(), counts: counts}
 	}
-	for st, n := range c.cache.counts {
-		ch <- prometheus.MustNewConstMetric(descOrders, prometheus.GaugeValue, float64(n), st)
+	for _, st := range []string{"awaiting_payment", "paid", "cancelled", "failed"} {
+		ch <- prometheus.MustNewConstMetric(descOrders, prometheus.GaugeValue, float64(c.cache.counts[st]), st)
 	}
 }

@@ -44,6 +44,21 @@ func New(reg prometheus.Registerer) *Metrics {
 		OrdersIngested: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shardstock_orders_ingested_total",
 			Help: "Reservations written as order rows by this process, by status written."}, []string{"status"}),
 	}
+	// Known label values start at zero, so every series exists from the
+	// first scrape (rates and alerts need no special case for "absent").
+	for _, o := range []string{"reserved", "sold_out", "limit_reached", "not_started", "ended", "unavailable",
+		"bad_request", "unauthorized", "not_found", "too_large", "unsupported_media_type", "rate_limited", "internal"} {
+		m.Purchases.WithLabelValues(o)
+	}
+	for _, g := range []string{"orders", "relay", "inventory"} {
+		m.ConsumerErrors.WithLabelValues(g)
+	}
+	for _, a := range []string{"confirm", "release", "release_duplicate"} {
+		m.Settlements.WithLabelValues(a)
+	}
+	for _, s := range []string{"awaiting_payment", "failed"} {
+		m.OrdersIngested.WithLabelValues(s)
+	}
 	reg.MustRegister(m.Purchases, m.PurchaseSeconds, m.Failovers, m.RedisErrors, m.ConsumerErrors, m.Settlements,
 		m.OrdersIngested, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

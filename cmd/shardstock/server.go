@@ -81,6 +81,9 @@ func (m *Main) Run(ctx context.Context) error {
 	m.registry = prometheus.NewRegistry()
 	m.metrics = metrics.New(m.registry)
 	m.health = ha.NewHealth(len(m.cfg.Shards), nil)
+	for i := range m.cfg.Shards {
+		m.metrics.RedisErrors.WithLabelValues(strconv.Itoa(i))
+	}
 	set, err := shard.Open(m.cfg.Shards, shard.Config{Timeout: m.cfg.ShardTimeout, Logger: m.log,
 		Health: countedHealth{m.health, m.metrics}, OnFailover: m.metrics.Failovers.Inc})
 	if err != nil {

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/shardstock/shardstock/shard/shardtest"
+)
+
+// artifacts is where browser screenshots go: $SHARDSTOCK_ARTIFACTS, or
+// artifacts/ at the repository root.
+func artifacts(t *testing.T) string {
+	dir := os.Getenv("SHARDSTOCK_ARTIFACTS")
+	if dir == "" {
+		dir = filepath.Join(repoRoot(t), "artifacts")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// browser starts headless Chromium (Debian's /usr/bin/chromium) for the test.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	path, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Fatal("chromium is not installed (make test installs Debian's chromium)")
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path),
+		chromedp.NoSandbox, chromedp.DisableGPU, chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true), chromedp.WindowSize(900, 1000), chromedp.UserDataDir(t.TempDir()))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(actx, chromedp.WithErrorf(func(string, ...any) {}))
+	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
+	t.Cleanup(func() { cancelTimeout(); cancel(); cancelAlloc() })
+	return ctx
+}
+
+// waitJS polls a JavaScript expression in the page until it is true.
+func waitJS(t *testing.T, ctx context.Context, what, expr string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](expr)); err == nil && ok {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	body, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body.innerText`))
+	t.Fatalf("%s: %s never held; the page shows:\n%s", what, expr, body)
+}
+
+func screenshot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)) // quality 100: PNG
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(artifacts(t), name)
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s", path)
+}
+
+// TestSalePageInBrowser drives headless Chromium: the sale page draws one
+// bar per shard, a click on "Buy one" reserves a unit and the stock shown
+// drops, a killed shard shows as down there and on the operators' page.
+func TestSalePageInBrowser(t *testing.T) {
+	r := shardtest.Start(t, 3)
+	m := startServer(t, r.URLs())
+	base := m.URL()
+	start := time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)
+	end := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	putProduct(t, base, "lamp", fmt.Sprintf(`{"stock":9,"title":"Desk lamp","price_cents":4900,"starts_at":%q,"ends_at":%q}`, start, end))
+	rep := do(t, "PUT", base+"/admin/v1/sessions/evening", fmt.Sprintf(`{"title":"Evening sale","starts_at":%q,"ends_at":%q,"products":["lamp"]}`, start, end),
+		"Authorization", "Bearer "+testToken, "Content-Type", "application/json")
+	if rep.status != 201 {
+		t.Fatalf("session: %d %s", rep.status, rep.raw)
+	}
+	ctx := browser(t)
+
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/")); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "the front page lists the session's product", `document.body.innerText.includes("Evening sale") && !!document.querySelector('a[href="/products/lamp"]')`)
+
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/products/lamp")); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "one bar per shard", `document.querySelectorAll("#shards .shard .bar").length === 3`)
+	waitJS(t, ctx, "full stock shown", `document.getElementById("left").textContent === "9"`)
+	waitJS(t, ctx, "countdown running", `document.getElementById("countdown").textContent.startsWith("On sale")`)
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.ID("buy"))); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "the purchase is confirmed", `document.getElementById("result").textContent.startsWith("Reserved")`)
+	waitJS(t, ctx, "the stock shown drops", `document.getElementById("left").textContent === "8"`)
+	screenshot(t, ctx, "sale-page.png")
+
+	r.Kill(1)
+	waitJS(t, ctx, "the killed shard shows as down", `!!document.querySelector('#shards .shard.down[data-shard="1"]')`)
+	screenshot(t, ctx, "sale-page-shard-down.png")
+
+	err := chromedp.Do(ctx, chromedp.Navigate(base+"/admin/"),
+		chromedp.SendKeys(chromedp.ID("token"), testToken), chromedp.Click(chromedp.CSS(`#login button`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "operators see the shards", `document.querySelectorAll('#shards tr[data-shard]').length === 3`)
+	waitJS(t, ctx, "operators see shard 1 down", `document.querySelector('#shards tr[data-shard="1"] .dn') !== null`)
+	waitJS(t, ctx, "operators see the product bars", `document.body.innerText.includes("lamp") && document.querySelectorAll("#products .shard").length === 3`)
+	html, _ := chromedp.Run(ctx, chromedp.OuterHTML(chromedp.CSS("html")))
+	if strings.Contains(html, testToken) {
+		t.Fatal("the admin token is written into the page")
+	}
+	screenshot(t, ctx, "operators-page.png")
+}

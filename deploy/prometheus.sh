@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Run Prometheus (Debian's package, not its system service) scraping
+# shardstock with deploy/prometheus/rules.yml loaded.
+#
+#   deploy/prometheus.sh install                         install prometheus (with promtool) if missing
+#   deploy/prometheus.sh check                           promtool: check the config and rules, run the rule tests
+#   deploy/prometheus.sh start [--targets H:P,...] [--port 9090] [--dir DIR] [--interval 5s]
+#   deploy/prometheus.sh stop  [--dir DIR]
+#
+# defaults: targets 127.0.0.1:8080, port 9090, dir ./run/prometheus
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+targets=127.0.0.1:8080 port=9090 dir=./run/prometheus interval=5s
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
+die() { echo "prometheus.sh: $*" >&2; exit 1; }
+cmd=${1:-}; [ $# -gt 0 ] && shift
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --targets) targets=$2; shift 2 ;;
+    --port) port=$2; shift 2 ;;
+    --dir) dir=$2; shift 2 ;;
+    --interval) interval=$2; shift 2 ;;
+    -h|--help) usage; exit 0 ;;
+    *) die "unknown option $1 (see --help)" ;;
+  esac
+done
+mkdir -p "$dir"; dir=$(cd "$dir" && pwd)
+
+install() {
+  command -v prometheus >/dev/null && command -v promtool >/dev/null && return
+  echo "prometheus.sh: installing prometheus from Debian"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq && apt-get install -y -qq prometheus >/dev/null
+}
+
+running() { kill -0 "$1" 2>/dev/null && ! grep -q '^[0-9]* ([^)]*) Z' "/proc/$1/stat" 2>/dev/null; }
+
+start() {
+  install
+  local list
+  list=$(echo "$targets" | sed 's/[^,][^,]*/"&"/g')
+  cp "$here/prometheus/rules.yml" "$dir/rules.yml"
+  cat >"$dir/prometheus.yml" <<CONF
+# written by deploy/prometheus.sh from deploy/prometheus/
+global: {scrape_interval: $interval, evaluation_interval: $interval}
+rule_files: [rules.yml]
+scrape_configs:
+  - job_name: shardstock
+    static_configs: [{targets: [$list]}]
+CONF
+  nohup prometheus --config.file="$dir/prometheus.yml" --storage.tsdb.path="$dir/data" \
+    --web.listen-address=127.0.0.1:"$port" >"$dir/prometheus.log" 2>&1 &
+  echo $! >"$dir/prometheus.pid"
+  for _ in $(seq 1 120); do
+    if curl -sf "http://127.0.0.1:$port/-/ready" >/dev/null 2>&1; then
+      echo "prometheus up on 127.0.0.1:$port scraping $targets every $interval"; return
+    fi
+    running "$(cat "$dir/prometheus.pid")" || break
+    sleep 0.25
+  done
+  tail -20 "$dir/prometheus.log" >&2
+  die "prometheus did not become ready"
+}
+
+stop() {
+  local p; p=$(cat "$dir/prometheus.pid" 2>/dev/null || true)
+  [ -n "$p" ] && running "$p" || { echo "prometheus not running"; return; }
+  kill "$p"
+  for _ in $(seq 1 100); do running "$p" || { echo "prometheus stopped"; return; }; sleep 0.1; done
+  kill -9 "$p"; echo "prometheus killed"
+}
+
+case "$cmd" in
+  install) install ;;
+  check) install
+         promtool check config "$here/prometheus/prometheus.yml"
+         promtool check rules "$here/prometheus/rules.yml"
+         promtool test rules "$here/prometheus/rules_test.yml" ;;
+  start) start ;;
+  stop) stop ;;
+  ""|-h|--help|help) usage ;;
+  *) die "unknown command $cmd (see --help)" ;;
+esac
