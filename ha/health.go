@@ -1,7 +1,8 @@
-// Package ha keeps the sale going through failures. This first part tracks
-// which shards answer: every call's outcome is observed, and a loop pings
-// each shard with a deadline, so a shard that went down is skipped by the
-// purchase path until it answers again.
+// Package ha keeps the sale going through failures. Health tracks which
+// shards answer: every call's outcome feeds a per-shard circuit breaker, and
+// a loop pings each shard with a deadline, so a shard that fails repeatedly
+// is skipped by the purchase path (costing no time at all) until a probe
+// after the cooldown finds it answering again.
 package ha
 
 import (
@@ -16,38 +17,35 @@ import (
 
 // ShardStatus is what Health knows of one shard.
 type ShardStatus struct {
-	Up        bool
-	LastError string    // the last transport error, kept after recovery
-	Since     time.Time // when Up last changed
+	Up        bool         // the last call or ping was answered
+	Breaker   BreakerState // closed: in rotation
+	LastError string       // the last transport error, kept after recovery
+	Since     time.Time    // when Up last changed
 }
 
 // Health records per-shard reachability. It is safe for concurrent use and
 // satisfies shard.Health.
 type Health struct {
-	now   func() time.Time
-	mu    sync.RWMutex // guards state
-	state []ShardStatus
+	now      func() time.Time
+	breakers []*Breaker
+	mu       sync.RWMutex // guards state
+	state    []ShardStatus
 }
 
-// NewHealth tracks n shards, all presumed up. now is the clock (nil:
-// time.Now).
-func NewHealth(n int, now func() time.Time) *Health {
-	if now == nil {
-		now = time.Now
-	}
-	h := &Health{now: now, state: make([]ShardStatus, n)}
+// NewHealth tracks n shards, all presumed up, each with a breaker of cfg
+// (whose clock Health uses too).
+func NewHealth(n int, cfg BreakerConfig) *Health {
+	cfg.fill()
+	h := &Health{now: cfg.Now, state: make([]ShardStatus, n)}
 	for i := range h.state {
-		h.state[i] = ShardStatus{Up: true, Since: now()}
+		h.state[i] = ShardStatus{Up: true, Since: cfg.Now()}
+		h.breakers = append(h.breakers, NewBreaker(cfg))
 	}
 	return h
 }
 
-// Up reports whether shard i answered its last call or ping.
-func (h *Health) Up(i int) bool {
-	h.mu.RLock()
-	defer h.mu.RUnlock()
-	return h.state[i].Up
-}
+// Up reports whether a call may go to shard i now (its breaker allows it).
+func (h *Health) Up(i int) bool { return h.breakers[i].Allow() }
 
 // Observe records the outcome of a call on shard i. A reply from Redis —
 // including an error reply other than LOADING — proves it is up; a
@@ -58,6 +56,7 @@ func (h *Health) Observe(i int, err error) {
 		return
 	}
 	up := answered(err)
+	h.breakers[i].Record(up)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	s := &h.state[i]
@@ -80,14 +79,18 @@ func answered(err error) bool {
 // Status returns a copy of every shard's status, in index order.
 func (h *Health) Status() []ShardStatus {
 	h.mu.RLock()
-	defer h.mu.RUnlock()
-	return append([]ShardStatus(nil), h.state...)
+	out := append([]ShardStatus(nil), h.state...)
+	h.mu.RUnlock()
+	for i := range out {
+		out[i].Breaker = h.breakers[i].State()
+	}
+	return out
 }
 
-// AnyUp reports whether at least one shard is up.
+// AnyUp reports whether at least one shard is up with its breaker closed.
 func (h *Health) AnyUp() bool {
 	for _, s := range h.Status() {
-		if s.Up {
+		if s.Up && s.Breaker != Open {
 			return true
 		}
 	}

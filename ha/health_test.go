@@ -37,24 +37,24 @@ func TestObserve(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			h := NewHealth(1, nil)
+			h := NewHealth(1, BreakerConfig{})
 			h.Observe(0, errors.New("i/o timeout")) // start from down
 			h.Observe(0, tc.err)
-			if h.Up(0) != tc.up {
-				t.Fatalf("Up = %v, want %v", h.Up(0), tc.up)
+			if h.Status()[0].Up != tc.up {
+				t.Fatalf("Up = %v, want %v", h.Status()[0].Up, tc.up)
 			}
 		})
 	}
 	t.Run("a caller's cancellation says nothing about the shard", func(t *testing.T) {
-		h := NewHealth(1, nil)
+		h := NewHealth(1, BreakerConfig{})
 		h.Observe(0, context.Canceled)
-		if !h.Up(0) {
+		if !h.Status()[0].Up {
 			t.Fatal("cancelled call marked the shard down")
 		}
 	})
 	t.Run("last error is kept and since moves on change only", func(t *testing.T) {
 		now := time.Unix(100, 0)
-		h := NewHealth(2, func() time.Time { return now })
+		h := NewHealth(2, BreakerConfig{Failures: 1, Now: func() time.Time { return now }})
 		now = now.Add(time.Second)
 		h.Observe(1, errors.New("boom"))
 		now = now.Add(time.Second)
@@ -83,15 +83,15 @@ func (p *flakyPinger) Ping(context.Context, int) error {
 }
 
 func TestRunBringsAShardBack(t *testing.T) {
-	h := NewHealth(1, nil)
+	h := NewHealth(1, BreakerConfig{Failures: 1, Cooldown: 5 * time.Millisecond})
 	p := &flakyPinger{}
 	p.fail.Store(true)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { h.Run(ctx, p, time.Millisecond); close(done) }()
-	waitFor(t, func() bool { return !h.Up(0) })
+	waitFor(t, func() bool { return h.Status()[0].Breaker == Open })
 	p.fail.Store(false)
-	waitFor(t, func() bool { return h.Up(0) })
+	waitFor(t, func() bool { return h.Status()[0].Breaker == Closed && h.Up(0) })
 	cancel()
 	<-done
 }

@@ -52,6 +52,7 @@ type Config struct {
 	Now         func() time.Time
 	Logger      *slog.Logger
 	OnSettle    func(action string) // optional: a settlement was applied (metrics)
+	Breakers    func() []string     // optional: each shard's breaker state, for the shard overview
 }
 
 // Service defines products and answers for them. Safe for concurrent use.

@@ -66,6 +66,7 @@ type ShardHealth struct {
 	Addr      string `json:"addr"`
 	Up        bool   `json:"up"`
 	LastError string `json:"last_error"`
+	Breaker   string `json:"breaker,omitempty"` // closed, open or half_open
 }
 
 // Shards pings every shard at once and reports which answer.
@@ -81,5 +82,10 @@ func (s *Service) Shards(ctx context.Context) []ShardHealth {
 		})
 	}
 	wg.Wait()
+	if s.cfg.Breakers != nil {
+		for i, b := range s.cfg.Breakers() {
+			out[i].Breaker = b
+		}
+	}
 	return out
 }

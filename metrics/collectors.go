@@ -32,6 +32,8 @@ var (
 		"Outbox entries on a shard not yet turned into orders (streams) or relayed (rocketmq).", []string{"shard"}, nil)
 	descSettle = prometheus.NewDesc("shardstock_settle_backlog",
 		"Settlements on a shard's settle stream not yet applied (streams mode).", []string{"shard"}, nil)
+	descBreaker = prometheus.NewDesc("shardstock_shard_breaker_state",
+		"A shard's circuit breaker: 0 closed (in rotation), 1 open (skipped), 2 half-open (probing).", []string{"shard"}, nil)
 	descPool = prometheus.NewDesc("shardstock_redis_pool_connections",
 		"go-redis pool connections per shard: total or idle.", []string{"shard", "kind"}, nil)
 	descPoolEvents = prometheus.NewDesc("shardstock_redis_pool_events_total",
@@ -42,11 +44,14 @@ var (
 type ShardCollector struct {
 	Source StockSource
 	Limits StockLimits
+	// Breakers, if set, gives each shard's breaker state: 0 closed, 1 open,
+	// 2 half-open.
+	Breakers func() []int
 }
 
 // Describe sends the descriptors.
 func (c *ShardCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descUnits, descStock, descUp, descOutbox, descSettle, descPool, descPoolEvents} {
+	for _, d := range []*prometheus.Desc{descUnits, descStock, descUp, descOutbox, descSettle, descPool, descPoolEvents, descBreaker} {
 		ch <- d
 	}
 }
@@ -55,6 +60,11 @@ func (c *ShardCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *ShardCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
+	if c.Breakers != nil {
+		for i, st := range c.Breakers() {
+			ch <- prometheus.MustNewConstMetric(descBreaker, prometheus.GaugeValue, float64(st), strconv.Itoa(i))
+		}
+	}
 	products, shards, err := c.Source.Snapshot(ctx)
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(descUp, err)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -353,4 +354,61 @@ type testWriter struct{ t testing.TB }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+// metricValue reads one sample from /metrics ("" when absent).
+func metricValue(t *testing.T, base, series string) string {
+	for _, line := range strings.Split(do(t, "GET", base+"/metrics", "").raw, "\n") {
+		if strings.HasPrefix(line, series+" ") {
+			return strings.TrimPrefix(line, series+" ")
+		}
+	}
+	return ""
+}
+
+// TestFrozenShardDoesNotHoldRequests: a SIGSTOPped shard accepts
+// connections but never answers. Each call to it ends at the per-call
+// deadline, its breaker opens after a few failures, and from then on
+// purchases skip it: every purchase succeeds, none waits past a small
+// multiple of the deadline, and the frozen shard costs only a few calls.
+// Thawed, it comes back into rotation after a probe.
+func TestFrozenShardDoesNotHoldRequests(t *testing.T) {
+	r := shardtest.Start(t, 3)
+	m := startServer(t, r.URLs())
+	base := m.URL()
+	putProduct(t, base, "frz", `{"stock":300}`)
+	r.Freeze(1)
+	for k := 0; k < 40; k++ {
+		start := time.Now()
+		rep := purchase(t, base, "frz", fmt.Sprintf("f%d", k))
+		if took := time.Since(start); rep.status != 200 || took > 2*time.Second {
+			t.Fatalf("purchase %d with shard 1 frozen: %d %s after %s (deadline 250ms per call)", k, rep.status, rep.raw, took)
+		}
+	}
+	if v := metricValue(t, base, `shardstock_shard_breaker_state{shard="1"}`); v != "1" {
+		t.Fatalf("breaker of the frozen shard: %q, want 1 (open)", v)
+	}
+	errs, _ := strconv.Atoi(metricValue(t, base, `shardstock_redis_errors_total{shard="1"}`))
+	if errs > 12 {
+		t.Fatalf("the frozen shard was called %d times failing in 40 purchases: the breaker does not skip it", errs)
+	}
+	var shards []inventory.ShardHealth
+	json.Unmarshal([]byte(do(t, "GET", base+"/admin/v1/shards", "", "Authorization", "Bearer "+testToken).raw), &shards)
+	if len(shards) != 3 || shards[1].Breaker != "open" {
+		t.Fatalf("admin shards: %+v", shards)
+	}
+	r.Thaw(1)
+	waitFor(t, 15*time.Second, "the thawed shard back in rotation", func() (bool, string) {
+		v := metricValue(t, base, `shardstock_shard_breaker_state{shard="1"}`)
+		return v == "0", v
+	})
+	sold := false
+	for k := 0; k < 60 && !sold; k++ {
+		rep := purchase(t, base, "frz", fmt.Sprintf("g%d", k))
+		sold = rep.status == 200 && rep.body["shard"] == float64(1)
+	}
+	if !sold {
+		t.Fatal("no purchase landed on the thawed shard")
+	}
+	checkShards(t, productStatus(t, base, "frz"))
 }

@@ -80,7 +80,7 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	m.registry = prometheus.NewRegistry()
 	m.metrics = metrics.New(m.registry)
-	m.health = ha.NewHealth(len(m.cfg.Shards), nil)
+	m.health = ha.NewHealth(len(m.cfg.Shards), ha.BreakerConfig{})
 	for i := range m.cfg.Shards {
 		m.metrics.RedisErrors.WithLabelValues(strconv.Itoa(i))
 	}
@@ -91,8 +91,15 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	m.set = set
 	m.inv = inventory.NewService(set, m.store, m.store, inventory.Config{Logger: m.log,
-		OnSettle: func(a string) { m.metrics.Settlements.WithLabelValues(a).Inc() }})
-	m.registry.MustRegister(&metrics.ShardCollector{Source: m.inv, Limits: m.inv},
+		OnSettle: func(a string) { m.metrics.Settlements.WithLabelValues(a).Inc() },
+		Breakers: func() []string {
+			var out []string
+			for _, st := range m.health.Status() {
+				out = append(out, st.Breaker.String())
+			}
+			return out
+		}})
+	m.registry.MustRegister(&metrics.ShardCollector{Source: m.inv, Limits: m.inv, Breakers: m.breakerStates},
 		&metrics.OrderCollector{Orders: m.store, TTL: time.Second})
 	settler, err := m.openTransport(ctx)
 	if err != nil {
@@ -340,4 +347,13 @@ func (h countedHealth) Observe(i int, err error) {
 		h.m.RedisErrors.WithLabelValues(strconv.Itoa(i)).Inc()
 	}
 	h.Health.Observe(i, err)
+}
+
+// breakerStates lists every shard's breaker state as a number (metrics).
+func (m *Main) breakerStates() []int {
+	var out []int
+	for _, st := range m.health.Status() {
+		out = append(out, int(st.Breaker))
+	}
+	return out
 }
