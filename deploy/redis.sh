@@ -7,6 +7,7 @@
 #   deploy/redis.sh stop   [options]        shut them down (SHUTDOWN, then SIGKILL if needed)
 #   deploy/redis.sh kill   [options]        SIGKILL them (a crash: AOF everysec may lose ~1 s)
 #   deploy/redis.sh freeze [options]        SIGSTOP them (a hung shard); thaw: SIGCONT
+#   deploy/redis.sh wipe   [options]        SIGKILL, delete the data (AOF), start empty: a shard that lost its data
 #   deploy/redis.sh status [options]        print each master's port, pid and state
 #   deploy/redis.sh urls   [options]        print the SHARDSTOCK_SHARDS value for them
 #
@@ -114,6 +115,9 @@ case "$cmd" in
   start) install; for p in "${port_list[@]}"; do start_one "$p"; done ;;
   stop) for p in "${port_list[@]}"; do stop_one "$p"; done ;;
   kill) for p in "${port_list[@]}"; do kill_one "$p"; done ;;
+  wipe) for p in "${port_list[@]}"; do
+          kill_one "$p"; rm -rf "$dir/$p/appendonlydir" "$dir/$p"/*.rdb; echo "shard :$p data deleted"; start_one "$p"
+        done ;;
   freeze) for p in "${port_list[@]}"; do signal_one STOP "$p"; done ;;
   thaw) for p in "${port_list[@]}"; do signal_one CONT "$p"; done ;;
   status) for p in "${port_list[@]}"; do

@@ -43,6 +43,10 @@ type Catalog interface {
 	SaveProduct(ctx context.Context, id, definition string) (created bool, stored string, err error)
 	ProductDefinition(ctx context.Context, id string) (string, error)
 	ProductIDs(ctx context.Context) ([]string, error)
+	// InitialisedShards lists the shards on record as initialised for a
+	// product; RecordInit puts one on record.
+	InitialisedShards(ctx context.Context, product string) (map[int]bool, error)
+	RecordInit(ctx context.Context, product string, shard int, epoch string) error
 }
 
 // Config tunes a Service; zero values mean the defaults.
@@ -129,22 +133,48 @@ func (s *Service) Define(ctx context.Context, p shardstock.Product) (bool, error
 	return created, nil
 }
 
+// allocate initialises p on every shard not yet on record, and records
+// each. A shard on record that no longer holds p lost its data: it is not
+// initialised again (its units may have been sold already) and the call
+// answers ErrConflict naming it, the other shards being completed.
+//
+// Shard data loss, what happens: the lost shard's allocation is given up.
+// Its salable units are out of the sale, its holds are gone (settlements for
+// them are logged and reconcile reports the drift), and nothing it sold is
+// ever sold again. Conservation then holds on every shard that kept its data.
 func (s *Service) allocate(ctx context.Context, p shardstock.Product, def string) error {
 	n := s.store.Len()
 	alloc := shardstock.SplitStock(p.Stock, n, spreadOffset(p.ID, n))
 	epoch := newEpoch()
+	known, err := s.catalog.InitialisedShards(ctx, p.ID)
+	if err != nil {
+		return fmt.Errorf("%w: catalog: %w", shardstock.ErrUnavailable, err)
+	}
+	var lost []int
 	for i := 0; i < n; i++ {
 		_, err := s.store.Init(ctx, i, p.ID, shard.Allocation{
 			Alloc: alloc[i], Limit: p.PerUserLimit,
 			StartsMS: unixMS(p.StartsAt), EndsMS: unixMS(p.EndsAt),
-			Definition: def, Epoch: epoch,
+			Definition: def, Epoch: epoch, Initialised: known[i],
 		})
 		switch {
+		case errors.Is(err, shard.ErrShardLost):
+			s.cfg.Logger.Error("shard lost a product's data; its allocation is given up", "shard", i, "product", p.ID)
+			lost = append(lost, i)
+			continue
 		case errors.Is(err, shard.ErrInitConflict):
 			return shardstock.Conflict(fmt.Sprintf("shard %d holds another definition of %s", i, p.ID))
 		case err != nil:
 			return fmt.Errorf("%w: define %s: %w", shardstock.ErrUnavailable, p.ID, err)
 		}
+		if !known[i] {
+			if err := s.catalog.RecordInit(ctx, p.ID, i, epoch); err != nil {
+				return fmt.Errorf("%w: catalog: %w", shardstock.ErrUnavailable, err)
+			}
+		}
+	}
+	if len(lost) > 0 {
+		return shardstock.Conflict(fmt.Sprintf("shards %v lost their data for %s and were not initialised again (their units may have been sold); their allocation is given up", lost, p.ID))
 	}
 	return nil
 }

@@ -56,12 +56,16 @@ func (s *Service) Reconcile(ctx context.Context, product string, fix bool) (*Rec
 	r := &Reconciliation{Product: product, InSync: true, Actions: []string{}}
 	for _, sh := range st.Shards {
 		d := ShardDrift{Index: sh.Index, Up: sh.Up, Orders: counts[sh.Index]}
-		if sh.Up {
+		if sh.Up && sh.Salable != nil {
 			d.Shard = &shardstock.Totals{Salable: *sh.Salable, Locked: *sh.Locked, Sold: *sh.Sold}
 			d.LockedDrift = *sh.Locked - d.Orders.AwaitingPayment
 			d.SoldDrift = *sh.Sold - d.Orders.Paid
 		}
-		r.InSync = r.InSync && sh.Up && d.LockedDrift == 0 && d.SoldDrift == 0
+		lostData := sh.Up && d.Shard == nil && d.Orders.AwaitingPayment+d.Orders.Paid > 0
+		if lostData {
+			r.Actions = append(r.Actions, fmt.Sprintf("shard %d holds no data for %s while orders name it: it lost its data; its allocation is given up", sh.Index, product))
+		}
+		r.InSync = r.InSync && sh.Up && !lostData && d.LockedDrift == 0 && d.SoldDrift == 0
 		r.Shards = append(r.Shards, d)
 	}
 	if fix && !r.InSync {

@@ -44,14 +44,16 @@ func (s *Service) Status(ctx context.Context, id string) (*ProductStatus, error)
 				ss.Error = err.Error()
 			} else {
 				ss.Up = true
-				ss.Alloc, ss.Salable, ss.Locked, ss.Sold = &c.Alloc, &c.Salable, &c.Locked, &c.Sold
+				if c.Known { // else the shard does not hold the product (lost data): no counts
+					ss.Alloc, ss.Salable, ss.Locked, ss.Sold = &c.Alloc, &c.Salable, &c.Locked, &c.Sold
+				}
 			}
 			st.Shards[i] = ss
 		})
 	}
 	wg.Wait()
 	for _, ss := range st.Shards {
-		if ss.Up {
+		if ss.Up && ss.Salable != nil {
 			st.Totals.Salable += *ss.Salable
 			st.Totals.Locked += *ss.Locked
 			st.Totals.Sold += *ss.Sold

@@ -4,12 +4,16 @@
 -- ARGV[3] window start, unix ms (0 = none)     ARGV[4] window end, unix ms (0 = none)
 -- ARGV[5] definition (canonical JSON of the whole product)
 -- ARGV[6] epoch (random marker of this initialisation)
--- Returns 'created', 'exists' (same definition: nothing changed) or 'conflict'.
+-- ARGV[7] '1' when this shard is known to have been initialised before
+-- Returns 'created', 'exists' (same definition: nothing changed), 'conflict',
+-- or 'lost' (it was initialised before and its data is gone: nothing is
+-- written, because a new allocation would sell its units a second time).
 local def = redis.call('HGET', KEYS[1], 'def')
 if def then
   if def == ARGV[5] then return 'exists' end
   return 'conflict'
 end
+if ARGV[7] == '1' then return 'lost' end
 redis.call('HSET', KEYS[1],
   'alloc', ARGV[1], 'salable', ARGV[1], 'locked', 0, 'sold', 0,
   'limit', ARGV[2], 'starts', ARGV[3], 'ends', ARGV[4],

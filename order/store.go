@@ -209,6 +209,34 @@ func (s *Store) ProductDefinition(ctx context.Context, id string) (string, error
 	return def, nil
 }
 
+// InitialisedShards lists the shards on record as initialised for product.
+func (s *Store) InitialisedShards(ctx context.Context, product string) (map[int]bool, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT shard FROM product_shards WHERE product_id = ?`, product)
+	if err != nil {
+		return nil, fmt.Errorf("initialised shards of %s: %w", product, err)
+	}
+	defer rows.Close()
+	out := map[int]bool{}
+	for rows.Next() {
+		var i int
+		if err := rows.Scan(&i); err != nil {
+			return nil, err
+		}
+		out[i] = true
+	}
+	return out, rows.Err()
+}
+
+// RecordInit puts shard on record as initialised for product (once).
+func (s *Store) RecordInit(ctx context.Context, product string, shard int, epoch string) error {
+	_, err := s.db.ExecContext(ctx, `INSERT INTO product_shards (product_id, shard, epoch, created_at) VALUES (?, ?, ?, ?)`,
+		product, shard, epoch, time.Now().UnixMilli())
+	if err != nil && !isDuplicate(err) {
+		return fmt.Errorf("record init of %s on shard %d: %w", product, shard, err)
+	}
+	return nil
+}
+
 // ProductIDs lists every product id.
 func (s *Store) ProductIDs(ctx context.Context) ([]string, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT id FROM products ORDER BY id`)

@@ -101,7 +101,11 @@ func (a *attempt) outcome(sh *Shard, status string) (bool, error) {
 			a.set.empty.unmark(a.product, sh.Index)
 		}
 		return true, nil
-	case "sold_out":
+	case "sold_out", "unknown":
+		// "unknown": the shard does not hold this catalog product — it lost
+		// its data (its allocation is given up, see inventory.allocate) or
+		// was never initialised. Either way it has no unit to sell, which is
+		// an answer, not an outage.
 		a.set.empty.mark(a.product, sh.Index, len(a.set.shards), a.set.cfg.Now())
 		a.soldOut++
 		return false, nil

@@ -18,6 +18,9 @@ var (
 	// ErrInitConflict: the product is initialised on the shard with
 	// another definition.
 	ErrInitConflict = errors.New("product initialised with another definition")
+	// ErrShardLost: the shard was initialised for the product before and
+	// no longer holds it (restarted without its data, flushed, replaced).
+	ErrShardLost = errors.New("shard lost the product's data")
 )
 
 // Allocation is what Init writes for a product on one shard.
@@ -26,6 +29,9 @@ type Allocation struct {
 	StartsMS, EndsMS int64  // unix ms, 0 = open
 	Definition       string // canonical JSON of the product
 	Epoch            string // marker of this initialisation
+	// Initialised: the shard is on record as initialised for the product;
+	// a missing allocation then means lost data, and Init refuses.
+	Initialised bool
 }
 
 // Init allocates product on shard i, once. It returns created = true when
@@ -34,14 +40,20 @@ type Allocation struct {
 func (s *Set) Init(ctx context.Context, i int, product string, a Allocation) (created bool, err error) {
 	sh := s.shards[i]
 	k := keysFor(product)
+	known := "0"
+	if a.Initialised {
+		known = "1"
+	}
 	v, err := s.run(ctx, sh, s.scripts.Init, []string{k.stock},
-		a.Alloc, a.Limit, a.StartsMS, a.EndsMS, a.Definition, a.Epoch)
+		a.Alloc, a.Limit, a.StartsMS, a.EndsMS, a.Definition, a.Epoch, known)
 	if err != nil {
 		return false, fmt.Errorf("shard %d: init: %w", i, err)
 	}
 	switch v {
 	case "conflict":
 		return false, fmt.Errorf("shard %d: %w", i, ErrInitConflict)
+	case "lost":
+		return false, fmt.Errorf("shard %d: %w", i, ErrShardLost)
 	case "created":
 		s.empty.forget(product)
 		created = true

@@ -106,7 +106,7 @@ func checkShards(t *testing.T, st inventory.ProductStatus) (salable, locked, sol
 	t.Helper()
 	var alloc int64
 	for _, s := range st.Shards {
-		if !s.Up {
+		if !s.Up || s.Salable == nil {
 			continue
 		}
 		if *s.Salable+*s.Locked+*s.Sold != *s.Alloc {
@@ -411,4 +411,45 @@ func TestFrozenShardDoesNotHoldRequests(t *testing.T) {
 		t.Fatal("no purchase landed on the thawed shard")
 	}
 	checkShards(t, productStatus(t, base, "frz"))
+}
+
+// TestWipedShardIsNeverInitialisedAgain: a shard restarted without its data
+// sells nothing more, a repeated definition refuses to allocate it again
+// (its units may have been sold), and the rest of the sale goes on and ends
+// sold out without selling any unit twice.
+func TestWipedShardIsNeverInitialisedAgain(t *testing.T) {
+	r := shardtest.Start(t, 3)
+	m := startServer(t, r.URLs())
+	base := m.URL()
+	def := `{"stock":30}`
+	putProduct(t, base, "wipe", def)
+	first := buy(t, base, "wipe", "before", 6)
+	before := productStatus(t, base, "wipe").Shards[1]
+	r.Wipe(1)
+	rep := putProduct(t, base, "wipe", def)
+	if rep.status != 409 || !strings.Contains(rep.str("message"), "lost") {
+		t.Fatalf("re-defining over a wiped shard: %d %s", rep.status, rep.raw)
+	}
+	if st := productStatus(t, base, "wipe").Shards[1]; !st.Up || st.Alloc != nil {
+		t.Fatalf("the wiped shard was allocated again: %+v", st)
+	}
+	sold, last := len(first), 0
+	for k := 0; k < 60; k++ {
+		rep := purchase(t, base, "wipe", fmt.Sprintf("after%d", k))
+		last = rep.status
+		if rep.status == 410 {
+			break
+		}
+		if rep.status != 200 || rep.body["shard"] == float64(1) {
+			t.Fatalf("purchase after the wipe: %d %s", rep.status, rep.raw)
+		}
+		sold++
+	}
+	// What the wiped shard had sold before it lost its data stays sold; its
+	// remaining units are given up.
+	given := *before.Salable
+	if last != 410 || int64(sold) != 30-given {
+		t.Fatalf("sold %d (last answer %d), want %d = stock 30 - %d units given up on the wiped shard", sold, last, 30-given, given)
+	}
+	checkShards(t, productStatus(t, base, "wipe"))
 }

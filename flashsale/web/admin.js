@@ -28,7 +28,7 @@
         '<span class="muted">stock ' + p.stock + " · salable " + p.totals.salable + " · locked " + p.totals.locked +
         " · sold " + p.totals.sold + "</span>" + p.shards.map((s) => '<div class="shard' + (s.up ? "" : " down") + '">' +
           "<span>shard " + s.index + "</span>" + bar(s.up ? s.salable : 0, s.alloc, "") + '<span class="state">' +
-          (s.up ? s.salable + " / " + s.locked + " / " + s.sold : "down") + "</span></div>").join("") + "</div>").join("") +
+          (!s.up ? "down" : s.salable === undefined ? "no data" : s.salable + " / " + s.locked + " / " + s.sold) + "</span></div>").join("") + "</div>").join("") +
         '<p class="muted">Per shard: salable / locked / sold.</p>';
     } catch (e) {
       el("error").textContent = e.message;

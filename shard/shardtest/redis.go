@@ -54,6 +54,9 @@ func (r *Redis) Kill(i int) { r.run("kill", r.Ports[i]) }
 // Restart starts master i again from its data dir (its AOF).
 func (r *Redis) Restart(i int) { r.run("start", r.Ports[i]) }
 
+// Wipe restarts master i without its data (a shard that lost it).
+func (r *Redis) Wipe(i int) { r.run("wipe", r.Ports[i]) }
+
 // Freeze SIGSTOPs master i (it hangs: connections stay open, nothing
 // answers); Thaw resumes it.
 func (r *Redis) Freeze(i int) { r.run("freeze", r.Ports[i]) }
