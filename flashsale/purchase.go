@@ -5,6 +5,9 @@ package flashsale
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"log/slog"
 	"net/http"
 	"time"
 
@@ -13,6 +16,7 @@ import (
 
 	"github.com/shardstock/shardstock"
 	"github.com/shardstock/shardstock/api"
+	"github.com/shardstock/shardstock/ha"
 )
 
 // Catalog finds a product's definition (inventory.Service).
@@ -52,9 +56,19 @@ type Config struct {
 	Identity Identity
 	Now      func() time.Time // default time.Now
 	NewID    func() string    // default NewOrderID
-	// Observe, if set, is told every purchase's outcome ("reserved" or
-	// the error code) and how long it took (metrics).
+	// Observe, if set, is told every purchase's outcome ("reserved",
+	// "queued" or the error code) and how long it took (metrics).
 	Observe func(outcome string, took time.Duration)
+	// Spool, if set, takes purchases no shard could: they are answered
+	// 202 with a ticket and replayed later. Nil: such purchases get 503.
+	Spool  Spool
+	Logger *slog.Logger
+}
+
+// Spool is the disk spool (ha.Spool).
+type Spool interface {
+	Append(e ha.SpoolEntry) error
+	Ticket(ticket string) (ha.SpoolEntry, ha.SpoolResult, bool)
 }
 
 // Handler serves the buyer API.
@@ -68,13 +82,26 @@ func NewHandler(cfg Config) *Handler {
 	if cfg.NewID == nil {
 		cfg.NewID = NewOrderID
 	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
 	return &Handler{cfg: cfg}
 }
 
 // Register mounts the buyer routes on e.
 func (h *Handler) Register(e *echo.Echo) {
 	e.POST("/api/v1/products/:id/purchase", h.purchase)
+	e.GET("/api/v1/tickets/:ticket", h.ticket)
 }
+
+// Queued is the 202 body of a spooled purchase.
+type Queued struct {
+	Status string `json:"status"`
+	Ticket string `json:"ticket"`
+}
+
+// errQueued is the purchase outcome "spooled" (not an error for the buyer).
+var errQueued = errors.New("queued")
 
 // purchaseBody is the (optional) purchase body. It has no fields today; it
 // is decoded strictly so that a malformed body is a 400, not ignored.
@@ -92,11 +119,16 @@ func (h *Handler) purchase(c echo.Context) error {
 	err := h.reserve(c)
 	if h.cfg.Observe != nil {
 		outcome := "reserved"
-		if err != nil {
+		if errors.Is(err, errQueued) {
+			outcome = "queued"
+		} else if err != nil {
 			_, e := shardstock.ErrorResponse(err)
 			outcome = e.Code
 		}
 		h.cfg.Observe(outcome, time.Since(start))
+	}
+	if errors.Is(err, errQueued) {
+		return nil
 	}
 	return err
 }
@@ -123,8 +155,66 @@ func (h *Handler) reserve(c echo.Context) error {
 	}
 	orderID := h.cfg.NewID()
 	shard, err := h.cfg.Reserver.Reserve(ctx, p, user, orderID)
+	if errors.Is(err, shardstock.ErrUnavailable) && h.cfg.Spool != nil {
+		return h.spool(c, p.ID, user, orderID, err)
+	}
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, Reserved{Status: "reserved", OrderID: orderID, Shard: shard})
+}
+
+// spool writes a purchase no shard could take to the disk spool and answers
+// 202 with a ticket; when the spool cannot take it either, 503.
+func (h *Handler) spool(c echo.Context, product, user, orderID string, cause error) error {
+	e := ha.SpoolEntry{Ticket: "T" + h.cfg.NewID(), ProductID: product, UserID: user, OrderID: orderID, AtMS: h.cfg.Now().UnixMilli()}
+	if err := h.cfg.Spool.Append(e); err != nil {
+		h.cfg.Logger.Warn("purchase not spooled", "err", err, "cause", cause)
+		return fmt.Errorf("%w: spool: %w", shardstock.ErrUnavailable, err)
+	}
+	if err := c.JSON(http.StatusAccepted, Queued{Status: "queued", Ticket: e.Ticket}); err != nil {
+		return err
+	}
+	return errQueued
+}
+
+// TicketView is the body of GET /api/v1/tickets/{ticket}.
+type TicketView struct {
+	Status  string `json:"status"`
+	OrderID string `json:"order_id,omitempty"`
+	Error   string `json:"error,omitempty"`
+}
+
+func (h *Handler) ticket(c echo.Context) error {
+	user, err := h.cfg.Identity(c.Request())
+	if err != nil {
+		return err
+	}
+	t := c.Param("ticket")
+	if h.cfg.Spool == nil || !shardstock.ValidID(t) {
+		return shardstock.ErrNotFound
+	}
+	e, r, ok := h.cfg.Spool.Ticket(t)
+	if !ok || e.UserID != user {
+		return shardstock.ErrNotFound
+	}
+	return c.JSON(http.StatusOK, TicketView{Status: r.Status, OrderID: r.OrderID, Error: r.Error})
+}
+
+// Replay tries a spooled purchase again (ha.Replayer): reserved, or
+// rejected with the error code a buyer would have got; an error when
+// nothing can take it yet.
+func (h *Handler) Replay(ctx context.Context, e ha.SpoolEntry) (ha.SpoolResult, error) {
+	p, err := h.cfg.Catalog.Product(ctx, e.ProductID)
+	if err == nil {
+		var shard int
+		if shard, err = h.cfg.Reserver.Reserve(ctx, p, e.UserID, e.OrderID); err == nil {
+			return ha.SpoolResult{Status: "reserved", OrderID: e.OrderID, Shard: shard}, nil
+		}
+	}
+	if errors.Is(err, shardstock.ErrUnavailable) {
+		return ha.SpoolResult{}, err
+	}
+	_, pub := shardstock.ErrorResponse(err)
+	return ha.SpoolResult{Status: "rejected", Error: pub.Code}, nil
 }

@@ -33,6 +33,9 @@ type Config struct {
 	FailFastAge  time.Duration
 	OrderRate    float64
 	ClaimIdle    time.Duration
+	SpoolDir     string // "" or "off": no spool
+	SpoolEntries int
+	SpoolBytes   int64
 	// GeneratedToken is true when Dev made up AdminToken.
 	GeneratedToken bool
 	// OrderClock is the order service's clock (tests move it); nil: time.Now.
@@ -62,13 +65,16 @@ var variables = []variable{
 	{"SHARDSTOCK_FAIL_FAST_AGE", "fail-fast-age", "30m", "a reservation older than this when consumed becomes a failed order and is released"},
 	{"SHARDSTOCK_ORDER_RATE", "order-rate", "500", "order creations per second per process"},
 	{"SHARDSTOCK_CLAIM_IDLE", "claim-idle", "30s", "outbox entries another coordinator left unprocessed this long are taken over"},
+	{"SHARDSTOCK_SPOOL_DIR", "spool-dir", "./data/spool", "directory of the disk spool for purchases no shard can take; off disables it (503 instead)"},
+	{"SHARDSTOCK_SPOOL_MAX_ENTRIES", "spool-max-entries", "100000", "most purchases waiting in the spool; beyond it, 503"},
+	{"SHARDSTOCK_SPOOL_MAX_BYTES", "spool-max-bytes", "67108864", "largest spool file in bytes; beyond it, 503"},
 	{"SHARDSTOCK_LOG_FORMAT", "log-format", "text", "log format: text or json"},
 	{"SHARDSTOCK_LOG_LEVEL", "log-level", "info", "log level: debug, info, warn or error"},
 }
 
 // notYet are contract variables of features this version does not have;
 // setting one is reported at start rather than silently ignored.
-var notYet = []string{"SHARDSTOCK_HMAC_SECRET", "SHARDSTOCK_SPOOL_DIR", "SHARDSTOCK_RATE_LIMITS"}
+var notYet = []string{"SHARDSTOCK_HMAC_SECRET", "SHARDSTOCK_RATE_LIMITS"}
 
 // parseConfig reads settings from args (flags) over getenv, validates them
 // and fills defaults. Its error names the bad setting.
@@ -220,5 +226,21 @@ func (c *Config) parseOrders(get func(string) string) error {
 		return &configError{"SHARDSTOCK_ORDER_RATE", "must be a positive number of orders per second"}
 	}
 	c.OrderRate = r
+	return c.parseSpool(get)
+}
+
+func (c *Config) parseSpool(get func(string) string) error {
+	if c.SpoolDir = get("SHARDSTOCK_SPOOL_DIR"); c.SpoolDir == "off" {
+		c.SpoolDir = ""
+	}
+	n, err := strconv.Atoi(get("SHARDSTOCK_SPOOL_MAX_ENTRIES"))
+	if err != nil || n <= 0 {
+		return &configError{"SHARDSTOCK_SPOOL_MAX_ENTRIES", "must be a positive number"}
+	}
+	b, err := strconv.ParseInt(get("SHARDSTOCK_SPOOL_MAX_BYTES"), 10, 64)
+	if err != nil || b < 4096 {
+		return &configError{"SHARDSTOCK_SPOOL_MAX_BYTES", "must be a number of bytes, at least 4096"}
+	}
+	c.SpoolEntries, c.SpoolBytes = n, b
 	return nil
 }

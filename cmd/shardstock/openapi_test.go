@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/shardstock/shardstock/api"
+	"github.com/shardstock/shardstock/flashsale"
 	"github.com/shardstock/shardstock/order"
 )
 
@@ -45,6 +46,7 @@ func TestOpenAPIMatchesTheRoutes(t *testing.T) {
 	m := NewMain(&Config{AdminToken: testToken}, nil)
 	m.orders = order.NewService(nil, nil, nil, order.Config{})
 	m.registry = prometheus.NewRegistry()
+	m.buyers = flashsale.NewHandler(flashsale.Config{})
 	e := m.routes().(*echo.Echo)
 	served := map[string]bool{}
 	param := regexp.MustCompile(`:(\w+)`)

@@ -221,3 +221,71 @@ func TestPoisonEntryHoldsUpNothingElse(t *testing.T) {
 		}
 	}
 }
+
+// TestSpoolWhenNoShardAnswers: with every shard down, purchases are spooled
+// to disk (202 with a ticket) up to the spool's bound and refused with 503
+// past it, never 410; the spool survives a coordinator restart, and when the
+// shards return every ticket is replayed into a reservation and an order.
+func TestSpoolWhenNoShardAnswers(t *testing.T) {
+	r := shardtest.Start(t, 3)
+	db, spool := "sqlite:"+t.TempDir()+"/orders.db", t.TempDir()
+	cfg := func(c *Config) { c.DB, c.SpoolDir, c.SpoolEntries, c.SpoolBytes = db, spool, 5, 1<<20 }
+	m := startServer(t, r.URLs(), cfg)
+	base := m.URL()
+	putProduct(t, base, "spl", `{"stock":10}`)
+	buy(t, base, "spl", "early", 2)
+	for i := range r.Ports {
+		r.Kill(i)
+	}
+	tickets := map[string]string{} // ticket -> buyer
+	for k := 0; k < 5; k++ {
+		user := fmt.Sprintf("late%d", k)
+		rep := purchase(t, base, "spl", user)
+		if rep.status != 202 || rep.str("status") != "queued" || rep.str("ticket") == "" {
+			t.Fatalf("purchase with no shard up: %d %s, want 202 queued", rep.status, rep.raw)
+		}
+		tickets[rep.str("ticket")] = user
+		if tv := do(t, "GET", base+"/api/v1/tickets/"+rep.str("ticket"), "", "X-User-ID", user); tv.str("status") != "queued" {
+			t.Fatalf("ticket: %d %s", tv.status, tv.raw)
+		}
+	}
+	if rep := purchase(t, base, "spl", "one-too-many"); rep.status != 503 || rep.str("error") != "unavailable" {
+		t.Fatalf("spool full: %d %s, want 503 unavailable", rep.status, rep.raw)
+	}
+	for tk := range tickets {
+		if rep := do(t, "GET", base+"/api/v1/tickets/"+tk, "", "X-User-ID", "someone-else"); rep.status != 404 {
+			t.Fatalf("another buyer reads a ticket: %d", rep.status)
+		}
+		break
+	}
+	m.Close() // the coordinator restarts while purchases wait in its spool
+	for i := range r.Ports {
+		r.Restart(i)
+	}
+	m2 := startServer(t, r.URLs(), cfg)
+	orders := map[string]string{}
+	waitFor(t, 30*time.Second, "every ticket replayed", func() (bool, string) {
+		var states []string
+		for tk, user := range tickets {
+			tv := do(t, "GET", m2.URL()+"/api/v1/tickets/"+tk, "", "X-User-ID", user)
+			states = append(states, tv.raw)
+			if tv.str("status") != "reserved" || tv.str("order_id") == "" {
+				return false, strings.Join(states, " ")
+			}
+			orders[tv.str("order_id")] = user
+		}
+		return true, ""
+	})
+	waitFor(t, 30*time.Second, "orders of the replayed tickets", func() (bool, string) {
+		c := statusCounts(t, m2, "spl")
+		return c[shardstock.StatusAwaitingPayment] == 7, fmt.Sprint(c)
+	})
+	for id, user := range orders {
+		if o, err := m2.store.Order(context.Background(), id); err != nil || o == nil || o.UserID != user {
+			t.Fatalf("order %s of %s: %+v %v", id, user, o, err)
+		}
+	}
+	if st := productStatus(t, m2.URL(), "spl"); st.Totals.Locked != 7 || st.Totals.Salable != 3 {
+		t.Fatalf("after replay: %+v", st.Totals)
+	}
+}

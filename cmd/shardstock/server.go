@@ -42,12 +42,16 @@ type Main struct {
 	store    *order.Store
 	set      *shard.Set
 	rmq      *messaging.RocketMQ // nil in streams mode
+	spool    *ha.Spool           // nil: disabled
+	buyers   *flashsale.Handler
 	health   *ha.Health
 	inv      *inventory.Service
 	orders   *order.Service
 	listener net.Listener
 	server   *http.Server
 
+	closeOnce sync.Once
+	closeErr  error
 	stopLoops context.CancelFunc
 	loops     sync.WaitGroup // background loops; Close waits for them
 	served    chan error
@@ -108,10 +112,41 @@ func (m *Main) Run(ctx context.Context) error {
 	m.orders = order.NewService(m.store, settler, set, order.Config{PayTimeout: m.cfg.PayTimeout,
 		FailFastAge: m.cfg.FailFastAge, Rate: m.cfg.OrderRate, Now: m.cfg.OrderClock, Logger: m.log,
 		OnIngest: func(st string) { m.metrics.OrdersIngested.WithLabelValues(st).Inc() }})
+	if err := m.openSpool(); err != nil {
+		return err
+	}
+	m.buyers = flashsale.NewHandler(flashsale.Config{Catalog: m.inv, Reserver: m.set, Identity: flashsale.HeaderIdentity,
+		Observe: m.metrics.ObservePurchase, Spool: m.spoolPort(), Logger: m.log})
 	if err := m.startLoops(); err != nil {
 		return err
 	}
 	return m.listen()
+}
+
+func (m *Main) openSpool() error {
+	if m.cfg.SpoolDir == "" {
+		return nil
+	}
+	sp, err := ha.OpenSpool(m.cfg.SpoolDir, ha.SpoolConfig{MaxEntries: m.cfg.SpoolEntries, MaxBytes: m.cfg.SpoolBytes, Logger: m.log})
+	if err != nil {
+		return fmt.Errorf("SHARDSTOCK_SPOOL_DIR: %w", err)
+	}
+	m.spool = sp
+	m.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "shardstock_spool_depth",
+		Help: "Purchases waiting in the disk spool for a shard to take them."}, func() float64 { return float64(sp.Depth()) }))
+	if n := sp.Depth(); n > 0 {
+		m.log.Info("spool: purchases from before the restart will be replayed", "n", n)
+	}
+	return nil
+}
+
+// spoolPort is the spool for the purchase path (a nil interface, not a
+// nil *ha.Spool, when disabled).
+func (m *Main) spoolPort() flashsale.Spool {
+	if m.spool == nil {
+		return nil
+	}
+	return m.spool
 }
 
 func (m *Main) openStore(ctx context.Context) error {
@@ -167,6 +202,9 @@ func (m *Main) startLoops() error {
 	m.stopLoops = cancel
 	m.loops.Go(func() { m.health.Run(ctx, m.set, 500*time.Millisecond) })
 	m.loops.Go(func() { m.orders.Run(ctx) })
+	if m.spool != nil {
+		m.loops.Go(func() { m.spool.Run(ctx, m.buyers.Replay) })
+	}
 	outbox := &messaging.GroupReader{Clients: m.clients(), Streams: messaging.OutboxStreams,
 		ClaimIdle: m.cfg.ClaimIdle, Logger: m.log}
 	if m.rmq == nil {
@@ -271,8 +309,7 @@ func (m *Main) routes() http.Handler {
 	e.HTTPErrorHandler = api.ErrorHandler(m.log)
 	e.Use(middleware.Recover(), middleware.RequestID(), api.RequestLog(m.log))
 
-	flashsale.NewHandler(flashsale.Config{Catalog: m.inv, Reserver: m.set, Identity: flashsale.HeaderIdentity,
-		Observe: m.metrics.ObservePurchase}).Register(e)
+	m.buyers.Register(e)
 	m.orders.Register(e, flashsale.HeaderIdentity)
 	m.inv.RegisterPublic(e)
 	flashsale.NewPages(m.inv, m.store, nil).Register(e)
@@ -303,9 +340,15 @@ func (m *Main) warnUnused() {
 }
 
 // Close stops serving (in-flight requests finish, up to 15 s), stops the
-// background loops and closes the broker connection, the shard clients and
-// the database, in reverse order of opening; errors are combined.
+// background loops and closes the broker connection, the shard clients, the
+// spool and the database, in reverse order of opening; errors are combined.
+// Later calls return the first call's result.
 func (m *Main) Close() error {
+	m.closeOnce.Do(func() { m.closeErr = m.close() })
+	return m.closeErr
+}
+
+func (m *Main) close() error {
 	var errs *multierror.Error
 	add := func(err error) {
 		if err != nil {
@@ -329,6 +372,9 @@ func (m *Main) Close() error {
 	m.loops.Wait()
 	if m.set != nil {
 		add(m.set.Close())
+	}
+	if m.spool != nil {
+		add(m.spool.Close())
 	}
 	if m.store != nil {
 		add(m.store.Close())

@@ -1,0 +1,376 @@
+package ha
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+)
+
+// The disk spool takes purchases when no shard can (seed: "write the
+// request to local disk, keep the user's status 'in progress', process it
+// in the background"). Each purchase is appended to an append-only file and
+// fsynced before the buyer is answered 202 with a ticket; a loop replays
+// the spooled purchases in arrival order once shards answer again, and
+// records each outcome in the same file, so tickets and pending purchases
+// survive a restart.
+//
+// File format: a sequence of frames, each a 4-byte big-endian payload
+// length, a 4-byte CRC-32 (IEEE) of the payload, then the payload (one JSON
+// record). A frame cut short or failing its checksum (a crash mid-write)
+// ends the readable log: it and anything after it are cut off at open, with
+// a log line.
+
+// ErrSpoolFull: the spool holds its maximum of entries or bytes.
+var ErrSpoolFull = errors.New("spool full")
+
+// SpoolEntry is one spooled purchase.
+type SpoolEntry struct {
+	Ticket    string `json:"ticket"`
+	ProductID string `json:"product"`
+	UserID    string `json:"user"`
+	OrderID   string `json:"order_id"` // the reservation id the replay uses
+	AtMS      int64  `json:"at"`
+}
+
+// SpoolResult is what became of a spooled purchase.
+type SpoolResult struct {
+	Status  string `json:"status"` // queued, reserved or rejected
+	OrderID string `json:"order_id,omitempty"`
+	Shard   int    `json:"shard"`
+	Error   string `json:"error,omitempty"` // the error code, when rejected
+}
+
+// SpoolConfig tunes a spool; zero values mean the defaults.
+type SpoolConfig struct {
+	MaxEntries int   // pending purchases; default 100000
+	MaxBytes   int64 // file size; default 64 MiB
+	Logger     *slog.Logger
+}
+
+// record is one frame's payload: a purchase, or an outcome.
+type record struct {
+	Kind   string       `json:"k"` // "req" or "done"
+	Entry  *SpoolEntry  `json:"e,omitempty"`
+	Ticket string       `json:"t,omitempty"`
+	Result *SpoolResult `json:"r,omitempty"`
+}
+
+// Spool is the disk spool. Safe for concurrent use.
+type Spool struct {
+	cfg  SpoolConfig
+	path string
+	wake chan struct{}
+
+	mu      sync.Mutex // guards the fields below and writes to f
+	f       *os.File
+	size    int64
+	pending []SpoolEntry           // arrival order
+	tickets map[string]*ticketInfo // ticket -> entry and outcome
+}
+
+type ticketInfo struct {
+	entry  SpoolEntry
+	result SpoolResult
+}
+
+// OpenSpool opens (or creates) the spool in dir and rebuilds its state.
+func OpenSpool(dir string, cfg SpoolConfig) (*Spool, error) {
+	if cfg.MaxEntries <= 0 {
+		cfg.MaxEntries = 100000
+	}
+	if cfg.MaxBytes <= 0 {
+		cfg.MaxBytes = 64 << 20
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("spool: %w", err)
+	}
+	s := &Spool{cfg: cfg, path: filepath.Join(dir, "spool.log"), wake: make(chan struct{}, 1), tickets: map[string]*ticketInfo{}}
+	f, err := os.OpenFile(s.path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("spool: %w", err)
+	}
+	s.f = f
+	if err := s.load(); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// load reads every intact frame, cuts off a torn or corrupt tail, and
+// positions the file for appending.
+func (s *Spool) load() error {
+	r := bufio.NewReader(s.f)
+	var off int64
+	for {
+		payload, n, err := readFrame(r)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			s.cfg.Logger.Warn("spool: torn or corrupt tail skipped", "file", s.path, "offset", off, "err", err)
+			break
+		}
+		var rec record
+		if err := json.Unmarshal(payload, &rec); err != nil {
+			s.cfg.Logger.Warn("spool: unreadable record; tail skipped", "file", s.path, "offset", off, "err", err)
+			break
+		}
+		s.apply(rec)
+		off += n
+	}
+	if err := s.f.Truncate(off); err != nil {
+		return fmt.Errorf("spool: cut the tail: %w", err)
+	}
+	if _, err := s.f.Seek(off, io.SeekStart); err != nil {
+		return fmt.Errorf("spool: %w", err)
+	}
+	s.size = off
+	return nil
+}
+
+func readFrame(r *bufio.Reader) ([]byte, int64, error) {
+	var hdr [8]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		if err == io.EOF {
+			return nil, 0, io.EOF
+		}
+		return nil, 0, fmt.Errorf("short header: %w", err)
+	}
+	n, sum := binary.BigEndian.Uint32(hdr[:4]), binary.BigEndian.Uint32(hdr[4:])
+	if n > 1<<20 {
+		return nil, 0, fmt.Errorf("frame of %d bytes", n)
+	}
+	payload := make([]byte, n)
+	if _, err := io.ReadFull(r, payload); err != nil {
+		return nil, 0, fmt.Errorf("short frame: %w", err)
+	}
+	if crc32.ChecksumIEEE(payload) != sum {
+		return nil, 0, errors.New("checksum mismatch")
+	}
+	return payload, int64(8 + n), nil
+}
+
+// apply folds one record into the in-memory state. Caller holds mu (or is
+// load, before the spool is shared).
+func (s *Spool) apply(rec record) {
+	switch rec.Kind {
+	case "req":
+		s.pending = append(s.pending, *rec.Entry)
+		s.tickets[rec.Entry.Ticket] = &ticketInfo{entry: *rec.Entry, result: SpoolResult{Status: "queued"}}
+	case "done":
+		if ti := s.tickets[rec.Ticket]; ti != nil {
+			ti.result = *rec.Result
+		}
+		for i, e := range s.pending {
+			if e.Ticket == rec.Ticket {
+				s.pending = append(s.pending[:i], s.pending[i+1:]...)
+				break
+			}
+		}
+	}
+}
+
+// write appends one record and fsyncs. Caller holds mu.
+func (s *Spool) write(rec record) error {
+	if err := s.writeNoSync(rec); err != nil {
+		return err
+	}
+	if err := s.f.Sync(); err != nil {
+		return fmt.Errorf("spool fsync: %w", err)
+	}
+	return nil
+}
+
+func (s *Spool) writeNoSync(rec record) error {
+	payload, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	frame := make([]byte, 8+len(payload))
+	binary.BigEndian.PutUint32(frame[:4], uint32(len(payload)))
+	binary.BigEndian.PutUint32(frame[4:8], crc32.ChecksumIEEE(payload))
+	copy(frame[8:], payload)
+	if _, err := s.f.Write(frame); err != nil {
+		return fmt.Errorf("spool write: %w", err)
+	}
+	s.size += int64(len(frame))
+	return nil
+}
+
+// Append spools a purchase durably (written and fsynced when it returns
+// nil). Errors: ErrSpoolFull, or the write error; the purchase is then not
+// spooled and must not be answered 202.
+func (s *Spool) Append(e SpoolEntry) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.pending) >= s.cfg.MaxEntries || s.size >= s.cfg.MaxBytes {
+		return ErrSpoolFull
+	}
+	rec := record{Kind: "req", Entry: &e}
+	if err := s.write(rec); err != nil {
+		return err
+	}
+	s.apply(rec)
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// Ticket returns a ticket's purchase and what became of it.
+func (s *Spool) Ticket(ticket string) (SpoolEntry, SpoolResult, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ti, ok := s.tickets[ticket]
+	if !ok {
+		return SpoolEntry{}, SpoolResult{}, false
+	}
+	return ti.entry, ti.result, true
+}
+
+// Depth is the number of purchases waiting for replay.
+func (s *Spool) Depth() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.pending)
+}
+
+// Replayer tries one spooled purchase. It returns the outcome, or an error
+// when nothing could take it yet (the purchase stays spooled).
+type Replayer func(ctx context.Context, e SpoolEntry) (SpoolResult, error)
+
+// Run replays spooled purchases in arrival order until ctx is done. When
+// the replayer fails, it waits (250ms doubling to 5s) and tries the same
+// purchase again.
+func (s *Spool) Run(ctx context.Context, replay Replayer) {
+	backoff := time.Duration(0)
+	for ctx.Err() == nil {
+		e, ok := s.next()
+		if !ok {
+			select {
+			case <-ctx.Done():
+			case <-s.wake:
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		res, err := replay(ctx, e)
+		if err != nil {
+			backoff = min(max(2*backoff, 250*time.Millisecond), 5*time.Second)
+			s.cfg.Logger.Debug("spool: replay must wait", "ticket", e.Ticket, "err", err, "backoff", backoff)
+			select {
+			case <-ctx.Done():
+			case <-time.After(backoff):
+			}
+			continue
+		}
+		backoff = 0
+		if err := s.finish(e.Ticket, res); err != nil {
+			s.cfg.Logger.Error("spool: could not record an outcome; it will be replayed again", "ticket", e.Ticket, "err", err)
+		}
+	}
+}
+
+func (s *Spool) next() (SpoolEntry, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.pending) == 0 {
+		return SpoolEntry{}, false
+	}
+	return s.pending[0], true
+}
+
+// finish records a purchase's outcome durably.
+func (s *Spool) finish(ticket string, res SpoolResult) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rec := record{Kind: "done", Ticket: ticket, Result: &res}
+	if err := s.write(rec); err != nil {
+		return err
+	}
+	s.apply(rec)
+	if len(s.pending) == 0 && s.size > s.cfg.MaxBytes/4 {
+		if err := s.compact(time.Now().Add(-ticketRetention)); err != nil {
+			s.cfg.Logger.Error("spool: compaction failed; the file keeps growing", "err", err)
+		}
+	}
+	return nil
+}
+
+// ticketRetention is how long a replayed ticket's outcome stays readable
+// after the spool is compacted.
+const ticketRetention = time.Hour
+
+// compact rewrites the log with only the newest tickets spooled after
+// cutoff, at most an eighth of MaxBytes of them (nothing is pending when it
+// runs), through a temporary file renamed over the old one; older tickets
+// are forgotten. Caller holds mu.
+func (s *Spool) compact(cutoff time.Time) error {
+	tmp := s.path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	old, oldSize := s.f, s.size
+	restore := func(err error) error {
+		s.f, s.size = old, oldSize
+		f.Close()
+		os.Remove(tmp)
+		return err
+	}
+	s.f, s.size = f, 0
+	keep := make([]string, 0, len(s.tickets))
+	for t := range s.tickets {
+		keep = append(keep, t)
+	}
+	sort.Slice(keep, func(i, j int) bool { return s.tickets[keep[i]].entry.AtMS > s.tickets[keep[j]].entry.AtMS })
+	for _, t := range keep {
+		ti := s.tickets[t]
+		if time.UnixMilli(ti.entry.AtMS).Before(cutoff) || s.size > s.cfg.MaxBytes/8 {
+			delete(s.tickets, t)
+			continue
+		}
+		e, r := ti.entry, ti.result
+		if err := s.writeNoSync(record{Kind: "req", Entry: &e}); err != nil {
+			return restore(err)
+		}
+		if err := s.writeNoSync(record{Kind: "done", Ticket: t, Result: &r}); err != nil {
+			return restore(err)
+		}
+	}
+	if err := f.Sync(); err != nil {
+		return restore(err)
+	}
+	if err := os.Rename(tmp, s.path); err != nil {
+		return restore(err)
+	}
+	if d, err := os.Open(filepath.Dir(s.path)); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	old.Close()
+	return nil
+}
+
+// Close closes the file.
+func (s *Spool) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.f.Close()
+}

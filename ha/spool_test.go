@@ -1,0 +1,202 @@
+package ha
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func entry(i int) SpoolEntry {
+	return SpoolEntry{Ticket: fmt.Sprintf("t%d", i), ProductID: "p", UserID: fmt.Sprintf("u%d", i),
+		OrderID: fmt.Sprintf("o%d", i), AtMS: time.Now().UnixMilli()}
+}
+
+func openSpool(t *testing.T, dir string, cfg SpoolConfig) *Spool {
+	t.Helper()
+	s, err := OpenSpool(dir, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// replayAll runs the spool until want outcomes were recorded, with replay
+// deciding each, and returns the order in which entries were tried.
+func replayAll(t *testing.T, s *Spool, replay Replayer) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { s.Run(ctx, replay); close(done) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for s.Depth() > 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	if s.Depth() != 0 {
+		t.Fatalf("%d entries never replayed", s.Depth())
+	}
+}
+
+func TestSpoolAppendReplayInOrder(t *testing.T) {
+	s := openSpool(t, t.TempDir(), SpoolConfig{})
+	for i := 0; i < 5; i++ {
+		if err := s.Append(entry(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, r, ok := s.Ticket("t3"); !ok || r.Status != "queued" {
+		t.Fatalf("ticket before replay: %+v %v", r, ok)
+	}
+	var mu sync.Mutex
+	var order []string
+	fails := 2 // the first two tries find no shard
+	replayAll(t, s, func(_ context.Context, e SpoolEntry) (SpoolResult, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if fails > 0 {
+			fails--
+			return SpoolResult{}, errors.New("no shard answers")
+		}
+		order = append(order, e.Ticket)
+		if e.Ticket == "t2" {
+			return SpoolResult{Status: "rejected", Error: "sold_out"}, nil
+		}
+		return SpoolResult{Status: "reserved", OrderID: e.OrderID, Shard: 1}, nil
+	})
+	if strings.Join(order, ",") != "t0,t1,t2,t3,t4" {
+		t.Fatalf("replay order %v", order)
+	}
+	if _, r, _ := s.Ticket("t1"); r.Status != "reserved" || r.OrderID != "o1" {
+		t.Fatalf("t1: %+v", r)
+	}
+	if _, r, _ := s.Ticket("t2"); r.Status != "rejected" || r.Error != "sold_out" {
+		t.Fatalf("t2: %+v", r)
+	}
+}
+
+func TestSpoolSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	s, err := OpenSpool(dir, SpoolConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		s.Append(entry(i))
+	}
+	s.finish("t0", SpoolResult{Status: "reserved", OrderID: "o0"})
+	s.Close() // the coordinator stops
+
+	s2 := openSpool(t, dir, SpoolConfig{})
+	if s2.Depth() != 2 {
+		t.Fatalf("pending after restart: %d, want 2", s2.Depth())
+	}
+	if _, r, ok := s2.Ticket("t0"); !ok || r.Status != "reserved" || r.OrderID != "o0" {
+		t.Fatalf("a finished ticket after restart: %+v %v", r, ok)
+	}
+	if e, r, ok := s2.Ticket("t2"); !ok || r.Status != "queued" || e.UserID != "u2" {
+		t.Fatalf("a queued ticket after restart: %+v %+v %v", e, r, ok)
+	}
+}
+
+func TestSpoolFull(t *testing.T) {
+	s := openSpool(t, t.TempDir(), SpoolConfig{MaxEntries: 3})
+	for i := 0; i < 3; i++ {
+		if err := s.Append(entry(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Append(entry(3)); !errors.Is(err, ErrSpoolFull) {
+		t.Fatalf("fourth entry: %v, want ErrSpoolFull", err)
+	}
+	if _, _, ok := s.Ticket("t3"); ok {
+		t.Fatal("a refused entry got a ticket")
+	}
+	byBytes := openSpool(t, t.TempDir(), SpoolConfig{MaxBytes: 300})
+	var err error
+	n := 0
+	for ; err == nil && n < 100; n++ {
+		err = byBytes.Append(entry(n))
+	}
+	if !errors.Is(err, ErrSpoolFull) || n < 2 {
+		t.Fatalf("byte bound: %v after %d entries", err, n)
+	}
+}
+
+func TestSpoolCorruptTail(t *testing.T) {
+	for name, damage := range map[string]func(path string){
+		"torn last frame": func(path string) {
+			b, _ := os.ReadFile(path)
+			os.WriteFile(path, b[:len(b)-7], 0o600)
+		},
+		"garbage appended": func(path string) {
+			f, _ := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0o600)
+			f.Write([]byte{0, 0, 0, 9, 1, 2, 3, 4, 'x', 'y'})
+			f.Close()
+		},
+		"flipped byte in the last frame": func(path string) {
+			b, _ := os.ReadFile(path)
+			b[len(b)-3] ^= 0xff
+			os.WriteFile(path, b, 0o600)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			s, _ := OpenSpool(dir, SpoolConfig{})
+			for i := 0; i < 3; i++ {
+				s.Append(entry(i))
+			}
+			s.Close()
+			damage(filepath.Join(dir, "spool.log"))
+			var logs bytes.Buffer
+			s2, err := OpenSpool(dir, SpoolConfig{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+			if err != nil {
+				t.Fatalf("open after damage: %v", err)
+			}
+			defer s2.Close()
+			want := 3
+			if name != "garbage appended" {
+				want = 2 // the damaged frame is the third entry
+			}
+			if s2.Depth() != want || !strings.Contains(logs.String(), "tail skipped") && want == 2 {
+				t.Fatalf("depth %d, want %d; log: %s", s2.Depth(), want, logs.String())
+			}
+			// The spool keeps working after the cut.
+			if err := s2.Append(entry(9)); err != nil {
+				t.Fatal(err)
+			}
+			s2.Close()
+			s3 := openSpool(t, dir, SpoolConfig{})
+			if s3.Depth() != want+1 {
+				t.Fatalf("after appending past the cut: depth %d, want %d", s3.Depth(), want+1)
+			}
+		})
+	}
+}
+
+func TestSpoolCompactsWhenDrained(t *testing.T) {
+	dir := t.TempDir()
+	s := openSpool(t, dir, SpoolConfig{MaxBytes: 4000})
+	for round := 0; round < 10; round++ {
+		for i := 0; i < 5; i++ {
+			if err := s.Append(entry(round*5 + i)); err != nil {
+				t.Fatalf("round %d: %v (the spool never shrinks)", round, err)
+			}
+		}
+		replayAll(t, s, func(_ context.Context, e SpoolEntry) (SpoolResult, error) {
+			return SpoolResult{Status: "reserved", OrderID: e.OrderID}, nil
+		})
+	}
+	if _, r, ok := s.Ticket("t49"); !ok || r.Status != "reserved" {
+		t.Fatalf("a recent ticket was lost in compaction: %+v %v", r, ok)
+	}
+}
