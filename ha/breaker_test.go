@@ -14,7 +14,7 @@ func TestBreaker(t *testing.T) {
 	type step struct {
 		op    string // allow | ok | fail | wait
 		wait  time.Duration
-		want  bool         // for allow
+		want  bool   // for allow
 		state string // state after the step ("" = not checked)
 	}
 	cases := []struct {

@@ -87,7 +87,8 @@ func known(names map[string]bool, n string) bool {
 // Grafana dashboard and every alert against what the server exports.
 func TestDashboardAndRulesNameExportedMetrics(t *testing.T) {
 	r := shardtest.Start(t, 3)
-	m := startServer(t, r.URLs())
+	spool := t.TempDir()
+	m := startServer(t, r.URLs(), func(c *Config) { c.SpoolDir, c.SpoolEntries, c.SpoolBytes = spool, 10, 1<<20 })
 	putProduct(t, m.URL(), "dash", `{"stock":3}`)
 	names := exportedNames(t, m.URL())
 	raw, err := os.ReadFile(filepath.Join(repoRoot(t), "deploy", "grafana", "shardstock.json"))
