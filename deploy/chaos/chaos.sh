@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Chaos for operators: inject one failure into a running shardstock and say
+# what was done. Run a sale (make run, or a load generator) and call these
+# from another terminal; watch /admin/ and the dashboard.
+#
+#   deploy/chaos/chaos.sh shard-kill PORT           SIGKILL a shard (a crash; AOF keeps what it answered)
+#   deploy/chaos/chaos.sh shard-freeze PORT [SECS]  SIGSTOP a shard (hung: connections open, no answers); thaw after SECS if given
+#   deploy/chaos/chaos.sh shard-thaw PORT           SIGCONT a frozen shard
+#   deploy/chaos/chaos.sh shard-restart PORT        start a killed shard again from its AOF
+#   deploy/chaos/chaos.sh shard-wipe PORT           SIGKILL a shard, delete its data, start it empty
+#   deploy/chaos/chaos.sh broker-restart [SECS]     stop the RocketMQ broker, wait SECS (default 5), start it
+#   deploy/chaos/chaos.sh db-restart [SECS]         SIGKILL MariaDB, wait SECS (default 5), start it
+#   deploy/chaos/chaos.sh coordinator-kill PID      SIGKILL a coordinator process (restart it yourself, or with:)
+#   deploy/chaos/chaos.sh coordinator-kill PID -- COMMAND...   ...then run COMMAND in the background to restart it
+#
+# The deploy scripts' variables apply (SHARDSTOCK_REDIS_DIR, SHARDSTOCK_RMQ_DIR,
+# SHARDSTOCK_MARIADB_DIR, ...), so point them at the same directories as the
+# processes you are disturbing.
+set -euo pipefail
+deploy=$(cd "$(dirname "$0")/.." && pwd)
+say() { echo "chaos $(date -u +%H:%M:%S.%3N): $*"; }
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
+need() { [ -n "${1:-}" ] || { usage >&2; exit 2; }; }
+
+action=${1:-}; [ $# -gt 0 ] && shift
+case "$action" in
+  shard-kill) need "${1:-}"; say "SIGKILL shard :$1"; "$deploy/redis.sh" kill --ports "$1" ;;
+  shard-freeze)
+    need "${1:-}"; say "SIGSTOP shard :$1"; "$deploy/redis.sh" freeze --ports "$1"
+    if [ -n "${2:-}" ]; then sleep "$2"; say "SIGCONT shard :$1 after ${2}s"; "$deploy/redis.sh" thaw --ports "$1"; fi ;;
+  shard-thaw) need "${1:-}"; say "SIGCONT shard :$1"; "$deploy/redis.sh" thaw --ports "$1" ;;
+  shard-restart) need "${1:-}"; say "start shard :$1 from its AOF"; "$deploy/redis.sh" start --ports "$1" ;;
+  shard-wipe) need "${1:-}"; say "wipe shard :$1 (kill, delete data, start empty)"; "$deploy/redis.sh" wipe --ports "$1" ;;
+  broker-restart)
+    say "stop the RocketMQ broker"; "$deploy/rocketmq.sh" stop-broker
+    sleep "${1:-5}"; say "start the RocketMQ broker"; "$deploy/rocketmq.sh" start-broker ;;
+  db-restart)
+    say "SIGKILL MariaDB"; "$deploy/mariadb.sh" kill
+    sleep "${1:-5}"; say "start MariaDB"; "$deploy/mariadb.sh" start ;;
+  coordinator-kill)
+    need "${1:-}"; pid=$1; shift
+    say "SIGKILL coordinator pid $pid"; kill -9 "$pid"
+    if [ "${1:-}" = "--" ]; then shift; say "restart coordinator: $*"; nohup "$@" >/dev/null 2>&1 & say "restarted as pid $!"; fi ;;
+  ""|-h|--help|help) usage ;;
+  *) echo "chaos.sh: unknown action $action" >&2; usage >&2; exit 2 ;;
+esac
