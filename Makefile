@@ -56,6 +56,7 @@ test: ## install and start what the tests need (Redis, MariaDB, RocketMQ, Promet
 	$(ROCKETMQ) fetch
 	$(GO) vet ./...
 	deploy/with-services.sh $(GO) test -race -count=1 -p 1 -timeout 20m ./...
+	@cat artifacts/chaos-report.txt
 
 bench: ## run the benchmarks against real Redis masters, MariaDB and RocketMQ
 	$(REDIS) install

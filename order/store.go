@@ -94,6 +94,37 @@ func (s *Store) Exec(ctx context.Context, stmt string) error {
 	return err
 }
 
+// Query runs a read-only query and returns its rows as strings
+// (operations and tests).
+func (s *Store) Query(ctx context.Context, q string, args ...any) ([][]string, error) {
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return nil, err
+	}
+	var out [][]string
+	for rows.Next() {
+		vals := make([]sql.NullString, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return nil, err
+		}
+		row := make([]string, len(cols))
+		for i, v := range vals {
+			row[i] = v.String
+		}
+		out = append(out, row)
+	}
+	return out, rows.Err()
+}
+
 // Dialect is "sqlite" or "mysql".
 func (s *Store) Dialect() string { return s.dialect }
 

@@ -39,6 +39,10 @@ func Start(t testing.TB, n int) *Redis {
 	return r
 }
 
+// Dir is the masters' data directory (SHARDSTOCK_REDIS_DIR for the deploy
+// scripts).
+func (r *Redis) Dir() string { return r.dir }
+
 // URLs are the masters' redis:// URLs, index = shard index.
 func (r *Redis) URLs() []string {
 	urls := make([]string, len(r.Ports))

@@ -1,0 +1,376 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/shardstock/shardstock/order"
+	"github.com/shardstock/shardstock/shard/shardtest"
+)
+
+// coordinator is a shardstock server run as a child process.
+type coordinator struct {
+	name, addr string
+	env        []string
+	log        string
+	mu         sync.Mutex // guards cmd
+	cmd        *exec.Cmd
+}
+
+func (c *coordinator) start(t *testing.T) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "serve")
+	cmd.Env = append(os.Environ(), append([]string{"SHARDSTOCK_TEST_AS_MAIN=1", "SHARDSTOCK_HTTP_ADDR=" + c.addr}, c.env...)...)
+	f, err := os.OpenFile(c.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	c.cmd = cmd
+	c.mu.Unlock()
+	waitReady(t, "http://"+c.addr)
+}
+
+func (c *coordinator) pid() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cmd.Process.Pid
+}
+
+func (c *coordinator) stop() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cmd != nil && c.cmd.ProcessState == nil {
+		c.cmd.Process.Kill()
+		c.cmd.Wait()
+	}
+}
+
+// response is what the load driver recorded for one purchase.
+type response struct {
+	status              int
+	user, order, ticket string
+	shard               float64
+}
+
+// TestChaos runs a sale through two coordinator processes (RocketMQ +
+// MariaDB) while shards are killed, frozen, restarted and wiped, the broker
+// and the database restarted and a coordinator SIGKILLed, then checks the
+// invariants from the outside: HTTP answers, the admin API, the order
+// table. It writes a report to artifacts/chaos-report.txt.
+func TestChaos(t *testing.T) {
+	mq, db := testRocketMQ(t), freshMySQL(t)
+	r := shardtest.Start(t, 3)
+	dir := t.TempDir()
+	const stock, limit, buyers = 1000, 2, 1500
+	common := []string{"SHARDSTOCK_SHARDS=" + strings.Join(r.URLs(), ","), "SHARDSTOCK_ADMIN_TOKEN=" + testToken,
+		"SHARDSTOCK_MQ=" + mq, "SHARDSTOCK_DB=" + db, "SHARDSTOCK_PAY_TIMEOUT=25s", "SHARDSTOCK_CLAIM_IDLE=2s",
+		"SHARDSTOCK_ORDER_RATE=5000", "SHARDSTOCK_LOG_LEVEL=warn"}
+	coords := []*coordinator{}
+	for _, name := range []string{"a", "b"} {
+		c := &coordinator{name: name, addr: freeAddr(t), log: filepath.Join(dir, name+".log"),
+			env: append(append([]string{}, common...), "SHARDSTOCK_SPOOL_DIR="+filepath.Join(dir, "spool-"+name))}
+		c.start(t)
+		t.Cleanup(c.stop)
+		coords = append(coords, c)
+	}
+	a := "http://" + coords[0].addr
+	if rep := putProduct(t, a, "chaos", fmt.Sprintf(`{"stock":%d,"per_user_limit":%d}`, stock, limit)); rep.status != 201 {
+		t.Fatalf("define: %d %s", rep.status, rep.raw)
+	}
+	before := productStatus(t, a, "chaos")
+
+	// The load: 32 buyers' connections, each purchase to a random coordinator
+	// (the other one when that one does not answer).
+	var (
+		mu        sync.Mutex
+		responses []response
+		stop      atomic.Bool
+		wg        sync.WaitGroup
+	)
+	cl := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	for w := 0; w < 32; w++ {
+		wg.Go(func() {
+			for !stop.Load() {
+				user := fmt.Sprintf("cb%d", rand.IntN(buyers))
+				rep, ok := chaosPurchase(cl, coords, user)
+				if !ok {
+					time.Sleep(50 * time.Millisecond)
+					continue
+				}
+				mu.Lock()
+				responses = append(responses, rep)
+				mu.Unlock()
+			}
+		})
+	}
+
+	// The faults, through the operators' chaos script.
+	var faults []string
+	chaos := func(args ...string) {
+		cmd := exec.Command("bash", append([]string{filepath.Join(repoRoot(t), "deploy", "chaos", "chaos.sh")}, args...)...)
+		cmd.Env = append(os.Environ(), "SHARDSTOCK_REDIS_DIR="+r.Dir())
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Errorf("chaos %v: %v\n%s", args, err, out)
+		}
+		for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			if strings.HasPrefix(l, "chaos ") {
+				faults = append(faults, l)
+			}
+		}
+	}
+	port := func(i int) string { return fmt.Sprint(r.Ports[i]) }
+	schedule := []struct {
+		at time.Duration
+		do func()
+	}{
+		{3 * time.Second, func() { chaos("shard-kill", port(0)) }},
+		{7 * time.Second, func() { chaos("shard-restart", port(0)) }},
+		{10 * time.Second, func() { chaos("shard-freeze", port(1), "4") }},
+		{16 * time.Second, func() { chaos("broker-restart", "3") }},
+		{26 * time.Second, func() {
+			chaos("coordinator-kill", fmt.Sprint(coords[1].pid()))
+			coords[1].cmd.Wait()
+			time.Sleep(time.Second)
+			coords[1].start(t)
+			faults = append(faults, fmt.Sprintf("chaos %s: coordinator b restarted", time.Now().UTC().Format("15:04:05.000")))
+		}},
+		{31 * time.Second, func() { chaos("db-restart", "3") }},
+		{38 * time.Second, func() { chaos("shard-wipe", port(2)) }},
+	}
+	start := time.Now()
+	for _, f := range schedule {
+		time.Sleep(time.Until(start.Add(f.at)))
+		f.do()
+	}
+	time.Sleep(time.Until(start.Add(44 * time.Second)))
+	stop.Store(true)
+	wg.Wait()
+	loadTook := time.Since(start)
+
+	// Every spooled purchase is resolved and every reservation relayed.
+	store, err := order.Open(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	ctx := context.Background()
+	tickets := map[string]string{} // ticket -> order id once reserved
+	waitFor(t, 60*time.Second, "tickets resolved", func() (bool, string) {
+		for _, rp := range responses {
+			if rp.ticket == "" || tickets[rp.ticket] != "" {
+				continue
+			}
+			tv, ok := getTicket(cl, coords, rp.ticket, rp.user)
+			if !ok || tv["status"] == "queued" {
+				return false, "ticket " + rp.ticket + " still queued"
+			}
+			tickets[rp.ticket] = fmt.Sprint(tv["order_id"], "|", tv["status"])
+		}
+		return true, ""
+	})
+
+	// Every 200 (and every reserved ticket) becomes an order — except
+	// reservations on the wiped shard that it lost before they were relayed.
+	want := map[string]response{}
+	statuses := map[int]int{}
+	for _, rp := range responses {
+		statuses[rp.status]++
+		if rp.status == 200 {
+			want[rp.order] = rp
+		}
+	}
+	for tk, v := range tickets {
+		id, st, _ := strings.Cut(v, "|")
+		if st == "reserved" {
+			want[id] = response{status: 202, ticket: tk, order: id, shard: -1}
+		}
+	}
+	var missing, lostOnWipe []string
+	waitFor(t, 90*time.Second, "every reservation has its order", func() (bool, string) {
+		missing, lostOnWipe = nil, nil
+		for id, rp := range want {
+			o, err := store.Order(ctx, id)
+			if err != nil {
+				return false, err.Error()
+			}
+			if o == nil {
+				if rp.shard == 2 {
+					lostOnWipe = append(lostOnWipe, id)
+				} else {
+					missing = append(missing, id)
+				}
+			}
+		}
+		return len(missing) == 0, fmt.Sprintf("%d reservations without an order, e.g. %v", len(missing), first(missing))
+	})
+
+	// Pay half of what awaits payment; the rest times out.
+	awaiting, err := store.Query(ctx, `SELECT id, user_id FROM orders WHERE product_id = 'chaos' AND status = 'awaiting_payment'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, row := range awaiting {
+		result := "success"
+		if k%2 == 1 {
+			continue
+		}
+		if rep := do(t, "POST", a+"/api/v1/orders/"+row[0]+"/pay", `{"result":"`+result+`"}`, "X-User-ID", row[1], "Content-Type", "application/json"); rep.status != 202 && rep.status != 409 {
+			t.Errorf("pay %s: %d %s", row[0], rep.status, rep.raw)
+		}
+	}
+	var final map[string]int64
+	waitFor(t, 120*time.Second, "payments settled and unpaid orders timed out", func() (bool, string) {
+		c, _ := store.CountByStatus(ctx, "chaos")
+		final = c
+		st := productStatus(t, a, "chaos")
+		locked := int64(0)
+		for _, s := range st.Shards[:2] {
+			if s.Locked != nil {
+				locked += *s.Locked
+			}
+		}
+		return c["awaiting_payment"] == 0 && locked == 0, fmt.Sprintf("orders %v, shards %+v", c, st.Totals)
+	})
+
+	// The checks.
+	var checks []string
+	check := func(ok bool, format string, args ...any) {
+		line := fmt.Sprintf(format, args...)
+		if !ok {
+			t.Errorf("FAILED: %s", line)
+			line = "FAILED " + line
+		} else {
+			line = "ok     " + line
+		}
+		checks = append(checks, line)
+	}
+	after := productStatus(t, a, "chaos")
+	paidByShard, err := store.CountsByShard(ctx, "chaos")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lockedSold int64
+	for _, s := range after.Shards {
+		if s.Salable == nil {
+			continue
+		}
+		lockedSold += *s.Locked + *s.Sold
+		check(*s.Salable+*s.Locked+*s.Sold == *s.Alloc, "conservation on shard %d: salable %d + locked %d + sold %d = alloc %d",
+			s.Index, *s.Salable, *s.Locked, *s.Sold, *s.Alloc)
+		check(*s.Sold == paidByShard[s.Index].Paid && *s.Locked == paidByShard[s.Index].AwaitingPayment,
+			"convergence on shard %d: sold %d = paid orders %d, locked %d = awaiting orders %d",
+			s.Index, *s.Sold, paidByShard[s.Index].Paid, *s.Locked, paidByShard[s.Index].AwaitingPayment)
+	}
+	wipedSold := *before.Shards[2].Alloc // at most what the wiped shard could have sold
+	check(lockedSold <= stock, "no oversell on the shards that kept their data: locked + sold %d <= stock %d", lockedSold, stock)
+	check(final["paid"] <= stock, "no oversell in the order table: %d paid <= stock %d", final["paid"], stock)
+	check(int64(statuses[200])-final["cancelled"]-final["failed"] <= stock,
+		"200 answers %d - cancelled %d - failed %d <= stock %d", statuses[200], final["cancelled"], final["failed"], stock)
+	check(len(missing) == 0, "every 200 and every reserved ticket has an order row (%d reservations; %d lost with the wiped shard's unrelayed outbox, at most its allocation %d)",
+		len(want), len(lostOnWipe), wipedSold)
+	over, err := store.Query(ctx, `SELECT user_id, COUNT(*) FROM orders WHERE product_id = 'chaos' AND status IN ('awaiting_payment', 'paid') GROUP BY user_id HAVING COUNT(*) > 2`)
+	check(err == nil && len(over) == 0, "per-user limit %d held in the order table (%d buyers over it)", limit, len(over))
+	check(statuses[500] == 0, "no 500 answers (%d)", statuses[500])
+
+	report := &strings.Builder{}
+	fmt.Fprintf(report, "shardstock chaos run — %s\n", time.Now().UTC().Format(time.RFC3339))
+	fmt.Fprintf(report, "setup: 3 shards, 2 coordinators (RocketMQ + MariaDB), stock %d, limit %d, %d buyers over 32 connections, load %s\n",
+		stock, limit, buyers, loadTook.Round(time.Second))
+	fmt.Fprintf(report, "faults injected (%d):\n", len(faults))
+	for _, f := range faults {
+		fmt.Fprintf(report, "  %s\n", f)
+	}
+	fmt.Fprintf(report, "requests: %d; outcomes by status: %s\n", len(responses), sortedCounts(statuses))
+	fmt.Fprintf(report, "orders at the end: %v\n", final)
+	fmt.Fprintf(report, "checks:\n")
+	for _, c := range checks {
+		fmt.Fprintf(report, "  %s\n", c)
+	}
+	os.WriteFile(filepath.Join(artifacts(t), "chaos-report.txt"), []byte(report.String()), 0o644)
+	t.Log("\n" + report.String())
+}
+
+func first(xs []string) []string {
+	if len(xs) > 3 {
+		return xs[:3]
+	}
+	return xs
+}
+
+func sortedCounts(m map[int]int) string {
+	var keys []int
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Ints(keys)
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%d×%d", m[k], k))
+	}
+	return strings.Join(parts, " ")
+}
+
+// chaosPurchase sends one purchase to a random coordinator, or to the other
+// one when it does not answer; ok is false when neither answered.
+func chaosPurchase(cl *http.Client, coords []*coordinator, user string) (response, bool) {
+	k := rand.IntN(len(coords))
+	for j := 0; j < len(coords); j++ {
+		c := coords[(k+j)%len(coords)]
+		req, _ := http.NewRequest("POST", "http://"+c.addr+"/api/v1/products/chaos/purchase", nil)
+		req.Header.Set("X-User-ID", user)
+		resp, err := cl.Do(req)
+		if err != nil {
+			continue
+		}
+		var body map[string]any
+		decodeJSON(resp, &body)
+		rp := response{status: resp.StatusCode, user: user, shard: -1}
+		rp.order, _ = body["order_id"].(string)
+		rp.ticket, _ = body["ticket"].(string)
+		if s, ok := body["shard"].(float64); ok {
+			rp.shard = s
+		}
+		return rp, true
+	}
+	return response{}, false
+}
+
+func getTicket(cl *http.Client, coords []*coordinator, ticket, user string) (map[string]any, bool) {
+	for _, c := range coords {
+		req, _ := http.NewRequest("GET", "http://"+c.addr+"/api/v1/tickets/"+ticket, nil)
+		req.Header.Set("X-User-ID", user)
+		resp, err := cl.Do(req)
+		if err != nil {
+			continue
+		}
+		var body map[string]any
+		decodeJSON(resp, &body)
+		if resp.StatusCode == 200 {
+			return body, true
+		}
+	}
+	return nil, false
+}
+
+func decodeJSON(resp *http.Response, v any) {
+	defer resp.Body.Close()
+	json.NewDecoder(resp.Body).Decode(v)
+}
