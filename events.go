@@ -122,3 +122,15 @@ type OrderCounts struct {
 	Paid            int64 `json:"paid"`
 	Released        int64 `json:"released"`
 }
+
+// Transfer moves salable units of a product from one shard to another
+// (rebalance, drain). State: started, out (Moved units taken off From), done.
+type Transfer struct {
+	ID        string `json:"id"`
+	ProductID string `json:"product_id"`
+	From      int    `json:"from"`
+	To        int    `json:"to"`
+	Wanted    int64  `json:"wanted"`
+	Moved     int64  `json:"moved"`
+	State     string `json:"state"`
+}

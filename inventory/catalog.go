@@ -32,6 +32,8 @@ type Store interface {
 	Ping(ctx context.Context, i int) error
 	Shards() []*shard.Shard
 	Snapshot(ctx context.Context, products []string) []shard.ShardSnapshot
+	TransferOut(ctx context.Context, i int, product, id string, units int64, to int) (int64, error)
+	TransferIn(ctx context.Context, i int, product, id string, units int64, from int) error
 }
 
 var _ Store = (*shard.Set)(nil)
@@ -57,6 +59,7 @@ type Config struct {
 	Logger      *slog.Logger
 	OnSettle    func(action string) // optional: a settlement was applied (metrics)
 	Breakers    func() []string     // optional: each shard's breaker state, for the shard overview
+	Transfers   Transfers           // the transfer log and drain list; nil: no rebalance or drain
 }
 
 // Service defines products and answers for them. Safe for concurrent use.
@@ -68,6 +71,7 @@ type Service struct {
 	mu      sync.Mutex // guards cache
 	cache   map[string]cached
 	snap    snapshotCache
+	hook    stepHook // tests: stop a transfer after a step
 }
 
 type cached struct {

@@ -4,6 +4,7 @@ import (
 	"crypto/subtle"
 	"fmt"
 	"net/http"
+	"strconv"
 
 	"github.com/labstack/echo/v4"
 
@@ -19,7 +20,47 @@ func (s *Service) Register(g *echo.Group) {
 	g.GET("/products/:id", s.getProduct)
 	g.GET("/shards", s.getShards)
 	g.GET("/products/:id/reconcile", s.reconcile)
+	g.POST("/products/:id/rebalance", s.rebalance)
+	g.POST("/shards/:index/drain", s.drain)
 	g.POST("/products/:id/reconcile", s.reconcile)
+}
+
+func (s *Service) rebalance(c echo.Context) error {
+	id := c.Param("id")
+	if !shardstock.ValidID(id) {
+		return shardstock.ErrNotFound
+	}
+	if err := api.Decode(c, &struct{}{}, true); err != nil {
+		return err
+	}
+	rep, err := s.Rebalance(c.Request().Context(), id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, rep)
+}
+
+type drainBody struct {
+	Drained *bool `json:"drained"`
+}
+
+// drain takes a shard out of rotation ({"drained": true}, the default) or
+// puts it back ({"drained": false}).
+func (s *Service) drain(c echo.Context) error {
+	idx, err := strconv.Atoi(c.Param("index"))
+	if err != nil {
+		return shardstock.ErrNotFound
+	}
+	var b drainBody
+	if err := api.Decode(c, &b, true); err != nil {
+		return err
+	}
+	drained := b.Drained == nil || *b.Drained
+	moved, err := s.Drain(c.Request().Context(), idx, drained)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"shard": idx, "drained": drained, "moved": moved})
 }
 
 // reconcile reports drift (GET) or also fixes what is safe (POST).

@@ -68,6 +68,15 @@ func (s *Service) Reconcile(ctx context.Context, product string, fix bool) (*Rec
 		r.InSync = r.InSync && sh.Up && !lostData && d.LockedDrift == 0 && d.SoldDrift == 0
 		r.Shards = append(r.Shards, d)
 	}
+	if fix {
+		resumed, err := s.Resume(ctx)
+		for _, t := range resumed {
+			r.Actions = append(r.Actions, fmt.Sprintf("finished interrupted transfer %s: %d units shard %d -> %d", t.ID, t.Moved, t.From, t.To))
+		}
+		if err != nil {
+			return r, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
+		}
+	}
 	if fix && !r.InSync {
 		n, err := s.ledger.Resettle(ctx, product)
 		if err != nil {

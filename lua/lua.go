@@ -24,12 +24,17 @@ var (
 	claimSrc string
 	//go:embed unclaim.lua
 	unclaimSrc string
+	//go:embed transfer_out.lua
+	transferOutSrc string
+	//go:embed transfer_in.lua
+	transferInSrc string
 )
 
 // Scripts are the stock-path scripts. The zero value is not usable; call
 // NewScripts. A Scripts value is immutable and safe for concurrent use.
 type Scripts struct {
 	Init, Reserve, Confirm, Release, Claim, Unclaim *redis.Script
+	TransferOut, TransferIn                         *redis.Script
 }
 
 // NewScripts wraps the embedded sources.
@@ -41,5 +46,8 @@ func NewScripts() *Scripts {
 		Release: redis.NewScript(releaseSrc),
 		Claim:   redis.NewScript(claimSrc),
 		Unclaim: redis.NewScript(unclaimSrc),
+
+		TransferOut: redis.NewScript(transferOutSrc),
+		TransferIn:  redis.NewScript(transferInSrc),
 	}
 }

@@ -3,17 +3,18 @@ package shard
 // productKeys are the Redis keys of one product on a shard. The product id
 // must have passed shardstock.ValidID before it gets here.
 type productKeys struct {
-	stock, holds, buyers, claims, outbox string
+	stock, holds, buyers, claims, outbox, transfers string
 }
 
 func keysFor(product string) productKeys {
 	tag := "ss:{p:" + product + "}:"
 	return productKeys{
-		stock:  tag + "stock",
-		holds:  tag + "holds",
-		buyers: tag + "buyers",
-		claims: tag + "claims",
-		outbox: tag + "outbox",
+		stock:     tag + "stock",
+		holds:     tag + "holds",
+		buyers:    tag + "buyers",
+		claims:    tag + "claims",
+		outbox:    tag + "outbox",
+		transfers: tag + "transfers",
 	}
 }
 

@@ -14,6 +14,7 @@
 //	ss:{p:P}:claims  hash   user -> space-separated claim ids (per-user limit
 //	                        registers, see claim.go)
 //	ss:{p:P}:outbox  stream one entry per reservation (res user product shard at)
+//	ss:{p:P}:transfers hash transfer id -> "out N TO" or "in N FROM" (rebalance)
 //	ss:products      set    ids of the products initialised on this shard
 //
 // On every shard that kept its data, salable + locked + sold = alloc.

@@ -161,3 +161,37 @@ func (s *Set) call(ctx context.Context, sh *Shard, f func(context.Context) error
 	s.observe(sh.Index, err)
 	return err
 }
+
+// TransferOut takes up to units salable units of product off shard i for
+// transfer id (to shard to) and returns how many it took; a repeat returns
+// the first answer. Errors: ErrNotOnShard, transport errors.
+func (s *Set) TransferOut(ctx context.Context, i int, product, id string, units int64, to int) (int64, error) {
+	k := keysFor(product)
+	v, err := s.run(ctx, s.shards[i], s.scripts.TransferOut, []string{k.stock, k.transfers}, id, units, to)
+	if err != nil {
+		return 0, fmt.Errorf("shard %d: transfer out: %w", i, err)
+	}
+	n, _ := v.(int64)
+	if n < 0 {
+		return 0, fmt.Errorf("shard %d: %w", i, ErrNotOnShard)
+	}
+	return n, nil
+}
+
+// TransferIn adds transfer id's units of product to shard i, once.
+func (s *Set) TransferIn(ctx context.Context, i int, product, id string, units int64, from int) error {
+	k := keysFor(product)
+	v, err := s.run(ctx, s.shards[i], s.scripts.TransferIn, []string{k.stock, k.transfers}, id, units, from)
+	if err != nil {
+		return fmt.Errorf("shard %d: transfer in: %w", i, err)
+	}
+	if n, _ := v.(int64); n < 0 {
+		return fmt.Errorf("shard %d: %w", i, ErrNotOnShard)
+	}
+	s.empty.forget(product)
+	return nil
+}
+
+// ErrNotOnShard: the product is not on the shard (never initialised there,
+// or the shard lost its data).
+var ErrNotOnShard = errors.New("product not on this shard")

@@ -271,6 +271,23 @@ func TestAdminProductLifecycle(t *testing.T) {
 	if st := productStatus(t, m.URL(), "lamp"); st.Totals.Locked != 1 || st.Totals.Salable != 9 {
 		t.Fatalf("after one purchase: %+v", st.Totals)
 	}
+	admin := []string{"Authorization", "Bearer " + testToken, "Content-Type", "application/json"}
+	if rep := do(t, "POST", m.URL()+"/admin/v1/shards/0/drain", `{"drained":true}`, admin...); rep.status != 200 || rep.body["drained"] != true {
+		t.Fatalf("drain: %d %s", rep.status, rep.raw)
+	}
+	if st := productStatus(t, m.URL(), "lamp"); *st.Shards[0].Salable != 0 || st.Totals.Salable != 9 {
+		t.Fatalf("after drain: %+v", st.Shards)
+	}
+	do(t, "POST", m.URL()+"/admin/v1/shards/0/drain", `{"drained":false}`, admin...)
+	if rep := do(t, "POST", m.URL()+"/admin/v1/products/lamp/rebalance", "", admin...); rep.status != 200 {
+		t.Fatalf("rebalance: %d %s", rep.status, rep.raw)
+	}
+	if st := productStatus(t, m.URL(), "lamp"); *st.Shards[0].Salable != 3 || st.Totals.Salable != 9 {
+		t.Fatalf("after rebalance: %+v", st.Shards)
+	}
+	if rep := do(t, "POST", m.URL()+"/admin/v1/shards/7/drain", "", admin...); rep.status != 404 {
+		t.Fatalf("drain of no such shard: %d", rep.status)
+	}
 }
 
 func TestBadInput(t *testing.T) {

@@ -94,7 +94,7 @@ func (m *Main) Run(ctx context.Context) error {
 		return fmt.Errorf("SHARDSTOCK_SHARDS: %w", err)
 	}
 	m.set = set
-	m.inv = inventory.NewService(set, m.store, m.store, inventory.Config{Logger: m.log,
+	m.inv = inventory.NewService(set, m.store, m.store, inventory.Config{Logger: m.log, Transfers: m.store,
 		OnSettle: func(a string) { m.metrics.Settlements.WithLabelValues(a).Inc() },
 		Breakers: func() []string {
 			var out []string

@@ -1,0 +1,178 @@
+package inventory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/shardstock/shardstock"
+	"github.com/shardstock/shardstock/order"
+	"github.com/shardstock/shardstock/shard"
+	"github.com/shardstock/shardstock/shard/shardtest"
+)
+
+type fixture struct {
+	t     *testing.T
+	set   *shard.Set
+	store *order.Store
+	svc   *Service
+	start int
+}
+
+func newFixture(t *testing.T) *fixture {
+	r := shardtest.Start(t, 3)
+	f := &fixture{t: t}
+	set, err := shard.Open(r.URLs(), shard.Config{Timeout: time.Second, Rand: func(int) int { return f.start }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { set.Close() })
+	store, err := order.Open("sqlite:" + t.TempDir() + "/o.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	if err := store.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	f.set, f.store = set, store
+	f.svc = NewService(set, store, store, Config{Transfers: store})
+	return f
+}
+
+// define makes a product and sells `sold` units from shard 0 so the shards
+// are uneven.
+func (f *fixture) define(id string, stock, sold int64) *shardstock.Product {
+	f.t.Helper()
+	if _, err := f.svc.Define(context.Background(), shardstock.Product{ID: id, Stock: stock, PerUserLimit: 1}); err != nil {
+		f.t.Fatal(err)
+	}
+	p, _ := f.svc.Product(context.Background(), id)
+	f.start = 0
+	for k := int64(0); k < sold; k++ {
+		if i, err := f.set.Reserve(context.Background(), p, fmt.Sprintf("u%d", k), fmt.Sprintf("%s-r%d", id, k)); err != nil || i != 0 {
+			f.t.Fatalf("reserve: shard %d %v", i, err)
+		}
+	}
+	return p
+}
+
+// totals checks conservation on every shard and returns Σ alloc and the
+// per-shard salable.
+func (f *fixture) totals(id string) (alloc int64, salable []int64) {
+	f.t.Helper()
+	for i := 0; i < f.set.Len(); i++ {
+		c, err := f.set.Counters(context.Background(), i, id)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		if c.Salable+c.Locked+c.Sold != c.Alloc || c.Salable < 0 {
+			f.t.Fatalf("shard %d breaks conservation: %+v", i, c)
+		}
+		alloc += c.Alloc
+		salable = append(salable, c.Salable)
+	}
+	return alloc, salable
+}
+
+func spread(xs []int64) int64 {
+	lo, hi := xs[0], xs[0]
+	for _, x := range xs {
+		lo, hi = min(lo, x), max(hi, x)
+	}
+	return hi - lo
+}
+
+func TestRebalanceEvensOutSalable(t *testing.T) {
+	f := newFixture(t)
+	f.define("even", 30, 8) // shard 0: 2 salable, the others 10
+	rep, err := f.svc.Rebalance(context.Background(), "even")
+	if err != nil {
+		t.Fatal(err)
+	}
+	alloc, salable := f.totals("even")
+	if alloc != 30 || spread(salable) > 1 || len(rep.Transfers) == 0 {
+		t.Fatalf("after rebalance: alloc %d, salable %v, transfers %+v", alloc, salable, rep.Transfers)
+	}
+	again, _ := f.svc.Rebalance(context.Background(), "even")
+	if len(again.Transfers) != 0 {
+		t.Fatalf("a balanced product moved again: %+v", again.Transfers)
+	}
+}
+
+func TestRebalanceInterruptedAtEachStep(t *testing.T) {
+	for _, step := range []string{"recorded", "out", "marked", "in"} {
+		t.Run(step, func(t *testing.T) {
+			f := newFixture(t)
+			f.define("cut", 30, 8)
+			f.svc.hook = func(s string) error {
+				if s == step {
+					return errors.New("crash after " + s)
+				}
+				return nil
+			}
+			if _, err := f.svc.Rebalance(context.Background(), "cut"); err == nil {
+				t.Fatal("the crash was not reported")
+			}
+			alloc, _ := f.totals("cut") // conservation on every shard, even mid-transfer
+			open, _ := f.store.UnfinishedTransfers(context.Background())
+			if alloc > 30 || len(open) != 1 {
+				t.Fatalf("after a crash at %s: Σ alloc %d (stock 30), unfinished %+v", step, alloc, open)
+			}
+			// Units are in flight (off the source, not on the destination)
+			// only between taking them out and adding them in.
+			inFlight := step == "out" || step == "marked"
+			if inFlight == (alloc == 30) {
+				t.Fatalf("after a crash at %s: Σ alloc %d", step, alloc)
+			}
+			f.svc.hook = nil
+			done, err := f.svc.Resume(context.Background())
+			if err != nil || len(done) != 1 {
+				t.Fatalf("resume: %v %+v", err, done)
+			}
+			if alloc, _ := f.totals("cut"); alloc != 30 {
+				t.Fatalf("after resume: Σ alloc %d, want 30", alloc)
+			}
+			if again, _ := f.svc.Resume(context.Background()); len(again) != 0 {
+				t.Fatalf("a finished transfer ran again: %+v", again)
+			}
+			if alloc, _ := f.totals("cut"); alloc != 30 {
+				t.Fatalf("after a second resume: Σ alloc %d, want 30", alloc)
+			}
+		})
+	}
+}
+
+func TestDrainMovesUnitsOffAndPurchasesSkipIt(t *testing.T) {
+	f := newFixture(t)
+	p := f.define("dr", 30, 0)
+	moved, err := f.svc.Drain(context.Background(), 1, true)
+	if err != nil || moved["dr"] != 10 {
+		t.Fatalf("drain: moved %v, err %v", moved, err)
+	}
+	alloc, salable := f.totals("dr")
+	if alloc != 30 || salable[1] != 0 || salable[0]+salable[2] != 30 {
+		t.Fatalf("after drain: alloc %d salable %v", alloc, salable)
+	}
+	f.start = 1
+	for k := 0; k < 5; k++ {
+		if i, err := f.set.Reserve(context.Background(), p, fmt.Sprintf("d%d", k), fmt.Sprintf("dr-%d", k)); err != nil || i == 1 {
+			t.Fatalf("purchase on a drained shard: shard %d err %v", i, err)
+		}
+	}
+	rep, _ := f.svc.Rebalance(context.Background(), "dr")
+	for _, tr := range rep.Transfers {
+		if tr.To == 1 {
+			t.Fatalf("rebalance put units back on a drained shard: %+v", rep.Transfers)
+		}
+	}
+	if _, err := f.svc.Drain(context.Background(), 1, false); err != nil {
+		t.Fatal(err)
+	}
+	f.svc.Rebalance(context.Background(), "dr")
+	if _, salable := f.totals("dr"); salable[1] == 0 || spread(salable) > 1 {
+		t.Fatalf("after undrain and rebalance: %v", salable)
+	}
+}

@@ -1,0 +1,18 @@
+-- transfer_out: take up to N salable units off this shard for a transfer,
+-- once per transfer id. alloc and salable drop together, so conservation
+-- holds on this shard; the units are in flight until transfer_in adds them
+-- on the other shard (never before: a crash between the two steps loses no
+-- unit for good and creates none — the transfer record says how many).
+-- KEYS[1] stock hash  KEYS[2] transfers hash of this shard
+-- ARGV[1] transfer id  ARGV[2] units wanted  ARGV[3] destination shard
+-- Returns the units taken (a repeat returns the first answer), or -1 when
+-- the product is not on this shard.
+local done = redis.call('HGET', KEYS[2], ARGV[1])
+if done then return tonumber(string.match(done, '^out (%d+)')) end
+local salable = tonumber(redis.call('HGET', KEYS[1], 'salable'))
+if not salable then return -1 end
+local n = math.max(0, math.min(tonumber(ARGV[2]), salable))
+redis.call('HINCRBY', KEYS[1], 'salable', -n)
+redis.call('HINCRBY', KEYS[1], 'alloc', -n)
+redis.call('HSET', KEYS[2], ARGV[1], 'out ' .. n .. ' ' .. ARGV[3])
+return n

@@ -1,0 +1,87 @@
+package order
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/shardstock/shardstock"
+)
+
+// StartTransfer records a transfer before its first step.
+func (s *Store) StartTransfer(ctx context.Context, t shardstock.Transfer) error {
+	now := time.Now().UnixMilli()
+	_, err := s.db.ExecContext(ctx, `INSERT INTO transfers (id, product_id, from_shard, to_shard, wanted, state, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, 'started', ?, ?)`, t.ID, t.ProductID, t.From, t.To, t.Wanted, now, now)
+	if err != nil {
+		return fmt.Errorf("record transfer %s: %w", t.ID, err)
+	}
+	return nil
+}
+
+// MarkTransfer moves a transfer to state ("out" with moved, or "done").
+func (s *Store) MarkTransfer(ctx context.Context, id, state string, moved int64) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE transfers SET state = ?, moved = ?, updated_at = ? WHERE id = ?`,
+		state, moved, time.Now().UnixMilli(), id)
+	if err != nil {
+		return fmt.Errorf("mark transfer %s %s: %w", id, state, err)
+	}
+	return nil
+}
+
+// UnfinishedTransfers lists the transfers not done, oldest first.
+func (s *Store) UnfinishedTransfers(ctx context.Context) ([]shardstock.Transfer, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT id, product_id, from_shard, to_shard, wanted, moved, state
+		FROM transfers WHERE state <> 'done' ORDER BY created_at`)
+	if err != nil {
+		return nil, fmt.Errorf("unfinished transfers: %w", err)
+	}
+	defer rows.Close()
+	var out []shardstock.Transfer
+	for rows.Next() {
+		var t shardstock.Transfer
+		var moved sql.NullInt64
+		if err := rows.Scan(&t.ID, &t.ProductID, &t.From, &t.To, &t.Wanted, &moved, &t.State); err != nil {
+			return nil, err
+		}
+		t.Moved = moved.Int64
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// SetDrained puts shard on or off the drained list.
+func (s *Store) SetDrained(ctx context.Context, shard int, drained bool) error {
+	var err error
+	if drained {
+		_, err = s.db.ExecContext(ctx, `INSERT INTO drained_shards (shard, drained_at) VALUES (?, ?)`, shard, time.Now().UnixMilli())
+		if isDuplicate(err) {
+			err = nil
+		}
+	} else {
+		_, err = s.db.ExecContext(ctx, `DELETE FROM drained_shards WHERE shard = ?`, shard)
+	}
+	if err != nil {
+		return fmt.Errorf("drain shard %d: %w", shard, err)
+	}
+	return nil
+}
+
+// DrainedShards lists the drained shards.
+func (s *Store) DrainedShards(ctx context.Context) (map[int]bool, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT shard FROM drained_shards`)
+	if err != nil {
+		return nil, fmt.Errorf("drained shards: %w", err)
+	}
+	defer rows.Close()
+	out := map[int]bool{}
+	for rows.Next() {
+		var i int
+		if err := rows.Scan(&i); err != nil {
+			return nil, err
+		}
+		out[i] = true
+	}
+	return out, rows.Err()
+}
