@@ -11,7 +11,7 @@ SHARDSTOCK_HTTP_ADDR ?= 127.0.0.1:8080
 BENCHTIME ?= 3s
 MQ ?= streams
 
-.PHONY: build run stop test vet bench clean help
+.PHONY: build run stop test vet bench fuzz clean help
 .DEFAULT_GOAL := help
 
 help: ## list the targets
@@ -56,7 +56,20 @@ test: ## install and start what the tests need (Redis, MariaDB, RocketMQ, Promet
 	$(ROCKETMQ) fetch
 	$(GO) vet ./...
 	deploy/with-services.sh $(GO) test -race -count=1 -p 1 -timeout 20m ./...
+	@$(MAKE) --no-print-directory fuzz
 	@cat artifacts/chaos-report.txt
+
+FUZZTIME ?= 5s
+FUZZ_TARGETS := FuzzValidID:. FuzzDecodeMessages:. FuzzDecodeStrict:./api FuzzTokenIdentity:./flashsale FuzzSpoolOpen:./ha
+
+fuzz: ## run every fuzz target for FUZZTIME (default 5s); findings land in testdata/fuzz as regression cases
+	@for t in $(FUZZ_TARGETS); do \
+	  name=$${t%%:*}; pkg=$${t#*:}; \
+	  echo "fuzz $$name ($$pkg, $(FUZZTIME))"; \
+	  $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg >/tmp/shardstock-fuzz.log 2>&1 \
+	    || { cat /tmp/shardstock-fuzz.log; exit 1; }; \
+	  grep -E '^fuzz: elapsed' /tmp/shardstock-fuzz.log | tail -1; \
+	done
 
 bench: ## run the benchmarks against real Redis masters, MariaDB and RocketMQ
 	$(REDIS) install

@@ -99,3 +99,40 @@ func TestErrorResponseNeverCallsAnOutageSoldOut(t *testing.T) {
 		}
 	}
 }
+
+// FuzzValidID: an accepted id is 1-64 bytes of [A-Za-z0-9_-], so it can go
+// into a Redis key (no braces, colons, spaces) without escaping.
+func FuzzValidID(f *testing.F) {
+	for _, s := range []string{"a", "user_1-x", "", "{p}", "a:b", "é", strings.Repeat("z", 65)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if !shardstock.ValidID(s) {
+			return
+		}
+		if len(s) < 1 || len(s) > 64 || strings.ContainsAny(s, "{}: \t\n*?[]\\\"'") {
+			t.Fatalf("accepted %q", s)
+		}
+		for _, r := range s {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
+				t.Fatalf("accepted %q (rune %q)", s, r)
+			}
+		}
+	})
+}
+
+// FuzzDecodeMessages: malformed messages from the queue are errors, never
+// panics, and whatever is accepted names valid ids.
+func FuzzDecodeMessages(f *testing.F) {
+	f.Add([]byte(`{"order_id":"o1","product_id":"p","user_id":"u","shard":1,"action":"confirm"}`))
+	f.Add([]byte(`{"id":"o1","user":"u","product":"p","shard":0,"at":1}`))
+	f.Add([]byte(`{"action":"release"`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if s, err := shardstock.DecodeSettlement(b); err == nil && (!shardstock.ValidID(s.ProductID) || s.OrderID == "") {
+			t.Fatalf("accepted settlement %+v", s)
+		}
+		if e, err := shardstock.DecodeReservation(b); err == nil && (!shardstock.ValidID(e.ProductID) || !shardstock.ValidID(e.UserID)) {
+			t.Fatalf("accepted reservation %+v", e)
+		}
+	})
+}

@@ -101,20 +101,35 @@ func RequestLog(log *slog.Logger) echo.MiddlewareFunc {
 // (ErrUnsupported), no unknown fields and nothing after the JSON value
 // (ErrInvalid). An empty body leaves dst unchanged when allowEmpty.
 func Decode(c echo.Context, dst any, allowEmpty bool) error {
-	r := c.Request()
-	body, err := io.ReadAll(http.MaxBytesReader(c.Response(), r.Body, MaxBody))
+	body, err := ReadBody(c)
+	if err != nil {
+		return err
+	}
+	return DecodeBody(c, body, dst, allowEmpty)
+}
+
+// ReadBody reads the request body, at most MaxBody bytes (ErrTooLarge).
+func ReadBody(c echo.Context) ([]byte, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(c.Response(), c.Request().Body, MaxBody))
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
-		return shardstock.ErrTooLarge
+		return nil, shardstock.ErrTooLarge
 	case err != nil:
-		return shardstock.Invalid("could not read the request body")
+		return nil, shardstock.Invalid("could not read the request body")
+	}
+	return body, nil
+}
+
+// DecodeBody decodes a body read by ReadBody, as Decode does.
+func DecodeBody(c echo.Context, body []byte, dst any, allowEmpty bool) error {
+	switch {
 	case len(bytes.TrimSpace(body)) == 0 && allowEmpty:
 		return nil
 	case len(bytes.TrimSpace(body)) == 0:
 		return shardstock.Invalid("a JSON body is required")
 	}
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+	if mt, _, err := mime.ParseMediaType(c.Request().Header.Get("Content-Type")); err != nil || mt != "application/json" {
 		return shardstock.ErrUnsupported
 	}
 	return decodeStrict(body, dst)

@@ -38,8 +38,7 @@ type Identity func(r *http.Request) (string, error)
 func HeaderIdentity(r *http.Request) (string, error) {
 	u := r.Header.Get("X-User-ID")
 	if !shardstock.ValidID(u) {
-		return "", &shardstock.Error{Code: shardstock.ErrUnauthorized.Code,
-			Message: "X-User-ID must be 1-64 characters of [A-Za-z0-9_-]"}
+		return "", unauthorized("X-User-ID must be 1-64 characters of [A-Za-z0-9_-]")
 	}
 	return u, nil
 }

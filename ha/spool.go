@@ -77,11 +77,13 @@ type Spool struct {
 	size    int64
 	pending []SpoolEntry           // arrival order
 	tickets map[string]*ticketInfo // ticket -> entry and outcome
+	seq     int64                  // arrivals so far
 }
 
 type ticketInfo struct {
 	entry  SpoolEntry
 	result SpoolResult
+	seq    int64 // arrival order
 }
 
 // OpenSpool opens (or creates) the spool in dir and rebuilds its state.
@@ -126,7 +128,11 @@ func (s *Spool) load() error {
 			break
 		}
 		var rec record
-		if err := json.Unmarshal(payload, &rec); err != nil {
+		err = json.Unmarshal(payload, &rec)
+		if err == nil && !rec.valid() {
+			err = errors.New("record lacks its fields")
+		}
+		if err != nil {
 			s.cfg.Logger.Warn("spool: unreadable record; tail skipped", "file", s.path, "offset", off, "err", err)
 			break
 		}
@@ -165,13 +171,25 @@ func readFrame(r *bufio.Reader) ([]byte, int64, error) {
 	return payload, int64(8 + n), nil
 }
 
+// valid reports whether a decoded record has what apply needs.
+func (rec record) valid() bool {
+	switch rec.Kind {
+	case "req":
+		return rec.Entry != nil && rec.Entry.Ticket != ""
+	case "done":
+		return rec.Result != nil && rec.Ticket != ""
+	}
+	return false
+}
+
 // apply folds one record into the in-memory state. Caller holds mu (or is
 // load, before the spool is shared).
 func (s *Spool) apply(rec record) {
 	switch rec.Kind {
 	case "req":
+		s.seq++
 		s.pending = append(s.pending, *rec.Entry)
-		s.tickets[rec.Entry.Ticket] = &ticketInfo{entry: *rec.Entry, result: SpoolResult{Status: "queued"}}
+		s.tickets[rec.Entry.Ticket] = &ticketInfo{entry: *rec.Entry, result: SpoolResult{Status: "queued"}, seq: s.seq}
 	case "done":
 		if ti := s.tickets[rec.Ticket]; ti != nil {
 			ti.result = *rec.Result
@@ -339,14 +357,24 @@ func (s *Spool) compact(cutoff time.Time) error {
 	for t := range s.tickets {
 		keep = append(keep, t)
 	}
-	sort.Slice(keep, func(i, j int) bool { return s.tickets[keep[i]].entry.AtMS > s.tickets[keep[j]].entry.AtMS })
+	sort.Slice(keep, func(i, j int) bool { return s.tickets[keep[i]].seq > s.tickets[keep[j]].seq })
+	// Keep the newest within the budget, then write them oldest first so
+	// a reload sees them in arrival order.
+	var budget int64
+	kept := keep[:0]
 	for _, t := range keep {
 		ti := s.tickets[t]
-		if time.UnixMilli(ti.entry.AtMS).Before(cutoff) || s.size > s.cfg.MaxBytes/8 {
+		size := int64(len(t)+len(ti.entry.OrderID)+len(ti.entry.UserID)+len(ti.entry.ProductID)) + 200
+		if time.UnixMilli(ti.entry.AtMS).Before(cutoff) || budget+size > s.cfg.MaxBytes/8 {
 			delete(s.tickets, t)
 			continue
 		}
-		e, r := ti.entry, ti.result
+		budget += size
+		kept = append(kept, t)
+	}
+	for i := len(kept) - 1; i >= 0; i-- {
+		t := kept[i]
+		e, r := s.tickets[t].entry, s.tickets[t].result
 		if err := s.writeNoSync(record{Kind: "req", Entry: &e}); err != nil {
 			return restore(err)
 		}

@@ -1,6 +1,9 @@
 package order
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
@@ -12,17 +15,39 @@ import (
 // Identity extracts the buyer's user id from a request (ErrUnauthorized).
 type Identity func(r *http.Request) (string, error)
 
-// Register mounts the buyer's order routes on e.
-func (s *Service) Register(e *echo.Echo, identity Identity) {
-	h := &handlers{s: s, identity: identity}
+// Register mounts the buyer's order routes on e. With paySecret set, the
+// payment callback must carry X-Signature: sha256=<hex HMAC-SHA256 of the
+// body under paySecret>.
+func (s *Service) Register(e *echo.Echo, identity Identity, paySecret []byte) {
+	h := &handlers{s: s, identity: identity, paySecret: paySecret}
 	e.GET("/api/v1/orders/:id", h.get)
 	e.POST("/api/v1/orders/:id/pay", h.pay)
 	e.POST("/api/v1/orders/:id/cancel", h.cancel)
 }
 
 type handlers struct {
-	s        *Service
-	identity Identity
+	s         *Service
+	identity  Identity
+	paySecret []byte
+}
+
+// SignPayment is the X-Signature value for a payment callback body.
+func SignPayment(secret, body []byte) string {
+	m := hmac.New(sha256.New, secret)
+	m.Write(body)
+	return "sha256=" + hex.EncodeToString(m.Sum(nil))
+}
+
+// checkSignature verifies the callback's signature in constant time.
+func (h *handlers) checkSignature(c echo.Context, body []byte) error {
+	if len(h.paySecret) == 0 {
+		return nil
+	}
+	want := SignPayment(h.paySecret, body)
+	if !hmac.Equal([]byte(c.Request().Header.Get("X-Signature")), []byte(want)) {
+		return &shardstock.Error{Code: shardstock.ErrUnauthorized.Code, Message: "the payment callback signature (X-Signature) is missing or wrong"}
+	}
+	return nil
 }
 
 // caller checks the order id format and the caller's identity.
@@ -56,8 +81,15 @@ func (h *handlers) pay(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	body, err := api.ReadBody(c)
+	if err != nil {
+		return err
+	}
+	if err := h.checkSignature(c, body); err != nil {
+		return err
+	}
 	var b payBody
-	if err := api.Decode(c, &b, false); err != nil {
+	if err := api.DecodeBody(c, body, &b, false); err != nil {
 		return err
 	}
 	if b.Result != "success" && b.Result != "fail" {

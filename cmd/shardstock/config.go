@@ -23,6 +23,8 @@ type Config struct {
 	Shards       []string
 	AdminToken   string
 	UserAuth     string
+	HMACSecret   []byte // hmac mode: the token key
+	PaySecret    []byte // the payment callback signature key; empty: unsigned
 	Dev          bool
 	ShardTimeout time.Duration
 	LogFormat    string
@@ -56,7 +58,9 @@ var variables = []variable{
 	{"SHARDSTOCK_HTTP_ADDR", "http-addr", "127.0.0.1:8080", "listen address"},
 	{"SHARDSTOCK_SHARDS", "shards", "", "comma-separated Redis master URLs, order = shard index (required)"},
 	{"SHARDSTOCK_ADMIN_TOKEN", "admin-token", "", "bearer token for /admin/* (required unless SHARDSTOCK_DEV=1)"},
-	{"SHARDSTOCK_USER_AUTH", "user-auth", "header", "buyer identity: header (trust X-User-ID; only behind an authenticating gateway)"},
+	{"SHARDSTOCK_USER_AUTH", "user-auth", "header", "buyer identity: header (trust X-User-ID; only behind an authenticating gateway) or hmac (HS256 tokens)"},
+	{"SHARDSTOCK_HMAC_SECRET", "hmac-secret", "", "key of the buyers' tokens in hmac mode (32+ bytes)"},
+	{"SHARDSTOCK_PAYMENT_SECRET", "payment-secret", "", "key of the payment callback's X-Signature (32+ bytes); required in hmac mode unless SHARDSTOCK_DEV=1"},
 	{"SHARDSTOCK_DEV", "dev", "", "1: allow a missing admin token, make one up and print it"},
 	{"SHARDSTOCK_SHARD_TIMEOUT", "shard-timeout", "250ms", "deadline of one call on one shard"},
 	{"SHARDSTOCK_MQ", "mq", "streams", "message transport: streams (Redis Streams on the shards) or rocketmq://HOST:9876[?broker=HOST:10911]"},
@@ -74,7 +78,7 @@ var variables = []variable{
 
 // notYet are contract variables of features this version does not have;
 // setting one is reported at start rather than silently ignored.
-var notYet = []string{"SHARDSTOCK_HMAC_SECRET", "SHARDSTOCK_RATE_LIMITS"}
+var notYet = []string{}
 
 // parseConfig reads settings from args (flags) over getenv, validates them
 // and fills defaults. Its error names the bad setting.
@@ -172,12 +176,26 @@ func (c *Config) parseDev(get func(string) string) error {
 	return nil
 }
 
-func (c *Config) parseAuth(func(string) string) error {
+func (c *Config) parseAuth(get func(string) string) error {
+	if pay := get("SHARDSTOCK_PAYMENT_SECRET"); pay != "" {
+		if len(pay) < 32 {
+			return &configError{"SHARDSTOCK_PAYMENT_SECRET", "too short: use at least 32 bytes"}
+		}
+		c.PaySecret = []byte(pay)
+	}
 	switch c.UserAuth {
 	case "header":
 		return nil
 	case "hmac":
-		return &configError{"SHARDSTOCK_USER_AUTH", "hmac (signed tokens) is not available in this version; use header behind an authenticating gateway"}
+		secret := get("SHARDSTOCK_HMAC_SECRET")
+		if len(secret) < 32 {
+			return &configError{"SHARDSTOCK_HMAC_SECRET", "hmac mode needs a secret of at least 32 bytes"}
+		}
+		c.HMACSecret = []byte(secret)
+		if c.PaySecret == nil && !c.Dev {
+			return &configError{"SHARDSTOCK_PAYMENT_SECRET", "required in hmac (production) mode, so payment callbacks are signed; SHARDSTOCK_DEV=1 waives it"}
+		}
+		return nil
 	}
 	return &configError{"SHARDSTOCK_USER_AUTH", fmt.Sprintf("%q: must be header or hmac", c.UserAuth)}
 }

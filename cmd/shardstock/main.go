@@ -17,14 +17,19 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/shardstock/shardstock/flashsale"
 )
 
 const usage = `shardstock — a sharded-inventory flash-sale coordinator
 
 Usage:
   shardstock serve [flags]   run the server (buyer API, admin API, /metrics)
+  shardstock token --user ID [--ttl 1h]
+                             print a buyer token for hmac mode, signed with SHARDSTOCK_HMAC_SECRET
   shardstock help            show this help
 
 Each flag mirrors a SHARDSTOCK_* environment variable; see "shardstock serve --help".
@@ -44,6 +49,8 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	switch args[0] {
 	case "serve":
 		return serve(args[1:], getenv, stdout, stderr)
+	case "token":
+		return token(args[1:], getenv, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -83,6 +90,36 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 		return 1
 	}
 	m.log.Info("stopped")
+	return 0
+}
+
+// token prints a buyer token (for tests, load generation, or a gateway).
+func token(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("token", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	user := fs.String("user", "", "the buyer's user id (1-64 characters of [A-Za-z0-9_-])")
+	ttl := fs.Duration("ttl", time.Hour, "how long the token is valid (at most 24h)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: shardstock token --user ID [--ttl 1h]\n\nPrints an HS256 token signed with SHARDSTOCK_HMAC_SECRET.")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	secret := getenv("SHARDSTOCK_HMAC_SECRET")
+	if len(secret) < flashsale.MinSecretLen {
+		fmt.Fprintln(stderr, "shardstock: token: SHARDSTOCK_HMAC_SECRET must be set, at least 32 bytes")
+		return 2
+	}
+	tok, err := flashsale.MintToken([]byte(secret), *user, *ttl, time.Now())
+	if err != nil {
+		fmt.Fprintf(stderr, "shardstock: token: %v\n", err)
+		return 2
+	}
+	fmt.Fprintln(stdout, tok)
 	return 0
 }
 

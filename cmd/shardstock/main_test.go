@@ -40,6 +40,11 @@ func TestConfigErrorsNameTheSetting(t *testing.T) {
 		m[k] = v
 		return m
 	}
+	with2 := func(k1, v1, k2, v2 string) map[string]string {
+		m := with(k1, v1)
+		m[k2] = v2
+		return m
+	}
 	cases := []struct {
 		name string
 		env  map[string]string
@@ -53,7 +58,9 @@ func TestConfigErrorsNameTheSetting(t *testing.T) {
 		{"short admin token", with("SHARDSTOCK_ADMIN_TOKEN", "abc"), nil, "SHARDSTOCK_ADMIN_TOKEN"},
 		{"bad address", with("SHARDSTOCK_HTTP_ADDR", "8080"), nil, "SHARDSTOCK_HTTP_ADDR"},
 		{"bad user auth", with("SHARDSTOCK_USER_AUTH", "magic"), nil, "SHARDSTOCK_USER_AUTH"},
-		{"hmac not yet", with("SHARDSTOCK_USER_AUTH", "hmac"), nil, "SHARDSTOCK_USER_AUTH"},
+		{"hmac without a secret", with("SHARDSTOCK_USER_AUTH", "hmac"), nil, "SHARDSTOCK_HMAC_SECRET"},
+		{"hmac without a payment secret", with2("SHARDSTOCK_USER_AUTH", "hmac", "SHARDSTOCK_HMAC_SECRET", strings.Repeat("k", 32)), nil, "SHARDSTOCK_PAYMENT_SECRET"},
+		{"short payment secret", with("SHARDSTOCK_PAYMENT_SECRET", "short"), nil, "SHARDSTOCK_PAYMENT_SECRET"},
 		{"bad dev", with("SHARDSTOCK_DEV", "yes"), nil, "SHARDSTOCK_DEV"},
 		{"bad timeout", with("SHARDSTOCK_SHARD_TIMEOUT", "fast"), nil, "SHARDSTOCK_SHARD_TIMEOUT"},
 		{"bad log format", with("SHARDSTOCK_LOG_FORMAT", "xml"), nil, "SHARDSTOCK_LOG_FORMAT"},

@@ -43,7 +43,7 @@ func documentedRoutes(doc []byte) map[string]bool {
 }
 
 func TestOpenAPIMatchesTheRoutes(t *testing.T) {
-	m := NewMain(&Config{AdminToken: testToken}, nil)
+	m := NewMain(&Config{AdminToken: testToken, UserAuth: "header"}, nil)
 	m.orders = order.NewService(nil, nil, nil, order.Config{})
 	m.registry = prometheus.NewRegistry()
 	m.buyers = flashsale.NewHandler(flashsale.Config{})

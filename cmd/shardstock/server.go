@@ -115,7 +115,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if err := m.openSpool(); err != nil {
 		return err
 	}
-	m.buyers = flashsale.NewHandler(flashsale.Config{Catalog: m.inv, Reserver: m.set, Identity: flashsale.HeaderIdentity,
+	m.buyers = flashsale.NewHandler(flashsale.Config{Catalog: m.inv, Reserver: m.set, Identity: m.identity(),
 		Observe: m.metrics.ObservePurchase, Spool: m.spoolPort(), Logger: m.log})
 	if err := m.startLoops(); err != nil {
 		return err
@@ -300,6 +300,14 @@ func (m *Main) mqName() string {
 	return "rocketmq"
 }
 
+// identity is the buyers' identity check of the configured mode.
+func (m *Main) identity() flashsale.Identity {
+	if m.cfg.UserAuth == "hmac" {
+		return flashsale.TokenIdentity(m.cfg.HMACSecret, 30*time.Second, nil)
+	}
+	return flashsale.HeaderIdentity
+}
+
 // URL is the base URL the server listens on.
 func (m *Main) URL() string { return "http://" + m.listener.Addr().String() }
 
@@ -310,7 +318,7 @@ func (m *Main) routes() http.Handler {
 	e.Use(middleware.Recover(), middleware.RequestID(), api.RequestLog(m.log))
 
 	m.buyers.Register(e)
-	m.orders.Register(e, flashsale.HeaderIdentity)
+	m.orders.Register(e, order.Identity(m.identity()), m.cfg.PaySecret)
 	m.inv.RegisterPublic(e)
 	flashsale.NewPages(m.inv, m.store, nil).Register(e)
 	admin := e.Group("/admin/v1", inventory.AdminAuth(m.cfg.AdminToken))

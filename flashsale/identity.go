@@ -1,0 +1,81 @@
+package flashsale
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/shardstock/shardstock"
+)
+
+// MinSecretLen is the shortest accepted HMAC secret, in bytes.
+const MinSecretLen = 32
+
+// MaxTokenTTL bounds a token's lifetime (exp - iat).
+const MaxTokenTTL = 24 * time.Hour
+
+// TokenIdentity verifies "Authorization: Bearer <token>": a JWT signed with
+// HS256 and secret, whose subject is the user id (1-64 of [A-Za-z0-9_-]).
+// The token must carry exp and iat; it is refused once expired or when
+// issued in the future, each with skew of tolerance for clocks, and when it
+// claims a lifetime over MaxTokenTTL. Any other algorithm (none included) is
+// refused. now is the clock (nil: time.Now).
+func TokenIdentity(secret []byte, skew time.Duration, now func() time.Time) Identity {
+	if now == nil {
+		now = time.Now
+	}
+	parser := jwt.NewParser(jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
+		jwt.WithExpirationRequired(), jwt.WithIssuedAt(), jwt.WithLeeway(skew), jwt.WithTimeFunc(now))
+	key := func(*jwt.Token) (any, error) { return secret, nil }
+	return func(r *http.Request) (string, error) {
+		raw, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || raw == "" {
+			return "", unauthorized("a bearer token is required")
+		}
+		user, err := parseToken(parser, key, raw)
+		if err != nil {
+			return "", unauthorized(err.Error())
+		}
+		return user, nil
+	}
+}
+
+func parseToken(parser *jwt.Parser, key jwt.Keyfunc, raw string) (string, error) {
+	var claims jwt.RegisteredClaims
+	if _, err := parser.ParseWithClaims(raw, &claims, key); err != nil {
+		switch {
+		case errors.Is(err, jwt.ErrTokenExpired):
+			return "", errors.New("the token has expired")
+		case errors.Is(err, jwt.ErrTokenUsedBeforeIssued):
+			return "", errors.New("the token is issued in the future")
+		}
+		return "", errors.New("the token is invalid")
+	}
+	if claims.IssuedAt == nil || claims.ExpiresAt.Sub(claims.IssuedAt.Time) > MaxTokenTTL {
+		return "", errors.New("the token must carry iat and live at most 24h")
+	}
+	if !shardstock.ValidID(claims.Subject) {
+		return "", errors.New("the token's subject is not a valid user id")
+	}
+	return claims.Subject, nil
+}
+
+func unauthorized(msg string) error {
+	return &shardstock.Error{Code: shardstock.ErrUnauthorized.Code, Message: msg}
+}
+
+// MintToken signs a token for user, valid for ttl from now (at most
+// MaxTokenTTL).
+func MintToken(secret []byte, user string, ttl time.Duration, now time.Time) (string, error) {
+	if !shardstock.ValidID(user) {
+		return "", errors.New("user must be 1-64 characters of [A-Za-z0-9_-]")
+	}
+	if ttl <= 0 || ttl > MaxTokenTTL {
+		return "", errors.New("ttl must be positive and at most 24h")
+	}
+	claims := jwt.RegisteredClaims{Subject: user, IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(now.Add(ttl))}
+	return jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(secret)
+}
