@@ -2,11 +2,11 @@ package ha
 
 import (
 	"bytes"
-	"encoding/binary"
-	"hash/crc32"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"log/slog"
 	"os"
 	"path/filepath"
