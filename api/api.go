@@ -48,7 +48,7 @@ func ErrorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 			log.Error("request failed", "method", c.Request().Method, "route", c.Path(), "status", status,
 				"request_id", c.Response().Header().Get(echo.HeaderXRequestID), "err", err)
 		}
-		if status == http.StatusTooManyRequests {
+		if status == http.StatusTooManyRequests && c.Response().Header().Get("Retry-After") == "" {
 			c.Response().Header().Set("Retry-After", "1")
 		}
 		if err := c.JSON(status, body); err != nil {

@@ -8,7 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -25,8 +27,11 @@ type Catalog interface {
 }
 
 // Reserver holds one unit for a buyer (shard.Set) and returns the shard.
+// KnownSoldOut reports, without a Redis call, that every shard recently
+// answered empty for the product (the sold-out fast path).
 type Reserver interface {
 	Reserve(ctx context.Context, p *shardstock.Product, user, id string) (int, error)
+	KnownSoldOut(product string) bool
 }
 
 // Identity extracts the buyer's user id from a request, or returns
@@ -62,6 +67,10 @@ type Config struct {
 	// 202 with a ticket and replayed later. Nil: such purchases get 503.
 	Spool  Spool
 	Logger *slog.Logger
+	// Limits are the buyer-side rate limits; the zero value limits nothing.
+	Limits Limits
+	// OnLimited, if set, is told each request a limit refused (metrics).
+	OnLimited func(scope string)
 }
 
 // Spool is the disk spool (ha.Spool).
@@ -71,7 +80,10 @@ type Spool interface {
 }
 
 // Handler serves the buyer API.
-type Handler struct{ cfg Config }
+type Handler struct {
+	cfg     Config
+	limiter *limiter
+}
 
 // NewHandler returns a Handler; see Config for defaults.
 func NewHandler(cfg Config) *Handler {
@@ -84,7 +96,7 @@ func NewHandler(cfg Config) *Handler {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Handler{cfg: cfg}
+	return &Handler{cfg: cfg, limiter: newLimiter(cfg.Limits)}
 }
 
 // Register mounts the buyer routes on e.
@@ -149,8 +161,19 @@ func (h *Handler) reserve(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := p.Open(h.cfg.Now()); err != nil {
+	now := h.cfg.Now()
+	if err := p.Open(now); err != nil {
 		return err
+	}
+	if h.cfg.Reserver.KnownSoldOut(p.ID) {
+		return shardstock.ErrSoldOut // after a sell-out most traffic ends here: no limit, no Redis
+	}
+	if ok, scope, retry := h.limiter.allow(p.ID, p.Stock, user, c.RealIP(), now); !ok {
+		if h.cfg.OnLimited != nil {
+			h.cfg.OnLimited(scope)
+		}
+		c.Response().Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(retry.Seconds()))))
+		return &shardstock.Error{Code: shardstock.ErrRateLimited.Code, Message: "too many requests (" + scope + " limit), retry later"}
 	}
 	orderID := h.cfg.NewID()
 	shard, err := h.cfg.Reserver.Reserve(ctx, p, user, orderID)

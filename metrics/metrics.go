@@ -22,6 +22,7 @@ type Metrics struct {
 	ConsumerErrors  *prometheus.CounterVec // by consumer group
 	Settlements     *prometheus.CounterVec // by action
 	OrdersIngested  *prometheus.CounterVec // by status written
+	RateLimited     *prometheus.CounterVec // by scope
 }
 
 // New registers the metrics, the Go and process collectors on reg.
@@ -43,6 +44,11 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help: "Settlements applied to a holder shard, by action."}, []string{"action"}),
 		OrdersIngested: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shardstock_orders_ingested_total",
 			Help: "Reservations written as order rows by this process, by status written."}, []string{"status"}),
+		RateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shardstock_rate_limited_total",
+			Help: "Purchase requests refused by a rate limit, by scope: global, product, user, ip."}, []string{"scope"}),
+	}
+	for _, s := range []string{"global", "product", "user", "ip"} {
+		m.RateLimited.WithLabelValues(s)
 	}
 	// Known label values start at zero, so every series exists from the
 	// first scrape (rates and alerts need no special case for "absent").
@@ -60,7 +66,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		m.OrdersIngested.WithLabelValues(s)
 	}
 	reg.MustRegister(m.Purchases, m.PurchaseSeconds, m.Failovers, m.RedisErrors, m.ConsumerErrors, m.Settlements,
-		m.OrdersIngested, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.OrdersIngested, m.RateLimited, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 

@@ -46,6 +46,23 @@ func (e *emptyMarks) plan(product string, n int, now time.Time) (skip uint64, so
 	return skip, soldOut && len(u) == n
 }
 
+// known reports whether every one of the n shards is marked empty for
+// product and no mark has run out (read-only: nothing is re-armed).
+func (e *emptyMarks) known(product string, n int, now time.Time) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	u := e.until[product]
+	if len(u) != n {
+		return false
+	}
+	for _, t := range u {
+		if !now.Before(t) {
+			return false
+		}
+	}
+	return true
+}
+
 // mark records that shard i of n answered "sold out" for product.
 func (e *emptyMarks) mark(product string, i, n int, now time.Time) {
 	e.mu.Lock()

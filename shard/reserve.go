@@ -9,6 +9,12 @@ import (
 	"github.com/shardstock/shardstock"
 )
 
+// KnownSoldOut reports, without a Redis call, that every shard answered
+// empty for product within the last EmptyTTL.
+func (s *Set) KnownSoldOut(product string) bool {
+	return s.empty.known(product, len(s.shards), s.cfg.Now())
+}
+
 // Reserve holds one unit of product p for user under reservation id on one
 // shard and returns that shard's index. The hold record and its outbox entry
 // are written by the same script, so a reserved unit cannot lose its order.

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/shardstock/shardstock/flashsale"
 	"github.com/shardstock/shardstock/messaging"
 	"github.com/shardstock/shardstock/shard"
 )
@@ -38,6 +39,7 @@ type Config struct {
 	SpoolDir     string // "" or "off": no spool
 	SpoolEntries int
 	SpoolBytes   int64
+	Limits       flashsale.Limits
 	// GeneratedToken is true when Dev made up AdminToken.
 	GeneratedToken bool
 	// OrderClock is the order service's clock (tests move it); nil: time.Now.
@@ -69,6 +71,7 @@ var variables = []variable{
 	{"SHARDSTOCK_FAIL_FAST_AGE", "fail-fast-age", "30m", "a reservation older than this when consumed becomes a failed order and is released"},
 	{"SHARDSTOCK_ORDER_RATE", "order-rate", "500", "order creations per second per process"},
 	{"SHARDSTOCK_CLAIM_IDLE", "claim-idle", "30s", "outbox entries another coordinator left unprocessed this long are taken over"},
+	{"SHARDSTOCK_RATE_LIMITS", "rate-limits", flashsale.DefaultLimits, "buyer-side limits per second: global=N,product=N|auto,user=N,ip=N (0: none), or off"},
 	{"SHARDSTOCK_SPOOL_DIR", "spool-dir", "./data/spool", "directory of the disk spool for purchases no shard can take; off disables it (503 instead)"},
 	{"SHARDSTOCK_SPOOL_MAX_ENTRIES", "spool-max-entries", "100000", "most purchases waiting in the spool; beyond it, 503"},
 	{"SHARDSTOCK_SPOOL_MAX_BYTES", "spool-max-bytes", "67108864", "largest spool file in bytes; beyond it, 503"},
@@ -260,5 +263,10 @@ func (c *Config) parseSpool(get func(string) string) error {
 		return &configError{"SHARDSTOCK_SPOOL_MAX_BYTES", "must be a number of bytes, at least 4096"}
 	}
 	c.SpoolEntries, c.SpoolBytes = n, b
+	l, err := flashsale.ParseLimits(get("SHARDSTOCK_RATE_LIMITS"))
+	if err != nil {
+		return &configError{"SHARDSTOCK_RATE_LIMITS", err.Error()}
+	}
+	c.Limits = l
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shardstock/shardstock/flashsale"
 	"github.com/shardstock/shardstock/inventory"
 	"github.com/shardstock/shardstock/shard/shardtest"
 )
@@ -469,4 +470,74 @@ func TestWipedShardIsNeverInitialisedAgain(t *testing.T) {
 		t.Fatalf("sold %d (last answer %d), want %d = stock 30 - %d units given up on the wiped shard", sold, last, 30-given, given)
 	}
 	checkShards(t, productStatus(t, base, "wipe"))
+}
+
+// TestRateLimits: per-user and per-product limits answer 429 with
+// Retry-After, other buyers are unaffected, refusals are counted, and a
+// sold-out product answers 410, not 429.
+func TestRateLimits(t *testing.T) {
+	r := shardtest.Start(t, 3)
+	m := startServer(t, r.URLs(), func(c *Config) { c.Limits = flashsale.Limits{User: 1, Product: 5} })
+	base := m.URL()
+	putProduct(t, base, "rl", `{"stock":500,"per_user_limit":100}`)
+	limited := 0
+	for k := 0; k < 5; k++ {
+		rep := doRaw(t, "POST", base+"/api/v1/products/rl/purchase", "X-User-ID", "eager")
+		if rep.status == 429 {
+			limited++
+			if rep.header.Get("Retry-After") == "" || rep.str("error") != "rate_limited" {
+				t.Fatalf("429 without Retry-After or code: %v %s", rep.header, rep.raw)
+			}
+		}
+	}
+	if limited < 3 {
+		t.Fatalf("one user sent 5 requests at once under a 1/s limit: %d refused", limited)
+	}
+	if rep := purchase(t, base, "rl", "patient"); rep.status != 200 {
+		t.Fatalf("another buyer: %d %s", rep.status, rep.raw)
+	}
+	productLimited := 0
+	for k := 0; k < 30; k++ {
+		if rep := purchase(t, base, "rl", fmt.Sprintf("crowd%d", k)); rep.status == 429 {
+			productLimited++
+		}
+	}
+	if productLimited < 20 {
+		t.Fatalf("30 buyers at once under a product limit of 5/s: %d refused", productLimited)
+	}
+	if v := metricValue(t, base, `shardstock_rate_limited_total{scope="user"}`); v == "" || v == "0" {
+		t.Fatalf("user refusals not counted: %q", v)
+	}
+	putProduct(t, base, "gone", `{"stock":1}`)
+	purchase(t, base, "gone", "winner")
+	for k := 0; k < 3; k++ {
+		purchase(t, base, "gone", fmt.Sprintf("late%d", k)) // marks every shard empty
+	}
+	time.Sleep(1100 * time.Millisecond)
+	for k := 0; k < 3; k++ {
+		if rep := purchase(t, base, "gone", "flood"); rep.status != 410 && rep.status != 429 {
+			t.Fatalf("sold out: %d %s", rep.status, rep.raw)
+		}
+	}
+}
+
+type rawReply struct {
+	reply
+	header http.Header
+}
+
+func doRaw(t *testing.T, method, url string, headers ...string) rawReply {
+	req, _ := http.NewRequest(method, url, nil)
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	r := rawReply{reply: reply{status: resp.StatusCode, raw: string(raw)}, header: resp.Header}
+	json.Unmarshal(raw, &r.body)
+	return r
 }

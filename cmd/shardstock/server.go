@@ -116,7 +116,8 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	m.buyers = flashsale.NewHandler(flashsale.Config{Catalog: m.inv, Reserver: m.set, Identity: m.identity(),
-		Observe: m.metrics.ObservePurchase, Spool: m.spoolPort(), Logger: m.log})
+		Observe: m.metrics.ObservePurchase, Spool: m.spoolPort(), Logger: m.log,
+		Limits: m.cfg.Limits, OnLimited: func(s string) { m.metrics.RateLimited.WithLabelValues(s).Inc() }})
 	if err := m.startLoops(); err != nil {
 		return err
 	}
@@ -315,6 +316,10 @@ func (m *Main) routes() http.Handler {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = api.ErrorHandler(m.log)
+	// Client IPs (per-IP limits, logs): X-Forwarded-For is believed only
+	// from loopback and private addresses (an nginx edge), never from the
+	// internet, so a buyer cannot pick the IP it is limited as.
+	e.IPExtractor = echo.ExtractIPFromXFFHeader()
 	e.Use(middleware.Recover(), middleware.RequestID(), api.RequestLog(m.log))
 
 	m.buyers.Register(e)
