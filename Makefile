@@ -48,11 +48,12 @@ stop: ## stop what `make run` started
 vet:
 	$(GO) vet ./...
 
-test: ## install and start what the tests need (Redis, MariaDB, RocketMQ, Prometheus, Chromium), vet, run every test with the race detector
+test: ## install and start what the tests need (Redis, MariaDB, RocketMQ, Prometheus, Chromium, nginx), vet, run every test with the race detector, then the fuzzers
 	$(REDIS) install
 	$(MARIADB) install
 	deploy/prometheus.sh install
 	deploy/chromium.sh install
+	deploy/nginx.sh install
 	$(ROCKETMQ) fetch
 	$(GO) vet ./...
 	deploy/with-services.sh $(GO) test -race -count=1 -p 1 -timeout 20m ./...

@@ -11,6 +11,7 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -71,6 +72,8 @@ type Config struct {
 	Limits Limits
 	// OnLimited, if set, is told each request a limit refused (metrics).
 	OnLimited func(scope string)
+	// ProductIDs lists the catalog (for the edge limits); nil: no product lines.
+	ProductIDs func(ctx context.Context) ([]string, error)
 }
 
 // Spool is the disk spool (ha.Spool).
@@ -103,6 +106,29 @@ func NewHandler(cfg Config) *Handler {
 func (h *Handler) Register(e *echo.Echo) {
 	e.POST("/api/v1/products/:id/purchase", h.purchase)
 	e.GET("/api/v1/tickets/:ticket", h.ticket)
+	e.GET("/edge/limits", h.edgeLimits)
+}
+
+// edgeLimits publishes the limits for an nginx edge (deploy/nginx/limiter.lua),
+// one per line: "global N" and "product ID N", in requests per second.
+func (h *Handler) edgeLimits(c echo.Context) error {
+	var b strings.Builder
+	if h.cfg.Limits.Global > 0 {
+		fmt.Fprintf(&b, "global %g\n", h.cfg.Limits.Global)
+	}
+	if h.cfg.ProductIDs != nil && h.cfg.Limits.Product != 0 {
+		ctx := c.Request().Context()
+		ids, err := h.cfg.ProductIDs(ctx)
+		if err != nil {
+			return fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
+		}
+		for _, id := range ids {
+			if p, err := h.cfg.Catalog.Product(ctx, id); err == nil {
+				fmt.Fprintf(&b, "product %s %g\n", id, h.limiter.productRate(p.Stock))
+			}
+		}
+	}
+	return c.String(http.StatusOK, b.String())
 }
 
 // Queued is the 202 body of a spooled purchase.

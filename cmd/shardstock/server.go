@@ -117,7 +117,8 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	m.buyers = flashsale.NewHandler(flashsale.Config{Catalog: m.inv, Reserver: m.set, Identity: m.identity(),
 		Observe: m.metrics.ObservePurchase, Spool: m.spoolPort(), Logger: m.log,
-		Limits: m.cfg.Limits, OnLimited: func(s string) { m.metrics.RateLimited.WithLabelValues(s).Inc() }})
+		Limits: m.cfg.Limits, OnLimited: func(s string) { m.metrics.RateLimited.WithLabelValues(s).Inc() },
+		ProductIDs: m.store.ProductIDs})
 	if err := m.startLoops(); err != nil {
 		return err
 	}

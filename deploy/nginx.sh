@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Run the nginx edge in front of one or more coordinators: Debian's nginx
+# with libnginx-mod-http-lua, the Lua limiter of deploy/nginx/limiter.lua
+# (global and per-product limits published by the coordinators at
+# /edge/limits) and failover between coordinators.
+#
+#   deploy/nginx.sh install
+#   deploy/nginx.sh start [--port 8000] [--upstreams 127.0.0.1:8080,...] [--dir ./run/nginx]
+#   deploy/nginx.sh stop  [--dir ./run/nginx]
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+port=8000 upstreams=127.0.0.1:8080 dir=./run/nginx
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
+die() { echo "nginx.sh: $*" >&2; exit 1; }
+cmd=${1:-}; [ $# -gt 0 ] && shift
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --port) port=$2; shift 2 ;;
+    --upstreams) upstreams=$2; shift 2 ;;
+    --dir) dir=$2; shift 2 ;;
+    -h|--help) usage; exit 0 ;;
+    *) die "unknown option $1 (see --help)" ;;
+  esac
+done
+mkdir -p "$dir/tmp"; dir=$(cd "$dir" && pwd)
+
+install() {
+  command -v nginx >/dev/null && [ -f /usr/lib/nginx/modules/ngx_http_lua_module.so ] && return
+  echo "nginx.sh: installing nginx and libnginx-mod-http-lua from Debian"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq && apt-get install -y -qq nginx-light libnginx-mod-http-lua >/dev/null
+}
+
+running() { kill -0 "$1" 2>/dev/null && ! grep -q '^[0-9]* ([^)]*) Z' "/proc/$1/stat" 2>/dev/null; }
+
+start() {
+  install
+  local ups=""
+  IFS=, read -r -a list <<<"$upstreams"
+  for u in "${list[@]}"; do ups="$ups    server $u max_fails=1 fail_timeout=2s;"$'\n'; done
+  sed -e "s|@DIR@|$dir|g" -e "s|@PORT@|$port|g" -e "s|@LUA@|$here/nginx|g" "$here/nginx/nginx.conf.tmpl" \
+    | awk -v ups="$ups" '{ if ($0 == "@UPSTREAMS@") printf "%s", ups; else print }' >"$dir/nginx.conf"
+  nginx -t -q -c "$dir/nginx.conf" -p "$dir" 2>"$dir/check.log" || { cat "$dir/check.log" >&2; die "bad config"; }
+  nohup nginx -c "$dir/nginx.conf" -p "$dir" >"$dir/nginx.out" 2>&1 &
+  echo $! >"$dir/nginx.launch.pid"
+  for _ in $(seq 1 80); do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+      echo "nginx edge up on 127.0.0.1:$port in front of $upstreams"; return
+    fi
+    sleep 0.1
+  done
+  cat "$dir/error.log" >&2 || true
+  die "nginx did not start"
+}
+
+stop() {
+  local p; p=$(cat "$dir/nginx.pid" 2>/dev/null || cat "$dir/nginx.launch.pid" 2>/dev/null || true)
+  [ -n "$p" ] && running "$p" || { echo "nginx not running"; return; }
+  kill -QUIT "$p"
+  for _ in $(seq 1 50); do running "$p" || { echo "nginx stopped"; return; }; sleep 0.1; done
+  kill -9 "$p"; echo "nginx killed"
+}
+
+case "$cmd" in
+  install) install ;;
+  start) start ;;
+  stop) stop ;;
+  ""|-h|--help|help) usage ;;
+  *) die "unknown command $cmd (see --help)" ;;
+esac
