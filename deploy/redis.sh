@@ -15,11 +15,16 @@
 #   --ports 6479,6579,6679   [SHARDSTOCK_REDIS_PORTS]  one master per port
 #   --dir ./run/redis        [SHARDSTOCK_REDIS_DIR]    data dirs: DIR/PORT/
 #   --fsync everysec|always  [SHARDSTOCK_REDIS_FSYNC]  AOF fsync policy (see README: persistence)
+#   --requirepass PASS       [SHARDSTOCK_REDIS_PASSWORD] password of the default user
+#   --acl-user NAME:PASS     [SHARDSTOCK_REDIS_ACL_USER] an ACL user for shardstock: only ss:* keys,
+#                            no dangerous or admin commands; use redis://NAME:PASS@host:port/0
 set -euo pipefail
 
 ports=${SHARDSTOCK_REDIS_PORTS:-6479,6579,6679}
 dir=${SHARDSTOCK_REDIS_DIR:-./run/redis}
 fsync=${SHARDSTOCK_REDIS_FSYNC:-everysec}
+requirepass=${SHARDSTOCK_REDIS_PASSWORD:-}
+acluser=${SHARDSTOCK_REDIS_ACL_USER:-}
 
 usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
 die() { echo "redis.sh: $*" >&2; exit 1; }
@@ -30,6 +35,8 @@ while [ $# -gt 0 ]; do
     --ports) ports=$2; shift 2 ;;
     --dir) dir=$2; shift 2 ;;
     --fsync) fsync=$2; shift 2 ;;
+    --requirepass) requirepass=$2; shift 2 ;;
+    --acl-user) acluser=$2; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) die "unknown option $1 (see --help)" ;;
   esac
@@ -71,14 +78,22 @@ save ""
 # Stock keys must never be evicted: refuse writes when memory is full instead.
 maxmemory-policy noeviction
 CONF
+  if [ -n "$requirepass" ]; then echo "requirepass $requirepass" >>"$d/redis.conf"; fi
+  if [ -n "$acluser" ]; then
+    echo "user ${acluser%%:*} on >${acluser#*:} ~ss:* &* +@all -@dangerous -@admin +ping +info" >>"$d/redis.conf"
+  fi
+  chmod 600 "$d/redis.conf"
 }
+
+# cli runs redis-cli against a master, with the default user's password.
+cli() { local p=$1; shift; REDISCLI_AUTH="$requirepass" redis-cli -p "$p" "$@"; }
 
 start_one() { # port
   if alive "$1"; then echo "shard :$1 already running (pid $(pidof_port "$1"))"; return; fi
   write_conf "$1"
   redis-server "$dir/$1/redis.conf"
   for _ in $(seq 1 100); do
-    if [ "$(redis-cli -p "$1" ping 2>/dev/null)" = PONG ]; then
+    if [ "$(cli "$1" ping 2>/dev/null)" = PONG ]; then
       echo "shard :$1 up (pid $(pidof_port "$1"), data $dir/$1, appendfsync $fsync)"; return
     fi
     sleep 0.05
@@ -90,7 +105,7 @@ start_one() { # port
 stop_one() { # port
   alive "$1" || { echo "shard :$1 not running"; return; }
   local pid; pid=$(pidof_port "$1")
-  redis-cli -p "$1" shutdown >/dev/null 2>&1 || true
+  cli "$1" shutdown >/dev/null 2>&1 || true
   for _ in $(seq 1 100); do running "$pid" || { echo "shard :$1 stopped"; return; }; sleep 0.05; done
   kill -9 "$pid" 2>/dev/null || true
   echo "shard :$1 killed after SHUTDOWN timed out"

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -479,4 +480,49 @@ func TestFindHoldAndReleaseClaim(t *testing.T) {
 		t.Fatalf("after release and claim back: %v", err)
 	}
 	f.checkConservation(p)
+}
+
+// TestRedisAuthAndACL runs the stock path as an ACL user limited to
+// shardstock's keys on masters that require a password: it sells; a wrong
+// password is an outage (ErrUnavailable), never "sold out"; and the ACL
+// user cannot touch other keys or run dangerous commands.
+func TestRedisAuthAndACL(t *testing.T) {
+	r := shardtest.StartWith(t, 3, shardtest.Options{RequirePass: "default-secret-pw", ACLUser: "shardstock:acl-secret-pw"})
+	urls := make([]string, len(r.Ports))
+	bad := make([]string, len(r.Ports))
+	for i, p := range r.Ports {
+		urls[i] = fmt.Sprintf("redis://shardstock:acl-secret-pw@127.0.0.1:%d/0", p)
+		bad[i] = fmt.Sprintf("redis://shardstock:wrong@127.0.0.1:%d/0", p)
+	}
+	set, err := shard.Open(urls, shard.Config{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer set.Close()
+	store, _ := order.Open("sqlite:" + t.TempDir() + "/o.db")
+	defer store.Close()
+	store.Migrate(context.Background())
+	inv := inventory.NewService(set, store, store, inventory.Config{})
+	if _, err := inv.Define(context.Background(), shardstock.Product{ID: "acl", Stock: 3}); err != nil {
+		t.Fatalf("define as the ACL user: %v", err)
+	}
+	p, _ := inv.Product(context.Background(), "acl")
+	if _, err := set.Reserve(context.Background(), p, "u1", "r1"); err != nil {
+		t.Fatalf("reserve as the ACL user: %v", err)
+	}
+	c := set.Shards()[0].Client
+	if err := c.Set(context.Background(), "other:key", "x", 0).Err(); err == nil || !strings.Contains(err.Error(), "NOPERM") {
+		t.Fatalf("the ACL user wrote outside ss:*: %v", err)
+	}
+	if err := c.FlushAll(context.Background()).Err(); err == nil {
+		t.Fatal("the ACL user ran FLUSHALL")
+	}
+	wrong, err := shard.Open(bad, shard.Config{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wrong.Close()
+	if _, err := wrong.Reserve(context.Background(), p, "u2", "r2"); !errors.Is(err, shardstock.ErrUnavailable) || errors.Is(err, shardstock.ErrSoldOut) {
+		t.Fatalf("wrong password: %v, want ErrUnavailable", err)
+	}
 }

@@ -19,18 +19,28 @@ type Redis struct {
 	t      testing.TB
 	script string
 	dir    string
+	opts   Options
 	Ports  []int
+}
+
+// Options secure the masters: a password for the default user, and an ACL
+// user ("name:pass") limited to shardstock's keys.
+type Options struct {
+	RequirePass, ACLUser string
 }
 
 // Start starts n masters and registers their shutdown with t.Cleanup. It
 // fails the test when redis-server is not installed (make test installs it:
 // deploy/redis.sh install).
-func Start(t testing.TB, n int) *Redis {
+func Start(t testing.TB, n int) *Redis { return StartWith(t, n, Options{}) }
+
+// StartWith starts n masters with opts.
+func StartWith(t testing.TB, n int, opts Options) *Redis {
 	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Fatal("redis-server is not installed; run deploy/redis.sh install (make test does)")
 	}
-	r := &Redis{t: t, script: filepath.Join(repoRoot(t), "deploy", "redis.sh"), dir: t.TempDir()}
+	r := &Redis{t: t, script: filepath.Join(repoRoot(t), "deploy", "redis.sh"), dir: t.TempDir(), opts: opts}
 	for range n {
 		r.Ports = append(r.Ports, freePort(t))
 	}
@@ -74,7 +84,14 @@ func (r *Redis) run(cmd string, ports ...int) {
 	for i, p := range ports {
 		ps[i] = strconv.Itoa(p)
 	}
-	c := exec.Command("bash", r.script, cmd, "--ports", strings.Join(ps, ","), "--dir", r.dir)
+	args := []string{r.script, cmd, "--ports", strings.Join(ps, ","), "--dir", r.dir}
+	if r.opts.RequirePass != "" {
+		args = append(args, "--requirepass", r.opts.RequirePass)
+	}
+	if r.opts.ACLUser != "" {
+		args = append(args, "--acl-user", r.opts.ACLUser)
+	}
+	c := exec.Command("bash", args...)
 	out, err := c.CombinedOutput()
 	if err != nil {
 		r.t.Fatalf("deploy/redis.sh %s: %v\n%s", cmd, err, out)
