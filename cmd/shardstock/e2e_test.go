@@ -17,6 +17,7 @@ import (
 
 	"github.com/shardstock/shardstock/flashsale"
 	"github.com/shardstock/shardstock/inventory"
+	"github.com/shardstock/shardstock/order"
 	"github.com/shardstock/shardstock/shard/shardtest"
 )
 
@@ -540,4 +541,53 @@ func doRaw(t *testing.T, method, url string, headers ...string) rawReply {
 	r := rawReply{reply: reply{status: resp.StatusCode, raw: string(raw)}, header: resp.Header}
 	json.Unmarshal(raw, &r.body)
 	return r
+}
+
+// TestHMACModeAndSignedPayments: in hmac mode a purchase needs a valid
+// token (X-User-ID alone is refused), orders belong to the token's user,
+// and the payment callback needs the HMAC signature of its body.
+func TestHMACModeAndSignedPayments(t *testing.T) {
+	secret, paySecret := []byte(strings.Repeat("s", 32)), []byte(strings.Repeat("p", 32))
+	r := shardtest.Start(t, 3)
+	m := startServer(t, r.URLs(), func(c *Config) { c.UserAuth, c.HMACSecret, c.PaySecret = "hmac", secret, paySecret })
+	base := m.URL()
+	putProduct(t, base, "tok", `{"stock":5}`)
+	alice, _ := flashsale.MintToken(secret, "alice", time.Hour, time.Now())
+	mallory, _ := flashsale.MintToken(secret, "mallory", time.Hour, time.Now())
+	forged, _ := flashsale.MintToken([]byte(strings.Repeat("x", 32)), "alice", time.Hour, time.Now())
+	if rep := do(t, "POST", base+"/api/v1/products/tok/purchase", "", "X-User-ID", "alice"); rep.status != 401 {
+		t.Fatalf("header identity in hmac mode: %d", rep.status)
+	}
+	if rep := do(t, "POST", base+"/api/v1/products/tok/purchase", "", "Authorization", "Bearer "+forged); rep.status != 401 {
+		t.Fatalf("forged token: %d", rep.status)
+	}
+	rep := do(t, "POST", base+"/api/v1/products/tok/purchase", "", "Authorization", "Bearer "+alice)
+	if rep.status != 200 {
+		t.Fatalf("purchase with a token: %d %s", rep.status, rep.raw)
+	}
+	id := rep.str("order_id")
+	waitFor(t, 20*time.Second, "the order", func() (bool, string) {
+		o := do(t, "GET", base+"/api/v1/orders/"+id, "", "Authorization", "Bearer "+alice)
+		return o.str("status") == "awaiting_payment", o.raw
+	})
+	if o := do(t, "GET", base+"/api/v1/orders/"+id, "", "Authorization", "Bearer "+mallory); o.status != 404 {
+		t.Fatalf("another user's token reads the order: %d", o.status)
+	}
+	body := `{"result":"success"}`
+	payAs := func(tok, sig string) reply {
+		return do(t, "POST", base+"/api/v1/orders/"+id+"/pay", body, "Authorization", "Bearer "+tok,
+			"Content-Type", "application/json", "X-Signature", sig)
+	}
+	if p := payAs(alice, ""); p.status != 401 {
+		t.Fatalf("unsigned payment callback: %d %s", p.status, p.raw)
+	}
+	if p := payAs(alice, order.SignPayment(paySecret, []byte(`{"result":"fail"}`))); p.status != 401 {
+		t.Fatalf("signature of another body: %d %s", p.status, p.raw)
+	}
+	if p := payAs(mallory, order.SignPayment(paySecret, []byte(body))); p.status != 404 {
+		t.Fatalf("signed callback for another user's order: %d %s", p.status, p.raw)
+	}
+	if p := payAs(alice, order.SignPayment(paySecret, []byte(body))); p.status != 202 || p.str("status") != "paid" {
+		t.Fatalf("signed payment: %d %s", p.status, p.raw)
+	}
 }
