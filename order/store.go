@@ -242,9 +242,19 @@ func (s *Store) ProductDefinition(ctx context.Context, id string) (string, error
 
 // InitialisedShards lists the shards on record as initialised for product.
 func (s *Store) InitialisedShards(ctx context.Context, product string) (map[int]bool, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT shard FROM product_shards WHERE product_id = ?`, product)
+	out, err := s.shardSet(ctx, `SELECT shard FROM product_shards WHERE product_id = ?`, product)
 	if err != nil {
 		return nil, fmt.Errorf("initialised shards of %s: %w", product, err)
+	}
+	return out, nil
+}
+
+// shardSet runs a query of one integer column and returns its values as
+// a set of shard indexes.
+func (s *Store) shardSet(ctx context.Context, q string, args ...any) (map[int]bool, error) {
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
 	}
 	defer rows.Close()
 	out := map[int]bool{}

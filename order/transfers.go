@@ -70,18 +70,9 @@ func (s *Store) SetDrained(ctx context.Context, shard int, drained bool) error {
 
 // DrainedShards lists the drained shards.
 func (s *Store) DrainedShards(ctx context.Context) (map[int]bool, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT shard FROM drained_shards`)
+	out, err := s.shardSet(ctx, `SELECT shard FROM drained_shards`)
 	if err != nil {
 		return nil, fmt.Errorf("drained shards: %w", err)
 	}
-	defer rows.Close()
-	out := map[int]bool{}
-	for rows.Next() {
-		var i int
-		if err := rows.Scan(&i); err != nil {
-			return nil, err
-		}
-		out[i] = true
-	}
-	return out, rows.Err()
+	return out, nil
 }
