@@ -357,6 +357,12 @@ func TestBadInput(t *testing.T) {
 func TestOperationsEndpoints(t *testing.T) {
 	r := shardtest.Start(t, 3)
 	m := startServer(t, r.URLs())
+	if rep := do(t, "GET", m.URL()+"/admin/debug/pprof/heap", ""); rep.status != 401 {
+		t.Errorf("pprof without the admin token: %d", rep.status)
+	}
+	if rep := do(t, "GET", m.URL()+"/admin/debug/pprof/heap?debug=1", "", "Authorization", "Bearer "+testToken); rep.status != 200 || !strings.Contains(rep.raw, "heap profile") {
+		t.Errorf("pprof heap: %d %.80s", rep.status, rep.raw)
+	}
 	for path, want := range map[string]string{"/healthz": "ok", "/readyz": "ready", "/metrics": "go_goroutines", "/openapi.yaml": "openapi:"} {
 		rep := do(t, "GET", m.URL()+path, "")
 		if rep.status != 200 || !bytes.Contains([]byte(rep.raw), []byte(want)) {

@@ -30,6 +30,7 @@ Usage:
   shardstock serve [flags]   run the server (buyer API, admin API, /metrics)
   shardstock token --user ID [--ttl 1h]
                              print a buyer token for hmac mode, signed with SHARDSTOCK_HMAC_SECRET
+  shardstock loadgen [flags] drive the buyer API (race, steady, flood) and report; see "shardstock loadgen --help"
   shardstock help            show this help
 
 Each flag mirrors a SHARDSTOCK_* environment variable; see "shardstock serve --help".
@@ -51,6 +52,8 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		return serve(args[1:], getenv, stdout, stderr)
 	case "token":
 		return token(args[1:], getenv, stdout, stderr)
+	case "loadgen":
+		return loadgen(args[1:], getenv, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -195,5 +196,24 @@ func collect(r io.Reader) func() string {
 		mu.Lock()
 		defer mu.Unlock()
 		return buf.String()
+	}
+}
+
+// TestLoadgenSmoke runs the load generator in race mode against a server:
+// it sells exactly the stock to distinct buyers and its invariant check
+// passes.
+func TestLoadgenSmoke(t *testing.T) {
+	r := shardtest.Start(t, 3)
+	m := startServer(t, r.URLs())
+	putProduct(t, m.URL(), "lg", `{"stock":200}`)
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"loadgen", "--url", m.URL(), "--product", "lg", "--buyers", "500", "--conns", "16",
+		"--mode", "race", "--duration", "30s", "--admin-token", testToken, "--json", "--progress=false"}, env(nil), &stdout, &stderr)
+	var rep loadReport
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil || code != 0 {
+		t.Fatalf("exit %d, report %s %v; stderr %s", code, stdout.String(), err, stderr.String())
+	}
+	if rep.Statuses["200"] != 200 || !rep.OK || rep.Errors != 0 {
+		t.Fatalf("report: %+v", rep)
 	}
 }

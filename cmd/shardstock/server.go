@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"strconv"
 	"sync"
@@ -329,6 +330,18 @@ func (m *Main) routes() http.Handler {
 	flashsale.NewPages(m.inv, m.store, nil).Register(e)
 	admin := e.Group("/admin/v1", inventory.AdminAuth(m.cfg.AdminToken))
 	m.inv.Register(admin)
+	// Profiles during a sale, behind the admin token:
+	// go tool pprof -http=: -H "Authorization: Bearer $TOKEN" http://HOST/admin/debug/pprof/profile?seconds=20
+	debug := e.Group("/admin/debug/pprof", inventory.AdminAuth(m.cfg.AdminToken))
+	debug.GET("/", echo.WrapHandler(http.HandlerFunc(pprof.Index)))
+	debug.GET("/cmdline", echo.WrapHandler(http.HandlerFunc(pprof.Cmdline)))
+	debug.GET("/profile", echo.WrapHandler(http.HandlerFunc(pprof.Profile)))
+	debug.GET("/symbol", echo.WrapHandler(http.HandlerFunc(pprof.Symbol)))
+	debug.GET("/trace", echo.WrapHandler(http.HandlerFunc(pprof.Trace)))
+	debug.GET("/:name", func(c echo.Context) error {
+		pprof.Handler(c.Param("name")).ServeHTTP(c.Response(), c.Request())
+		return nil
+	})
 
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})))
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })

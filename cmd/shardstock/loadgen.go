@@ -1,0 +1,250 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/time/rate"
+)
+
+// loadConfig is what loadgen is told.
+type loadConfig struct {
+	url, product, token, mode string
+	buyers, conns, requests   int
+	rate                      float64
+	duration                  time.Duration
+	json, progress            bool
+}
+
+// loadReport is loadgen's result (printed, or as JSON with --json).
+type loadReport struct {
+	Mode       string             `json:"mode"`
+	Requests   int64              `json:"requests"`
+	Errors     int64              `json:"transport_errors"`
+	Seconds    float64            `json:"seconds"`
+	Throughput float64            `json:"requests_per_second"`
+	Latency    map[string]float64 `json:"latency_ms"`
+	Statuses   map[string]int64   `json:"statuses"`
+	Invariants []string           `json:"invariants,omitempty"`
+	OK         bool               `json:"invariants_ok"`
+}
+
+const loadgenUsage = `Usage: shardstock loadgen [flags]
+
+Drives the buyer API: U distinct buyers over C keep-alive connections.
+Modes:
+  race    buy until the product is sold out (or --requests / --duration end it)
+  steady  --rate purchases per second for --duration
+  flood   as fast as possible for --duration (after a sell-out: the sold-out path)
+With --admin-token it checks the invariants afterwards through the admin API
+(no oversell; salable + locked + sold = alloc on every shard that answers).
+`
+
+func loadgen(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var c loadConfig
+	fs.StringVar(&c.url, "url", "http://127.0.0.1:8080", "server base URL")
+	fs.StringVar(&c.product, "product", "lamp", "product id")
+	fs.StringVar(&c.mode, "mode", "race", "race, steady or flood")
+	fs.IntVar(&c.buyers, "buyers", 100000, "distinct buyers (X-User-ID lg-0 .. lg-N-1)")
+	fs.IntVar(&c.conns, "conns", 64, "concurrent keep-alive connections")
+	fs.IntVar(&c.requests, "requests", 0, "stop after this many requests (0: no limit)")
+	fs.Float64Var(&c.rate, "rate", 1000, "steady mode: purchases per second")
+	fs.DurationVar(&c.duration, "duration", 10*time.Second, "longest run")
+	fs.StringVar(&c.token, "admin-token", getenv("SHARDSTOCK_ADMIN_TOKEN"), "admin token for the invariant check [SHARDSTOCK_ADMIN_TOKEN]")
+	fs.BoolVar(&c.json, "json", false, "print the report as JSON")
+	fs.BoolVar(&c.progress, "progress", true, "show a progress bar on stderr")
+	fs.Usage = func() { fmt.Fprint(stderr, loadgenUsage, "\nFlags:\n"); fs.PrintDefaults() }
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if c.mode != "race" && c.mode != "steady" && c.mode != "flood" || c.conns < 1 || c.buyers < 1 {
+		fmt.Fprintln(stderr, "shardstock: loadgen: --mode must be race, steady or flood; --conns and --buyers at least 1")
+		return 2
+	}
+	rep := runLoad(context.Background(), c, stderr)
+	if c.json {
+		json.NewEncoder(stdout).Encode(rep)
+	} else {
+		printReport(stdout, rep)
+	}
+	if !rep.OK {
+		return 1
+	}
+	return 0
+}
+
+// runLoad drives the load and checks the invariants.
+func runLoad(ctx context.Context, c loadConfig, stderr io.Writer) *loadReport {
+	ctx, cancel := context.WithTimeout(ctx, c.duration)
+	defer cancel()
+	cl := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: c.conns, MaxConnsPerHost: c.conns}}
+	var (
+		next, sent, transportErrs, soldOutRun atomic.Int64
+		mu                                    sync.Mutex // guards lat and statuses
+		lat                                   []time.Duration
+		statuses                              = map[string]int64{}
+	)
+	var limiter *rate.Limiter
+	if c.mode == "steady" {
+		limiter = rate.NewLimiter(rate.Limit(c.rate), max(1, int(c.rate/100)))
+	}
+	bar := newBar(c, stderr)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range c.conns {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				n := next.Add(1)
+				if c.requests > 0 && n > int64(c.requests) || c.mode == "race" && soldOutRun.Load() >= int64(4*c.conns) {
+					return
+				}
+				if limiter != nil && limiter.Wait(ctx) != nil {
+					return
+				}
+				status, took, err := buyOnce(ctx, cl, c.url, c.product, fmt.Sprintf("lg-%d", (n-1)%int64(c.buyers)))
+				sent.Add(1)
+				bar.Add(1)
+				if err != nil {
+					transportErrs.Add(1)
+					continue
+				}
+				if status == http.StatusGone {
+					soldOutRun.Add(1)
+				} else {
+					soldOutRun.Store(0)
+				}
+				mu.Lock()
+				lat = append(lat, took)
+				statuses[fmt.Sprint(status)]++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	bar.Finish()
+	secs := time.Since(start).Seconds()
+	rep := &loadReport{Mode: c.mode, Requests: sent.Load(), Errors: transportErrs.Load(), Seconds: secs,
+		Throughput: float64(sent.Load()) / secs, Latency: percentiles(lat), Statuses: statuses, OK: true}
+	if c.token != "" {
+		rep.Invariants, rep.OK = checkInvariants(cl, c.url, c.product, c.token)
+	}
+	return rep
+}
+
+func newBar(c loadConfig, w io.Writer) *progressbar.ProgressBar {
+	if !c.progress {
+		w = io.Discard
+	}
+	total := int64(-1)
+	if c.requests > 0 {
+		total = int64(c.requests)
+	}
+	return progressbar.NewOptions64(total, progressbar.OptionSetWriter(w), progressbar.OptionSetDescription("purchases ("+c.mode+")"),
+		progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionThrottle(200*time.Millisecond),
+		progressbar.OptionClearOnFinish())
+}
+
+func buyOnce(ctx context.Context, cl *http.Client, base, product, user string) (int, time.Duration, error) {
+	req, err := http.NewRequestWithContext(ctx, "POST", base+"/api/v1/products/"+product+"/purchase", nil)
+	if err != nil {
+		return 0, 0, err
+	}
+	req.Header.Set("X-User-ID", user)
+	t0 := time.Now()
+	resp, err := cl.Do(req)
+	if err != nil {
+		return 0, 0, err
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, time.Since(t0), nil
+}
+
+func percentiles(lat []time.Duration) map[string]float64 {
+	out := map[string]float64{}
+	if len(lat) == 0 {
+		return out
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	for _, p := range []struct {
+		name string
+		q    float64
+	}{{"p50", .50}, {"p90", .90}, {"p99", .99}} {
+		out[p.name] = ms(lat[int(p.q*float64(len(lat)-1))])
+	}
+	out["max"] = ms(lat[len(lat)-1])
+	return out
+}
+
+// checkInvariants reads the product through the admin API: no oversell and
+// conservation on every shard that answers.
+func checkInvariants(cl *http.Client, base, product, token string) ([]string, bool) {
+	req, _ := http.NewRequest("GET", base+"/admin/v1/products/"+product, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := cl.Do(req)
+	if err != nil {
+		return []string{"admin API: " + err.Error()}, false
+	}
+	defer resp.Body.Close()
+	var st struct {
+		Stock  int64 `json:"stock"`
+		Shards []struct {
+			Index                        int
+			Up                           bool
+			Salable, Locked, Sold, Alloc *int64
+		} `json:"shards"`
+	}
+	if resp.StatusCode != 200 || json.NewDecoder(resp.Body).Decode(&st) != nil {
+		return []string{fmt.Sprintf("admin API answered %d", resp.StatusCode)}, false
+	}
+	var lines []string
+	ok := true
+	var used int64
+	for _, s := range st.Shards {
+		if s.Salable == nil {
+			lines = append(lines, fmt.Sprintf("shard %d: no data (down or lost)", s.Index))
+			continue
+		}
+		cons := *s.Salable+*s.Locked+*s.Sold == *s.Alloc
+		ok = ok && cons
+		used += *s.Locked + *s.Sold
+		lines = append(lines, fmt.Sprintf("shard %d: salable %d + locked %d + sold %d = alloc %d: %v", s.Index, *s.Salable, *s.Locked, *s.Sold, *s.Alloc, cons))
+	}
+	ok = ok && used <= st.Stock
+	lines = append(lines, fmt.Sprintf("no oversell: locked + sold %d <= stock %d: %v", used, st.Stock, used <= st.Stock))
+	return lines, ok
+}
+
+func printReport(w io.Writer, r *loadReport) {
+	fmt.Fprintf(w, "mode %s: %d requests in %.2fs = %.0f req/s (%d transport errors)\n", r.Mode, r.Requests, r.Seconds, r.Throughput, r.Errors)
+	fmt.Fprintf(w, "latency ms: p50 %.2f  p90 %.2f  p99 %.2f  max %.2f\n", r.Latency["p50"], r.Latency["p90"], r.Latency["p99"], r.Latency["max"])
+	var codes []string
+	for k, v := range r.Statuses {
+		codes = append(codes, fmt.Sprintf("%s×%d", k, v))
+	}
+	sort.Strings(codes)
+	fmt.Fprintf(w, "statuses: %s\n", strings.Join(codes, " "))
+	for _, l := range r.Invariants {
+		fmt.Fprintf(w, "invariant: %s\n", l)
+	}
+	if len(r.Invariants) > 0 {
+		fmt.Fprintf(w, "invariants hold: %v\n", r.OK)
+	}
+}
