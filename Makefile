@@ -72,7 +72,8 @@ fuzz: ## run every fuzz target for FUZZTIME (default 5s); findings land in testd
 	  grep -E '^fuzz: elapsed' /tmp/shardstock-fuzz.log | tail -1; \
 	done
 
-bench: ## run the benchmarks against real Redis masters, MariaDB and RocketMQ
+bench: ## side-by-side benchmark (HTTP and Redis ceilings vs the purchase path; rewrites BENCHMARKS.md), then the Go benchmarks
+	deploy/bench.sh
 	$(REDIS) install
 	$(MARIADB) install
 	$(ROCKETMQ) fetch

@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# make bench, side by side in one run on this machine:
+#   (a) the HTTP ceiling: the cheapest Go net/http handler (cmd/httpceiling), by wrk
+#   (b) the Redis ceiling: redis-benchmark running reserve.lua by EVALSHA on one shard
+#   (c) shardstock's purchase path while stock lasts, by wrk, every request a new buyer
+#   (d) shardstock's purchase path after sell-out, by wrk
+# plus the load generator, Redis bytes per hold and per outbox entry; then it
+# prints the ratios c/a, d/a, c/b and rewrites the table in BENCHMARKS.md.
+# Environment: BENCH_DURATION (10s), BENCH_CONNS (128).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+run=$root/run/bench
+dur=${BENCH_DURATION:-10s}
+conns=${BENCH_CONNS:-128}
+ports=17479,17579,17679
+token=bench-admin-token-0123456789
+cd "$root"
+
+command -v wrk >/dev/null || { echo "bench: installing wrk from Debian"; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null; }
+deploy/redis.sh install
+rm -rf "$run"; mkdir -p "$run"
+go build -o bin/shardstock ./cmd/shardstock
+go build -o bin/httpceiling ./cmd/httpceiling
+
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  deploy/redis.sh kill --ports "$ports" --dir "$run/redis" >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
+deploy/redis.sh start --ports "$ports" --dir "$run/redis" >/dev/null
+bin/httpceiling -addr 127.0.0.1:18090 & pids+=($!)
+SHARDSTOCK_SHARDS=$(deploy/redis.sh urls --ports "$ports") SHARDSTOCK_HTTP_ADDR=127.0.0.1:18091 \
+  SHARDSTOCK_ADMIN_TOKEN=$token SHARDSTOCK_DB=sqlite:$run/orders.db SHARDSTOCK_SPOOL_DIR=off \
+  SHARDSTOCK_RATE_LIMITS=off SHARDSTOCK_LOG_LEVEL=warn bin/shardstock serve >"$run/server.log" 2>&1 & pids+=($!)
+for _ in $(seq 1 100); do curl -sf 127.0.0.1:18091/readyz >/dev/null && curl -sf 127.0.0.1:18090/ >/dev/null && break; sleep 0.1; done
+
+admin() { curl -sf -X PUT -H "Authorization: Bearer $token" -H 'Content-Type: application/json' -d "$2" "127.0.0.1:18091/admin/v1/products/$1" >/dev/null; }
+admin plenty '{"stock":100000000,"per_user_limit":1}'
+admin gone '{"stock":1}'
+for u in a b c d e; do curl -s -X POST -H "X-User-ID: $u" 127.0.0.1:18091/api/v1/products/gone/purchase >/dev/null; done
+
+# wrkrun URL [script] -> "req/s p50ms p99ms"
+wrkrun() {
+  local out
+  out=$(wrk -t2 -c"$conns" -d"$dur" --latency ${2:+-s "$2"} "$1")
+  echo "$out" >>"$run/wrk.log"
+  echo "$out" | awk '
+    function ms(v) { if (v ~ /us$/) return v / 1000; if (v ~ /ms$/) return v + 0; if (v ~ /s$/) return v * 1000; return v }
+    /Requests\/sec/ { rps = $2 }
+    $1 == "50%" { p50 = ms($2) } $1 == "99%" { p99 = ms($2) }
+    END { printf "%.0f %.2f %.2f\n", rps, p50, p99 }'
+}
+echo "bench: (a) HTTP ceiling"; read -r a_rps a_p50 a_p99 < <(wrkrun http://127.0.0.1:18090/)
+echo "bench: (c) purchase path while stock lasts"; read -r c_rps c_p50 c_p99 < <(wrkrun http://127.0.0.1:18091/api/v1/products/plenty/purchase deploy/bench/purchase.lua)
+echo "bench: (d) purchase path after sell-out"; read -r d_rps d_p50 d_p99 < <(wrkrun http://127.0.0.1:18091/api/v1/products/gone/purchase deploy/bench/purchase.lua)
+
+# (b) the reserve script alone on one shard, by EVALSHA.
+port=${ports%%,*}
+rc() { redis-cli -p "$port" "$@"; }
+init=$(rc SCRIPT LOAD "$(cat lua/init.lua)")
+sha=$(rc SCRIPT LOAD "$(cat lua/reserve.lua)")
+rc EVALSHA "$init" 1 'ss:{p:rb}:stock' 100000000 1 0 0 '{"id":"rb"}' e 0 >/dev/null
+now=$(date +%s%3N)
+evalsha=(EVALSHA "$sha" 4 'ss:{p:rb}:stock' 'ss:{p:rb}:holds' 'ss:{p:rb}:buyers' 'ss:{p:rb}:outbox' 'r__rand_int__' 'u__rand_int__' "$now" 0 rb)
+echo "bench: (b) redis-benchmark EVALSHA reserve.lua"
+b_rps=$(redis-benchmark -p "$port" -c 50 -n 200000 -r 1000000000 -q "${evalsha[@]}" | awk '{for (i = 1; i <= NF; i++) if ($(i+1) == "requests") v = $i} END { print int(v) }')
+b_pipe=$(redis-benchmark -p "$port" -c 50 -n 400000 -P 16 -r 1000000000 -q "${evalsha[@]}" | awk '{for (i = 1; i <= NF; i++) if ($(i+1) == "requests") v = $i} END { print int(v) }')
+holds=$(rc HLEN 'ss:{p:rb}:holds'); outbox=$(rc XLEN 'ss:{p:rb}:outbox')
+hold_bytes=$(( $(rc MEMORY USAGE 'ss:{p:rb}:holds' SAMPLES 0) / holds ))
+outbox_bytes=$(( $(rc MEMORY USAGE 'ss:{p:rb}:outbox' SAMPLES 0) / outbox ))
+buyer_bytes=$(( $(rc MEMORY USAGE 'ss:{p:rb}:buyers' SAMPLES 0) / $(rc HLEN 'ss:{p:rb}:buyers') ))
+
+echo "bench: load generator (race on a fresh product, then flood)"
+admin lg '{"stock":20000}'
+lg_race=$(bin/shardstock loadgen --url http://127.0.0.1:18091 --product lg --mode race --conns 64 --duration 30s --admin-token "$token" --json --progress=false)
+lg_flood=$(bin/shardstock loadgen --url http://127.0.0.1:18091 --product lg --mode flood --conns 64 --duration 5s --json --progress=false)
+lg() { echo "$1" | python3 -c "import sys, json; r = json.load(sys.stdin); print($2)"; }
+
+ratio() { awk -v x="$1" -v y="$2" 'BEGIN { printf "%.2f", (y > 0 ? x / y : 0) }'; }
+ca=$(ratio "$c_rps" "$a_rps"); da=$(ratio "$d_rps" "$a_rps"); cb=$(ratio "$c_rps" "$b_rps")
+pass() { awk -v v="$1" -v t="$2" -v dir="$3" 'BEGIN { ok = (dir == "ge" ? v >= t : v <= t); print (ok ? "met" : "not met") }'; }
+
+machine="$(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(free -g | awk '/Mem:/ {print $2}') GiB, $(go version | awk '{print $3}'), $(redis-server --version | awk '{print $3}' | tr -d v=)"
+table=$(cat <<TABLE
+<!-- bench:start (written by deploy/bench.sh; do not edit by hand) -->
+## Side by side — $(date -u +%Y-%m-%d)
+
+Machine: $machine. Load generators, servers and Redis on the same cores.
+Command: \`make bench\` (\`deploy/bench.sh\`: wrk -t2 -c$conns -d$dur --latency; redis-benchmark -c 50;
+three Redis masters with AOF everysec; shardstock on Redis Streams + SQLite with rate limits and the spool off).
+
+| measure | req/s | p50 ms | p99 ms |
+|---|---:|---:|---:|
+| (a) HTTP ceiling: Go net/http, small JSON (wrk) | $a_rps | $a_p50 | $a_p99 |
+| (b) Redis ceiling: reserve.lua by EVALSHA on one shard, unpipelined / pipelined 16 | $b_rps / $b_pipe | | |
+| (c) purchase path while stock lasts (wrk, a new buyer per request) | $c_rps | $c_p50 | $c_p99 |
+| (d) purchase path after sell-out (wrk) | $d_rps | $d_p50 | $d_p99 |
+| load generator, race (64 conns, stock 20,000) | $(lg "$lg_race" 'int(r["requests_per_second"])') | $(lg "$lg_race" 'r["latency_ms"]["p50"]') | $(lg "$lg_race" 'r["latency_ms"]["p99"]') |
+| load generator, sold-out flood (64 conns) | $(lg "$lg_flood" 'int(r["requests_per_second"])') | $(lg "$lg_flood" 'r["latency_ms"]["p50"]') | $(lg "$lg_flood" 'r["latency_ms"]["p99"]') |
+
+| ratio | value | target |
+|---|---:|---|
+| c/a | $ca | ≥ 0.60 — $(pass "$ca" 0.60 ge) |
+| d/a | $da | ≥ 0.90 — $(pass "$da" 0.90 ge) |
+| c/b | $cb | (the purchase costs three script calls: two claims and the reserve) |
+| p99 of (c) at $conns connections | $c_p99 ms | ≤ 10 ms — $(pass "$c_p99" 10 le) |
+
+Load generator race: $(lg "$lg_race" 'r["statuses"]'); invariants hold: $(lg "$lg_race" 'r["invariants_ok"]').
+
+Redis memory after $holds reservations on one shard (MEMORY USAGE): $hold_bytes bytes per hold record,
+$outbox_bytes bytes per outbox entry (entries are deleted once turned into orders or relayed), $buyer_bytes bytes
+per buyer in the per-shard buyers hash.
+<!-- bench:end -->
+TABLE
+)
+echo "$table"
+python3 - "$table" <<'PY'
+import re, sys
+path = "BENCHMARKS.md"
+text = open(path).read()
+new = sys.argv[1]
+if "<!-- bench:start" in text:
+    text = re.sub(r"<!-- bench:start.*?<!-- bench:end -->", lambda m: new, text, flags=re.S)
+else:
+    text = text.rstrip("\n") + "\n\n" + new + "\n"
+open(path, "w").write(text)
+PY
+echo "bench: BENCHMARKS.md updated"
