@@ -393,10 +393,12 @@ func (m *Main) close() error {
 	if m.stopLoops != nil {
 		m.stopLoops()
 	}
+	// The loops (the relay among them) stop using the producer before the
+	// broker connection closes.
+	m.loops.Wait()
 	if m.rmq != nil {
 		add(m.rmq.Close())
 	}
-	m.loops.Wait()
 	if m.set != nil {
 		add(m.set.Close())
 	}
