@@ -32,7 +32,7 @@ deploy/redis.sh start --ports "$ports" --dir "$run/redis" >/dev/null
 bin/httpceiling -addr 127.0.0.1:18090 & pids+=($!)
 SHARDSTOCK_SHARDS=$(deploy/redis.sh urls --ports "$ports") SHARDSTOCK_HTTP_ADDR=127.0.0.1:18091 \
   SHARDSTOCK_ADMIN_TOKEN=$token SHARDSTOCK_DB=sqlite:$run/orders.db SHARDSTOCK_SPOOL_DIR=off \
-  SHARDSTOCK_RATE_LIMITS=off SHARDSTOCK_LOG_LEVEL=warn bin/shardstock serve >"$run/server.log" 2>&1 & pids+=($!)
+  SHARDSTOCK_RATE_LIMITS=off SHARDSTOCK_LOG_LEVEL=warn SHARDSTOCK_COALESCE=${SHARDSTOCK_COALESCE:-on} bin/shardstock serve >"$run/server.log" 2>&1 & pids+=($!)
 for _ in $(seq 1 100); do curl -sf 127.0.0.1:18091/readyz >/dev/null && curl -sf 127.0.0.1:18090/ >/dev/null && break; sleep 0.1; done
 
 admin() { curl -sf -X PUT -H "Authorization: Bearer $token" -H 'Content-Type: application/json' -d "$2" "127.0.0.1:18091/admin/v1/products/$1" >/dev/null; }
@@ -52,8 +52,10 @@ wrkrun() {
     END { printf "%.0f %.2f %.2f\n", rps, p50, p99 }'
 }
 echo "bench: (a) HTTP ceiling"; read -r a_rps a_p50 a_p99 < <(wrkrun http://127.0.0.1:18090/)
-echo "bench: (c) purchase path while stock lasts"; read -r c_rps c_p50 c_p99 < <(wrkrun http://127.0.0.1:18091/api/v1/products/plenty/purchase deploy/bench/purchase.lua)
+# (d) before (c): after (c) the order consumers work through its backlog and
+# would share the cores with (d).
 echo "bench: (d) purchase path after sell-out"; read -r d_rps d_p50 d_p99 < <(wrkrun http://127.0.0.1:18091/api/v1/products/gone/purchase deploy/bench/purchase.lua)
+echo "bench: (c) purchase path while stock lasts"; read -r c_rps c_p50 c_p99 < <(wrkrun http://127.0.0.1:18091/api/v1/products/plenty/purchase deploy/bench/purchase.lua)
 
 # (b) the reserve script alone on one shard, by EVALSHA.
 port=${ports%%,*}
@@ -88,7 +90,8 @@ table=$(cat <<TABLE
 
 Machine: $machine. Load generators, servers and Redis on the same cores.
 Command: \`make bench\` (\`deploy/bench.sh\`: wrk -t2 -c$conns -d$dur --latency; redis-benchmark -c 50;
-three Redis masters with AOF everysec; shardstock on Redis Streams + SQLite with rate limits and the spool off).
+three Redis masters with AOF everysec; shardstock on Redis Streams + SQLite with rate limits and the spool off,
+request coalescing \`${SHARDSTOCK_COALESCE:-on}\`).
 
 | measure | req/s | p50 ms | p99 ms |
 |---|---:|---:|---:|

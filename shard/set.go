@@ -56,6 +56,9 @@ type Config struct {
 	// Health is told the outcome of every call and asked which shards to
 	// skip; default: every shard is tried.
 	Health Health
+	// Coalesce sends concurrent script calls bound for one shard together
+	// in one pipeline (see batch.go).
+	Coalesce bool
 	// OnFailover, if set, is called each time a purchase moves on to
 	// another shard (metrics).
 	OnFailover func()
@@ -94,6 +97,7 @@ type Shard struct {
 	Index  int
 	Addr   string // host:port/db, never a password
 	Client *redis.Client
+	batch  *coalescer // nil: no coalescing
 }
 
 // Set is the shard set. It is safe for concurrent use.
@@ -118,7 +122,11 @@ func Open(urls []string, cfg Config) (*Set, error) {
 			s.Close()
 			return nil, fmt.Errorf("shard %d: %w", i, err)
 		}
-		s.shards = append(s.shards, newShard(i, opt, cfg))
+		sh := newShard(i, opt, cfg)
+		if cfg.Coalesce {
+			sh.batch = newCoalescer(sh.Client, cfg.Timeout)
+		}
+		s.shards = append(s.shards, sh)
 	}
 	return s, nil
 }
@@ -147,6 +155,9 @@ func (s *Set) Shards() []*Shard { return s.shards }
 func (s *Set) Close() error {
 	var errs *multierror.Error
 	for i := len(s.shards) - 1; i >= 0; i-- {
+		if s.shards[i].batch != nil {
+			s.shards[i].batch.close()
+		}
 		if err := s.shards[i].Client.Close(); err != nil {
 			errs = multierror.Append(errs, fmt.Errorf("shard %d: close: %w", i, err))
 		}
@@ -159,7 +170,13 @@ func (s *Set) Close() error {
 func (s *Set) run(ctx context.Context, sh *Shard, script *redis.Script, keys []string, args ...any) (any, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
-	v, err := script.Run(ctx, sh.Client, keys, args...).Result()
+	var v any
+	var err error
+	if sh.batch != nil {
+		v, err = sh.batch.run(ctx, script, keys, args)
+	} else {
+		v, err = script.Run(ctx, sh.Client, keys, args...).Result()
+	}
 	s.observe(sh.Index, err)
 	return v, err
 }

@@ -526,3 +526,50 @@ func TestRedisAuthAndACL(t *testing.T) {
 		t.Fatalf("wrong password: %v, want ErrUnavailable", err)
 	}
 }
+
+// TestCoalescedReservesKeepTheInvariants: with request coalescing on, a
+// crowd larger than the stock gets exactly the stock and conservation
+// holds on every shard.
+func TestCoalescedReservesKeepTheInvariants(t *testing.T) {
+	r := shardtest.Start(t, 3)
+	set, err := shard.Open(r.URLs(), shard.Config{Timeout: time.Second, Coalesce: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer set.Close()
+	store, _ := order.Open("sqlite:" + t.TempDir() + "/o.db")
+	defer store.Close()
+	store.Migrate(context.Background())
+	inv := inventory.NewService(set, store, store, inventory.Config{})
+	if _, err := inv.Define(context.Background(), shardstock.Product{ID: "co", Stock: 300, PerUserLimit: 2}); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := inv.Product(context.Background(), "co")
+	var ok, limited atomic.Int64
+	var wg sync.WaitGroup
+	for k := 0; k < 600; k++ {
+		wg.Go(func() {
+			_, err := set.Reserve(context.Background(), p, fmt.Sprintf("c%d", k%250), fmt.Sprintf("co-%d", k))
+			switch {
+			case err == nil:
+				ok.Add(1)
+			case errors.Is(err, shardstock.ErrLimitReached):
+				limited.Add(1)
+			case !errors.Is(err, shardstock.ErrSoldOut):
+				t.Errorf("reserve: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	var alloc, used int64
+	for i := 0; i < 3; i++ {
+		c, _ := set.Counters(context.Background(), i, "co")
+		if c.Salable+c.Locked+c.Sold != c.Alloc {
+			t.Fatalf("shard %d: %+v", i, c)
+		}
+		alloc, used = alloc+c.Alloc, used+c.Locked
+	}
+	if ok.Load() != 300 || used != 300 || alloc != 300 {
+		t.Fatalf("%d reserved, %d locked, alloc %d; want 300", ok.Load(), used, alloc)
+	}
+}

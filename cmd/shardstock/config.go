@@ -40,6 +40,7 @@ type Config struct {
 	SpoolEntries int
 	SpoolBytes   int64
 	Limits       flashsale.Limits
+	Coalesce     bool
 	// GeneratedToken is true when Dev made up AdminToken.
 	GeneratedToken bool
 	// OrderClock is the order service's clock (tests move it); nil: time.Now.
@@ -65,6 +66,7 @@ var variables = []variable{
 	{"SHARDSTOCK_PAYMENT_SECRET", "payment-secret", "", "key of the payment callback's X-Signature (32+ bytes); required in hmac mode unless SHARDSTOCK_DEV=1"},
 	{"SHARDSTOCK_DEV", "dev", "", "1: allow a missing admin token, make one up and print it"},
 	{"SHARDSTOCK_SHARD_TIMEOUT", "shard-timeout", "250ms", "deadline of one call on one shard"},
+	{"SHARDSTOCK_COALESCE", "coalesce", "on", "on: concurrent script calls to one shard share one pipeline round trip; off: one round trip each"},
 	{"SHARDSTOCK_MQ", "mq", "streams", "message transport: streams (Redis Streams on the shards) or rocketmq://HOST:9876[?broker=HOST:10911]"},
 	{"SHARDSTOCK_DB", "db", "sqlite:./data/orders.db", "order database: sqlite:PATH or mysql://user:pass@tcp(host:port)/db"},
 	{"SHARDSTOCK_PAY_TIMEOUT", "pay-timeout", "15m", "unpaid orders are cancelled after this"},
@@ -268,5 +270,12 @@ func (c *Config) parseSpool(get func(string) string) error {
 		return &configError{"SHARDSTOCK_RATE_LIMITS", err.Error()}
 	}
 	c.Limits = l
+	switch get("SHARDSTOCK_COALESCE") {
+	case "on":
+		c.Coalesce = true
+	case "off":
+	default:
+		return &configError{"SHARDSTOCK_COALESCE", "must be on or off"}
+	}
 	return nil
 }

@@ -129,7 +129,7 @@ func checkShards(t *testing.T, st inventory.ProductStatus) (salable, locked, sol
 func TestRaceSellsExactlyTheStock(t *testing.T) {
 	r := shardtest.Start(t, 3)
 	db := "sqlite:" + t.TempDir() + "/shared.db"
-	sameDB := func(c *Config) { c.DB = db }
+	sameDB := func(c *Config) { c.DB, c.Coalesce = db, true } // coalescing on: it must change no outcome
 	a, b := startServer(t, r.URLs(), sameDB), startServer(t, r.URLs(), sameDB)
 	if rep := putProduct(t, a.URL(), "race", `{"stock":1000,"per_user_limit":1}`); rep.status != 201 {
 		t.Fatalf("define: %d %s", rep.status, rep.raw)

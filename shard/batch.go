@@ -1,0 +1,112 @@
+package shard
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Request coalescing. Script calls bound for one shard are queued to a few
+// executors; an executor takes the first waiting call and every other call
+// already waiting (up to maxBatch) and sends them in one pipeline, one
+// round trip. Nothing waits for a batch to fill: at low load a call goes
+// out alone at once, under load calls pile up while a round trip is in
+// flight and leave together. Each script is still atomic on the shard, and
+// calls are independent, so a pipeline changes no outcome; a failed
+// pipeline fails each of its calls with the error, as if each had been
+// sent alone.
+
+const (
+	maxBatch  = 64
+	executors = 4
+)
+
+type scriptCall struct {
+	script *redis.Script
+	keys   []string
+	args   []any
+	done   chan scriptResult // buffered: the executor never blocks on a caller that left
+}
+
+type scriptResult struct {
+	val any
+	err error
+}
+
+type coalescer struct {
+	client  *redis.Client
+	timeout time.Duration
+	queue   chan *scriptCall
+	stop    chan struct{}
+}
+
+func newCoalescer(c *redis.Client, timeout time.Duration) *coalescer {
+	k := &coalescer{client: c, timeout: timeout, queue: make(chan *scriptCall, 4096), stop: make(chan struct{})}
+	for range executors {
+		go k.loop()
+	}
+	return k
+}
+
+// run queues one script call and waits for its result or ctx.
+func (k *coalescer) run(ctx context.Context, script *redis.Script, keys []string, args []any) (any, error) {
+	c := &scriptCall{script: script, keys: keys, args: args, done: make(chan scriptResult, 1)}
+	select {
+	case k.queue <- c:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	select {
+	case r := <-c.done:
+		return r.val, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (k *coalescer) loop() {
+	batch := make([]*scriptCall, 0, maxBatch)
+	for {
+		select {
+		case <-k.stop:
+			return
+		case c := <-k.queue:
+			batch = append(batch[:0], c)
+		}
+	drain:
+		for len(batch) < maxBatch {
+			select {
+			case c := <-k.queue:
+				batch = append(batch, c)
+			default:
+				break drain
+			}
+		}
+		k.exec(batch)
+	}
+}
+
+// exec sends a batch as one pipeline of EVALSHAs; calls whose script the
+// shard does not have yet (NOSCRIPT, after a restart) are sent again with
+// EVAL.
+func (k *coalescer) exec(batch []*scriptCall) {
+	ctx, cancel := context.WithTimeout(context.Background(), k.timeout)
+	defer cancel()
+	pipe := k.client.Pipeline()
+	cmds := make([]*redis.Cmd, len(batch))
+	for i, c := range batch {
+		cmds[i] = c.script.EvalSha(ctx, pipe, c.keys, c.args...)
+	}
+	pipe.Exec(ctx)
+	for i, c := range batch {
+		v, err := cmds[i].Result()
+		if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+			v, err = c.script.Eval(ctx, k.client, c.keys, c.args...).Result()
+		}
+		c.done <- scriptResult{v, err}
+	}
+}
+
+func (k *coalescer) close() { close(k.stop) }
