@@ -235,16 +235,18 @@ func (r *shardReader) claim(ctx context.Context, streams []string) error {
 	return nil
 }
 
-// handle runs the handler on each entry in order, acknowledging and
-// deleting each one handled. A Permanent handler error parks that entry
-// and goes on; any other handler error holds the stream (the entry stays
-// pending) and ends the batch. Only an acknowledgement that failed is
-// returned, as a transport error.
+// handle runs the handler on each entry in order, then acknowledges and
+// deletes the handled ones together (one round trip per batch; a crash
+// before it only means those entries are handled again, which every
+// handler tolerates). A Permanent handler error parks that entry and goes
+// on; any other handler error holds the stream (the entry stays pending)
+// and ends the batch. Only an acknowledgement that failed is returned, as a
+// transport error.
 func (r *shardReader) handle(ctx context.Context, stream string, msgs []redis.XMessage) error {
+	done := make([]string, 0, len(msgs))
 	for _, m := range msgs {
 		if m.Values == nil {
-			// Deleted while pending: nothing to process, just acknowledge.
-			r.c.XAck(ctx, stream, r.g.Group, m.ID)
+			done = append(done, m.ID) // deleted while pending: nothing to process
 			continue
 		}
 		if r.parked[stream+" "+m.ID] {
@@ -252,26 +254,35 @@ func (r *shardReader) handle(ctx context.Context, stream string, msgs []redis.XM
 		}
 		err := r.g.Handle(ctx, Entry{Shard: r.shard, Stream: stream, ID: m.ID, Fields: m.Values})
 		var perm permanentError
-		switch {
-		case err != nil && errors.As(err, &perm):
+		if err != nil && errors.As(err, &perm) {
 			r.parked[stream+" "+m.ID] = true
 			r.g.Logger.Error("stream consumer: entry cannot be processed; left pending for an operator",
 				"group", r.g.Group, "shard", r.shard, "stream", stream, "id", m.ID, "err", err)
 			continue
-		case err != nil:
+		}
+		if err != nil {
 			if ctx.Err() == nil {
 				r.hold(stream, fmt.Errorf("entry %s: %w", m.ID, err))
 			}
-			return nil
+			break
 		}
 		delete(r.holdBackoff, stream)
-		if _, err := r.c.TxPipelined(ctx, func(p redis.Pipeliner) error {
-			p.XAck(ctx, stream, r.g.Group, m.ID)
-			p.XDel(ctx, stream, m.ID)
-			return nil
-		}); err != nil {
-			return fmt.Errorf("ack %s %s: %w", stream, m.ID, err)
-		}
+		done = append(done, m.ID)
+	}
+	return r.ack(ctx, stream, done)
+}
+
+// ack acknowledges and deletes handled entries in one round trip.
+func (r *shardReader) ack(ctx context.Context, stream string, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	if _, err := r.c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.XAck(ctx, stream, r.g.Group, ids...)
+		p.XDel(ctx, stream, ids...)
+		return nil
+	}); err != nil {
+		return fmt.Errorf("ack %d entries of %s: %w", len(ids), stream, err)
 	}
 	return nil
 }
