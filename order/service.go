@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-multierror"
@@ -71,6 +72,7 @@ type Service struct {
 	limiter *rate.Limiter
 	cfg     Config
 	kick    chan struct{} // wakes the settlement sweep
+	limits  sync.Map      // product id -> per-user limit (definitions never change)
 }
 
 // NewService returns a Service; holds may be nil (no pending lookups).
@@ -133,6 +135,9 @@ func (s *Service) duplicate(ctx context.Context, o *shardstock.Order, ev shardst
 }
 
 func (s *Service) limit(ctx context.Context, product string) (int64, error) {
+	if v, ok := s.limits.Load(product); ok {
+		return v.(int64), nil
+	}
 	def, err := s.store.ProductDefinition(ctx, product)
 	if err != nil {
 		return 0, err
@@ -144,7 +149,9 @@ func (s *Service) limit(ctx context.Context, product string) (int64, error) {
 	if err := json.Unmarshal([]byte(def), &p); err != nil {
 		return 0, fmt.Errorf("product %s: %w", product, err)
 	}
-	return max(p.PerUserLimit, 1), nil
+	limit := max(p.PerUserLimit, 1)
+	s.limits.Store(product, limit)
+	return limit, nil
 }
 
 // Get returns order id if user owns it. Without a row yet, a hold of the
