@@ -45,6 +45,9 @@ type Config struct {
 	GeneratedToken bool
 	// OrderClock is the order service's clock (tests move it); nil: time.Now.
 	OrderClock func() time.Time
+	// HeaderTimeout bounds reading a request's headers (slow clients);
+	// zero: 5s.
+	HeaderTimeout time.Duration
 }
 
 // configError names the setting at fault; it is printed as one line.

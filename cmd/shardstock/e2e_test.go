@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -595,5 +596,35 @@ func TestHMACModeAndSignedPayments(t *testing.T) {
 	}
 	if p := payAs(alice, order.SignPayment(paySecret, []byte(body))); p.status != 202 || p.str("status") != "paid" {
 		t.Fatalf("signed payment: %d %s", p.status, p.raw)
+	}
+}
+
+// TestSlowClientCannotHoldAConnection: a client that sends half a request
+// and stalls is cut off after the header timeout, and oversized headers are
+// refused.
+func TestSlowClientCannotHoldAConnection(t *testing.T) {
+	r := shardtest.Start(t, 3)
+	m := startServer(t, r.URLs(), func(c *Config) { c.HeaderTimeout = 300 * time.Millisecond })
+	conn, err := net.Dial("tcp", strings.TrimPrefix(m.URL(), "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprint(conn, "POST /api/v1/products/x/purchase HTTP/1.1\r\nHost: shardstock\r\nX-User-ID: slo")
+	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	start := time.Now()
+	buf := make([]byte, 512)
+	for {
+		if _, err := conn.Read(buf); err != nil {
+			if ne, ok := err.(net.Error); ok && ne.Timeout() {
+				t.Fatal("the server kept a stalled connection open for 5s")
+			}
+			break // closed by the server
+		}
+	}
+	t.Logf("stalled connection closed after %s", time.Since(start).Round(time.Millisecond))
+	huge := strings.Repeat("h", 64<<10)
+	if rep := do(t, "POST", m.URL()+"/api/v1/products/x/purchase", "", "X-User-ID", "u", "X-Junk", huge); rep.status != 431 {
+		t.Fatalf("64 KiB of headers: %d", rep.status)
 	}
 }

@@ -277,9 +277,13 @@ func (m *Main) listen() error {
 		return fmt.Errorf("SHARDSTOCK_HTTP_ADDR: %w", err)
 	}
 	m.listener = ln
+	headerTimeout := m.cfg.HeaderTimeout
+	if headerTimeout <= 0 {
+		headerTimeout = 5 * time.Second
+	}
 	m.server = &http.Server{
 		Handler:           m.routes(),
-		ReadHeaderTimeout: 5 * time.Second,
+		ReadHeaderTimeout: headerTimeout,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      15 * time.Second,
 		IdleTimeout:       60 * time.Second,
