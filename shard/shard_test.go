@@ -494,19 +494,7 @@ func TestRedisAuthAndACL(t *testing.T) {
 		urls[i] = fmt.Sprintf("redis://shardstock:acl-secret-pw@127.0.0.1:%d/0", p)
 		bad[i] = fmt.Sprintf("redis://shardstock:wrong@127.0.0.1:%d/0", p)
 	}
-	set, err := shard.Open(urls, shard.Config{Timeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer set.Close()
-	store, _ := order.Open("sqlite:" + t.TempDir() + "/o.db")
-	defer store.Close()
-	store.Migrate(context.Background())
-	inv := inventory.NewService(set, store, store, inventory.Config{})
-	if _, err := inv.Define(context.Background(), shardstock.Product{ID: "acl", Stock: 3}); err != nil {
-		t.Fatalf("define as the ACL user: %v", err)
-	}
-	p, _ := inv.Product(context.Background(), "acl")
+	set, p := openAndDefine(t, urls, shard.Config{Timeout: time.Second}, shardstock.Product{ID: "acl", Stock: 3})
 	if _, err := set.Reserve(context.Background(), p, "u1", "r1"); err != nil {
 		t.Fatalf("reserve as the ACL user: %v", err)
 	}
@@ -532,19 +520,8 @@ func TestRedisAuthAndACL(t *testing.T) {
 // holds on every shard.
 func TestCoalescedReservesKeepTheInvariants(t *testing.T) {
 	r := shardtest.Start(t, 3)
-	set, err := shard.Open(r.URLs(), shard.Config{Timeout: time.Second, Coalesce: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer set.Close()
-	store, _ := order.Open("sqlite:" + t.TempDir() + "/o.db")
-	defer store.Close()
-	store.Migrate(context.Background())
-	inv := inventory.NewService(set, store, store, inventory.Config{})
-	if _, err := inv.Define(context.Background(), shardstock.Product{ID: "co", Stock: 300, PerUserLimit: 2}); err != nil {
-		t.Fatal(err)
-	}
-	p, _ := inv.Product(context.Background(), "co")
+	set, p := openAndDefine(t, r.URLs(), shard.Config{Timeout: time.Second, Coalesce: true},
+		shardstock.Product{ID: "co", Stock: 300, PerUserLimit: 2})
 	var ok, limited atomic.Int64
 	var wg sync.WaitGroup
 	for k := 0; k < 600; k++ {
@@ -572,4 +549,32 @@ func TestCoalescedReservesKeepTheInvariants(t *testing.T) {
 	if ok.Load() != 300 || used != 300 || alloc != 300 {
 		t.Fatalf("%d reserved, %d locked, alloc %d; want 300", ok.Load(), used, alloc)
 	}
+}
+
+// openAndDefine opens a shard set with cfg (closed when the test ends) and
+// defines product on it through inventory.
+func openAndDefine(t *testing.T, urls []string, cfg shard.Config, product shardstock.Product) (*shard.Set, *shardstock.Product) {
+	t.Helper()
+	set, err := shard.Open(urls, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { set.Close() })
+	store, err := order.Open("sqlite:" + t.TempDir() + "/o.db")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	if err := store.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	inv := inventory.NewService(set, store, store, inventory.Config{})
+	if _, err := inv.Define(context.Background(), product); err != nil {
+		t.Fatalf("define %s: %v", product.ID, err)
+	}
+	p, err := inv.Product(context.Background(), product.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return set, p
 }
