@@ -79,6 +79,26 @@ lg_race=$(bin/shardstock loadgen --url http://127.0.0.1:18091 --product lg --mod
 lg_flood=$(bin/shardstock loadgen --url http://127.0.0.1:18091 --product lg --mode flood --conns 64 --duration 5s --json --progress=false)
 lg() { echo "$1" | python3 -c "import sys, json; r = json.load(sys.stdin); print($2)"; }
 
+echo "bench: coordinator RSS with 10,000 open keep-alive connections"
+server_pid=${pids[1]}
+rss_idle=$(awk '/VmRSS/ {print $2}' "/proc/$server_pid/status")
+rss_10k=$(python3 - "$server_pid" <<'PY'
+import socket, sys, time
+pid = sys.argv[1]
+conns = []
+for i in range(10000):
+    s = socket.create_connection(("127.0.0.1", 18091))
+    s.sendall(b"GET /healthz HTTP/1.1\r\nHost: bench\r\n\r\n")
+    conns.append(s)
+for s in conns:
+    s.recv(4096)  # each answered, then held open (keep-alive)
+time.sleep(1)
+print(next(l.split()[1] for l in open(f"/proc/{pid}/status") if l.startswith("VmRSS")))
+for s in conns:
+    s.close()
+PY
+)
+
 ratio() { awk -v x="$1" -v y="$2" 'BEGIN { printf "%.2f", (y > 0 ? x / y : 0) }'; }
 ca=$(ratio "$c_rps" "$a_rps"); da=$(ratio "$d_rps" "$a_rps"); cb=$(ratio "$c_rps" "$b_rps")
 pass() { awk -v v="$1" -v t="$2" -v dir="$3" 'BEGIN { ok = (dir == "ge" ? v >= t : v <= t); print (ok ? "met" : "not met") }'; }
@@ -110,6 +130,9 @@ request coalescing \`${SHARDSTOCK_COALESCE:-on}\`).
 | p99 of (c) at $conns connections | $c_p99 ms | ≤ 10 ms — $(pass "$c_p99" 10 le) |
 
 Load generator race: $(lg "$lg_race" 'r["statuses"]'); invariants hold: $(lg "$lg_race" 'r["invariants_ok"]').
+
+Coordinator RSS: $((rss_idle / 1024)) MiB after the runs above, $((rss_10k / 1024)) MiB holding 10,000 open keep-alive
+connections (each answered one request, then idle).
 
 Redis memory after $holds reservations on one shard (MEMORY USAGE): $hold_bytes bytes per hold record,
 $outbox_bytes bytes per outbox entry (entries are deleted once turned into orders or relayed), $buyer_bytes bytes
