@@ -12,6 +12,12 @@ import (
 )
 
 var (
+	// purchaseSrc defines the claim and reserve functions that the
+	// purchase scripts call; it is prepended to each of them.
+	//go:embed purchase.lua
+	purchaseSrc string
+	//go:embed claim_reserve.lua
+	claimReserveSrc string
 	//go:embed init.lua
 	initSrc string
 	//go:embed reserve.lua
@@ -34,20 +40,41 @@ var (
 // NewScripts. A Scripts value is immutable and safe for concurrent use.
 type Scripts struct {
 	Init, Reserve, Confirm, Release, Claim, Unclaim *redis.Script
-	TransferOut, TransferIn                         *redis.Script
+	// ClaimReserve is Claim and, when the claim is granted, Reserve on the
+	// same shard in one call.
+	ClaimReserve            *redis.Script
+	TransferOut, TransferIn *redis.Script
+}
+
+// Source returns the text of the script named like its file ("reserve"
+// for reserve.lua), as it is sent to Redis: the purchase scripts with the
+// functions they call. It is what make bench loads into redis-benchmark.
+func Source(name string) (string, bool) {
+	src, ok := map[string]string{
+		"init": initSrc, "confirm": confirmSrc, "release": releaseSrc, "unclaim": unclaimSrc,
+		"transfer_out": transferOutSrc, "transfer_in": transferInSrc,
+		"reserve":       purchaseSrc + reserveSrc,
+		"claim":         purchaseSrc + claimSrc,
+		"claim_reserve": purchaseSrc + claimReserveSrc,
+	}[name]
+	return src, ok
 }
 
 // NewScripts wraps the embedded sources.
 func NewScripts() *Scripts {
+	script := func(name string) *redis.Script {
+		src, _ := Source(name)
+		return redis.NewScript(src)
+	}
 	return &Scripts{
-		Init:    redis.NewScript(initSrc),
-		Reserve: redis.NewScript(reserveSrc),
-		Confirm: redis.NewScript(confirmSrc),
-		Release: redis.NewScript(releaseSrc),
-		Claim:   redis.NewScript(claimSrc),
-		Unclaim: redis.NewScript(unclaimSrc),
-
-		TransferOut: redis.NewScript(transferOutSrc),
-		TransferIn:  redis.NewScript(transferInSrc),
+		Init:         script("init"),
+		Reserve:      script("reserve"),
+		Confirm:      script("confirm"),
+		Release:      script("release"),
+		Claim:        script("claim"),
+		Unclaim:      script("unclaim"),
+		ClaimReserve: script("claim_reserve"),
+		TransferOut:  script("transfer_out"),
+		TransferIn:   script("transfer_in"),
 	}
 }

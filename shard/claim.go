@@ -22,14 +22,25 @@ import (
 //
 // The protocol: claim on h, then on b (always this order), passing along the
 // ids h holds so that b merges them in (and ids b knew are written back to
-// h): the registers converge whenever both answer. A claim is granted when
-// every register that answered accepted it and at least one answered; a
-// refusal by either gives back what was taken and answers ErrLimitReached;
-// no answer from either answers ErrUnavailable (the limit cannot be vouched
-// for, so nothing is sold). The claim is given back when the attempt ends
-// with no unit for certain (sold out, window closed); it is kept when a
-// reserve may have run on a shard that stopped answering mid-call, because
-// that unit may exist.
+// h): the registers converge whenever both answer. An id passed along counts
+// in a register only once that register grants it itself: the attempt's own
+// claim id, passed from h to b, is checked against b's limit like any new
+// claim (b may know claims h lost or never saw).
+//
+// A claim is granted when every register that answered accepted it and at
+// least one answered; a refusal by either gives back what was taken and
+// answers ErrLimitReached; no answer from either answers ErrUnavailable (the
+// limit cannot be vouched for, so nothing is sold). The claim is given back
+// when the attempt ends with no unit for certain (sold out, window closed);
+// it is kept when a reserve may have run on a shard that stopped answering
+// mid-call, because that unit may exist.
+//
+// When the purchase's walk over the shards starts at b (always with
+// Config.Start = StartRegister, one time in N with random starts), the claim
+// on b and the first reserve are one script call (claim_reserve.lua). The
+// reserve runs only if b grants the claim, after h has been asked, so the
+// rule above is unchanged, and the purchase costs two round trips instead
+// of three.
 //
 // Why the limit holds. Every granted claim was accepted atomically by at
 // least one register, and a register accepts only while it holds fewer than
@@ -47,7 +58,8 @@ import (
 // in reserve.lua and the unique (product, user, n) key of the order table
 // are further guards behind this one.
 
-// registers returns the buyer's claim registers: home, then backup.
+// registers returns the buyer's claim registers in the order they are
+// asked: home, then backup.
 func (s *Set) registers(user string) []*Shard {
 	h := fnv.New32a()
 	h.Write([]byte(user))
@@ -58,78 +70,106 @@ func (s *Set) registers(user string) []*Shard {
 	return []*Shard{s.shards[home], s.shards[(home+1)%len(s.shards)]}
 }
 
-// claimReply is a register's answer: its status and the ids it now holds.
-type claimReply struct {
-	status string
-	ids    []string
+// claims is one attempt's progress through the buyer's registers.
+type claims struct {
+	held     []*Shard // registers that may hold the claim (for unclaim)
+	answered []*Shard // registers that granted it
+	first    []string // ids the first granting register held
+	known    []string // ids the last granting register held
+	errs     *multierror.Error
 }
 
-func (s *Set) claimOn(ctx context.Context, sh *Shard, k productKeys, user, id string, known []string) (claimReply, error) {
-	args := make([]any, 0, 2+len(known))
-	args = append(args, user, id)
+// note takes one register's answer to the claim: ErrLimitReached when it
+// refused, nil otherwise (an error or an "unknown" is recorded; the claim
+// is then granted only if another register answers).
+func (c *claims) note(sh *Shard, status string, ids []string, err error) error {
+	switch {
+	case err != nil:
+		c.errs = multierror.Append(c.errs, fmt.Errorf("shard %d: claim: %w", sh.Index, err))
+		if !notSent(err) {
+			c.held = append(c.held, sh)
+		}
+	case status == "limit":
+		return shardstock.ErrLimitReached
+	case status != "ok":
+		c.errs = multierror.Append(c.errs, fmt.Errorf("shard %d: claim: product not initialised here", sh.Index))
+	default:
+		if len(c.answered) == 0 {
+			c.first = ids
+		}
+		c.held, c.answered, c.known = append(c.held, sh), append(c.answered, sh), ids
+	}
+	return nil
+}
+
+// down records a register Health says is down (not asked).
+func (c *claims) down(sh *Shard) {
+	c.errs = multierror.Append(c.errs, fmt.Errorf("shard %d: claim: %w", sh.Index, errShardDown))
+}
+
+// granted reports whether the claim stands: at least one register granted
+// it (and none refused, or note would have said so).
+func (c *claims) granted() error {
+	if len(c.answered) == 0 {
+		return fmt.Errorf("%w: per-user limit registers: %w", shardstock.ErrUnavailable, c.errs.ErrorOrNil())
+	}
+	return nil
+}
+
+// claimArgs are a claim script's ARGV after the fixed ones: the ids the
+// buyer's other register holds.
+func claimArgs(fixed []any, known []string) []any {
+	args := make([]any, 0, len(fixed)+len(known))
+	args = append(args, fixed...)
 	for _, x := range known {
 		args = append(args, x)
 	}
-	v, err := s.run(ctx, sh, s.scripts.Claim, []string{k.stock, k.claims}, args...)
-	if err != nil {
-		return claimReply{}, err
-	}
-	arr, ok := v.([]any)
-	if !ok || len(arr) == 0 {
-		return claimReply{}, fmt.Errorf("claim: unexpected reply %v", v)
-	}
-	r := claimReply{status: fmt.Sprint(arr[0])}
-	for _, x := range arr[1:] {
-		r.ids = append(r.ids, fmt.Sprint(x))
-	}
-	return r, nil
+	return args
 }
 
-// claim takes claim id for user (see above). It returns the registers that
-// may hold the claim, for unclaim; ErrLimitReached; or ErrUnavailable with
-// the registers' errors.
-func (s *Set) claim(ctx context.Context, k productKeys, user, id string) ([]*Shard, error) {
-	var (
-		held, answered []*Shard
-		known, first   []string
-		errs           *multierror.Error
-	)
-	for _, sh := range s.registers(user) {
-		if !s.up(sh.Index) {
-			errs = multierror.Append(errs, fmt.Errorf("shard %d: claim: %w", sh.Index, errShardDown))
-			continue
-		}
-		r, err := s.claimOn(ctx, sh, k, user, id, known)
-		switch {
-		case err != nil:
-			errs = multierror.Append(errs, fmt.Errorf("shard %d: claim: %w", sh.Index, err))
-			if !notSent(err) {
-				held = append(held, sh)
-			}
-			continue
-		case r.status == "limit":
-			s.unclaim(ctx, k, user, id, held)
-			return nil, shardstock.ErrLimitReached
-		case r.status != "ok":
-			errs = multierror.Append(errs, fmt.Errorf("shard %d: claim: product not initialised here", sh.Index))
-			continue
-		}
-		if len(answered) == 0 {
-			first = r.ids
-		}
-		held, answered, known = append(held, sh), append(answered, sh), r.ids
+// replyStrings reads a script's array reply of strings.
+func replyStrings(v any, min int) ([]string, error) {
+	arr, ok := v.([]any)
+	if !ok || len(arr) < min {
+		return nil, fmt.Errorf("unexpected script reply %v", v)
 	}
-	if len(answered) == 0 {
-		s.unclaim(ctx, k, user, id, held)
-		return nil, fmt.Errorf("%w: per-user limit registers: %w", shardstock.ErrUnavailable, errs.ErrorOrNil())
+	out := make([]string, len(arr))
+	for i, x := range arr {
+		out[i], _ = x.(string)
 	}
-	if len(answered) == 2 && len(known) > len(first) {
-		// The backup knew claims the home did not: write them back.
-		if _, err := s.claimOn(callCtx(ctx), answered[0], k, user, id, known); err != nil {
-			s.cfg.Logger.Warn("claim merge-back failed", "shard", answered[0].Index, "err", err)
-		}
+	return out, nil
+}
+
+// claimOn asks register sh for the claim and notes its answer.
+func (a *attempt) claimOn(ctx context.Context, sh *Shard) error {
+	if !a.set.up(sh.Index) {
+		a.claims.down(sh)
+		return nil
 	}
-	return held, nil
+	v, err := a.set.run(ctx, sh, a.set.scripts.Claim, []string{a.k.stock, a.k.claims},
+		claimArgs([]any{a.user, a.id}, a.claims.known)...)
+	var r []string
+	if err == nil {
+		r, err = replyStrings(v, 1)
+	}
+	if err != nil {
+		return a.claims.note(sh, "", nil, err)
+	}
+	return a.claims.note(sh, r[0], r[1:], nil)
+}
+
+// mergeBack writes the ids the last register knew back to the first when
+// the first did not know them all (the registers converge).
+func (a *attempt) mergeBack(ctx context.Context) {
+	c := &a.claims
+	if len(c.answered) != 2 || len(c.known) <= len(c.first) {
+		return
+	}
+	sh := c.answered[0]
+	if _, err := a.set.run(callCtx(ctx), sh, a.set.scripts.Claim, []string{a.k.stock, a.k.claims},
+		claimArgs([]any{a.user, a.id}, c.known)...); err != nil {
+		a.set.cfg.Logger.Warn("claim merge-back failed", "shard", sh.Index, "err", err)
+	}
 }
 
 // unclaim gives claim id back on regs. It runs even if the buyer went away;

@@ -19,27 +19,23 @@ func (s *Set) KnownSoldOut(product string) bool {
 // shard and returns that shard's index. The hold record and its outbox entry
 // are written by the same script, so a reserved unit cannot lose its order.
 //
-// It takes the buyer's claim first (claim.go), then tries the shards from a
-// random start, skipping shards known empty for p and shards Health reports
-// down. Errors: ErrSoldOut when every shard answered empty (or was known
-// empty); ErrLimitReached; ErrNotStarted / ErrEnded; otherwise ErrUnavailable
-// wrapping every shard's error (go-multierror) — an outage is never
-// reported as sold out.
+// It takes the buyer's claim first (claim.go), then tries the shards from
+// the start Config.Start picks, skipping shards known empty for p and shards
+// Health reports down; when the start is the buyer's last claim register,
+// the last claim and the first reserve are one call. Errors: ErrSoldOut
+// when every shard answered empty (or was known empty); ErrLimitReached;
+// ErrNotStarted / ErrEnded; otherwise ErrUnavailable wrapping every shard's
+// error (go-multierror) — an outage is never reported as sold out.
 func (s *Set) Reserve(ctx context.Context, p *shardstock.Product, user, id string) (int, error) {
 	now := s.cfg.Now()
 	skip, soldOut := s.empty.plan(p.ID, len(s.shards), now)
 	if soldOut {
 		return -1, shardstock.ErrSoldOut
 	}
-	k := keysFor(p.ID)
-	regs, err := s.claim(ctx, k, user, id)
-	if err != nil {
-		return -1, err
-	}
-	a := attempt{set: s, k: k, product: p.ID, user: user, id: id, nowMS: now.UnixMilli(), skip: skip}
+	a := attempt{set: s, k: keysFor(p.ID), product: p.ID, user: user, id: id, nowMS: now.UnixMilli(), skip: skip}
 	idx, err := a.run(ctx)
 	if err != nil && !a.uncertain {
-		s.unclaim(ctx, k, user, id, regs)
+		s.unclaim(ctx, a.k, user, id, a.claims.held)
 	}
 	return idx, err
 }
@@ -51,17 +47,48 @@ type attempt struct {
 	product, user, id string
 	nowMS             int64
 	skip              uint64 // shards known empty
+	tried             uint64 // shards asked to reserve
 	soldOut           int    // shards that answered, or are known, empty
-	uncertain         bool   // some shard may have run the script before failing
+	uncertain         bool   // some shard may have run a reserve before failing
+	claims            claims
 	errs              *multierror.Error
 }
 
 func (a *attempt) run(ctx context.Context) (int, error) {
 	n := len(a.set.shards)
-	start := a.set.cfg.Rand(n)
+	regs := a.set.registers(a.user)
+	last := regs[len(regs)-1]
+	start := last.Index
+	if a.set.cfg.Start != StartRegister {
+		start = a.set.cfg.Rand(n)
+	}
+	fused := start == last.Index
+	for _, sh := range regs[:len(regs)-1] {
+		if err := a.claimOn(ctx, sh); err != nil {
+			return -1, err
+		}
+	}
+	if !fused {
+		if err := a.claimOn(ctx, last); err != nil {
+			return -1, err
+		}
+	} else if done, err := a.claimReserve(ctx, last); done {
+		a.mergeBack(ctx)
+		if err != nil {
+			return -1, err
+		}
+		return last.Index, nil
+	}
+	if err := a.claims.granted(); err != nil {
+		return -1, err
+	}
+	a.mergeBack(ctx)
 	for j := 0; j < n; j++ {
 		sh := a.set.shards[(start+j)%n]
-		if j > 0 && a.set.cfg.OnFailover != nil {
+		if a.tried&(1<<sh.Index) != 0 {
+			continue
+		}
+		if a.tried != 0 && a.set.cfg.OnFailover != nil {
 			a.set.cfg.OnFailover()
 		}
 		done, err := a.try(ctx, sh)
@@ -78,9 +105,42 @@ func (a *attempt) run(ctx context.Context) (int, error) {
 	return -1, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, a.errs.ErrorOrNil())
 }
 
-// try asks one shard. done is true when the attempt is over: reserved
-// (err nil) or refused for a reason no other shard would change.
+// claimReserve asks the last register for the claim and, if it grants it,
+// to reserve (claim_reserve.lua). done is as for try; a refused claim is
+// done with ErrLimitReached.
+func (a *attempt) claimReserve(ctx context.Context, sh *Shard) (done bool, err error) {
+	a.tried |= 1 << sh.Index
+	if !a.set.up(sh.Index) {
+		a.claims.down(sh)
+		a.fail(sh, errShardDown)
+		return false, nil
+	}
+	v, err := a.set.run(ctx, sh, a.set.scripts.ClaimReserve,
+		[]string{a.k.stock, a.k.claims, a.k.holds, a.k.buyers, a.k.outbox},
+		claimArgs([]any{a.user, a.id, a.nowMS, sh.Index, a.product}, a.claims.known)...)
+	var r []string
+	if err == nil {
+		r, err = replyStrings(v, 2)
+	}
+	if err != nil {
+		a.uncertain = a.uncertain || !notSent(err)
+		a.claims.note(sh, "", nil, err)
+		a.fail(sh, err)
+		return false, nil
+	}
+	if err := a.claims.note(sh, r[0], r[2:], nil); err != nil {
+		return true, err
+	}
+	if r[0] != "ok" {
+		return a.outcome(sh, "unknown") // the product is not on this shard
+	}
+	return a.outcome(sh, r[1])
+}
+
+// try asks one shard to reserve. done is true when the attempt is over:
+// reserved (err nil) or refused for a reason no other shard would change.
 func (a *attempt) try(ctx context.Context, sh *Shard) (done bool, err error) {
+	a.tried |= 1 << sh.Index
 	if a.skip&(1<<sh.Index) != 0 {
 		a.soldOut++
 		return false, nil

@@ -53,6 +53,8 @@ type Config struct {
 	Now func() time.Time
 	// Rand returns a uniform int in [0, n); default math/rand/v2.IntN.
 	Rand func(n int) int
+	// Start picks the shard a purchase tries first; default StartRandom.
+	Start Start
 	// Health is told the outcome of every call and asked which shards to
 	// skip; default: every shard is tried.
 	Health Health
@@ -65,6 +67,31 @@ type Config struct {
 	// Logger logs what the caller cannot be told (a claim that could not
 	// be given back, say). Default slog.Default().
 	Logger *slog.Logger
+}
+
+// Start is a policy for the first shard a purchase tries.
+type Start int
+
+const (
+	// StartRandom starts at a shard picked uniformly at random (the
+	// default). One time in N it is the buyer's last claim register, and
+	// the purchase makes two round trips instead of three (claim.go).
+	StartRandom Start = iota
+	// StartRegister starts at the buyer's last claim register, picked by a
+	// hash of the user id — as evenly spread over the shards as random
+	// starts across many buyers — so every purchase makes two round trips.
+	StartRegister
+)
+
+// ParseStart reads a Start policy: "random" or "register".
+func ParseStart(s string) (Start, error) {
+	switch s {
+	case "random":
+		return StartRandom, nil
+	case "register":
+		return StartRegister, nil
+	}
+	return 0, fmt.Errorf("unknown start policy %q (want random or register)", s)
 }
 
 // Health tracks which shards answer. Observe is called after each call with

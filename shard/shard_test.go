@@ -33,17 +33,23 @@ type fixture struct {
 	calls atomic.Int64 // Redis calls seen by Health
 }
 
-func newFixture(t testing.TB, n int) *fixture {
+// newFixture starts n shards; start is the start policy (default random,
+// with the start shard set by startAt).
+func newFixture(t testing.TB, n int, start ...shard.Start) *fixture {
 	t.Helper()
 	f := &fixture{t: t, redis: shardtest.Start(t, n)}
 	f.start.Store(-1)
 	f.now.Store(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC).UnixNano())
-	set, err := shard.Open(f.redis.URLs(), shard.Config{
+	cfg := shard.Config{
 		Timeout: 500 * time.Millisecond,
 		Now:     func() time.Time { return time.Unix(0, f.now.Load()) },
 		Rand:    f.rand,
 		Health:  (*countingHealth)(f),
-	})
+	}
+	if len(start) > 0 {
+		cfg.Start = start[0]
+	}
+	set, err := shard.Open(f.redis.URLs(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,66 +303,88 @@ func userWithHome(prefix string, home, n int) string {
 	}
 }
 
-func TestPerUserLimitAcrossShards(t *testing.T) {
-	for _, limit := range []int64{1, 3} {
-		t.Run(fmt.Sprintf("limit %d", limit), func(t *testing.T) {
-			f := newFixture(t, 3)
-			p := f.define(shardstock.Product{ID: "lim", Stock: 30, PerUserLimit: limit})
-			// Empty shard 0 first, with other buyers.
-			f.startAt(0)
-			for k := 0; f.counters(p.ID)[0].Salable > 0; k++ {
-				if _, _, err := f.reserve(p, fmt.Sprintf("other%d", k)); err != nil {
-					t.Fatal(err)
-				}
-			}
-			// The buyer's attempts start on every shard in turn; shard 0 is
-			// empty, so they land on shards 1 and 2.
-			used := map[int]bool{}
-			var ok int64
-			for k := 0; k < 6; k++ {
-				f.startAt(k % 3)
-				i, _, err := f.reserve(p, "buyer")
-				switch {
-				case err == nil:
-					ok++
-					used[i] = true
-				case !errors.Is(err, shardstock.ErrLimitReached):
-					t.Fatalf("attempt %d: %v", k, err)
-				case ok < limit:
-					t.Fatalf("limit reached after %d units, limit %d", ok, limit)
-				}
-			}
-			if ok != limit {
-				t.Fatalf("buyer got %d units, limit %d", ok, limit)
-			}
-			if limit > 1 && len(used) < 2 {
-				t.Fatalf("attempts did not land on different shards: %v", used)
-			}
-			// Concurrent attempts of one buyer from every start shard.
-			f.start.Store(-1)
-			var got atomic.Int64
-			var wg sync.WaitGroup
-			for k := 0; k < 24; k++ {
-				wg.Go(func() {
-					_, _, err := f.reserve(p, "racer")
-					if err == nil {
-						got.Add(1)
-					} else if !errors.Is(err, shardstock.ErrLimitReached) {
-						t.Errorf("racer: %v", err)
-					}
-				})
-			}
-			wg.Wait()
-			if got.Load() != limit {
-				t.Fatalf("concurrent buyer got %d units, limit %d", got.Load(), limit)
-			}
-			f.checkConservation(p)
-		})
+// userStartingAt returns a user whose last claim register is shard i: a
+// purchase of theirs starts there under shard.StartRegister.
+func userStartingAt(prefix string, i, n int) string { return userWithHome(prefix, (i+n-1)%n, n) }
+
+// bothStarts runs test under each start policy.
+func bothStarts(t *testing.T, test func(t *testing.T, start shard.Start)) {
+	for _, st := range []struct {
+		name  string
+		start shard.Start
+	}{{"random", shard.StartRandom}, {"register", shard.StartRegister}} {
+		t.Run(st.name, func(t *testing.T) { test(t, st.start) })
 	}
 }
 
+func TestPerUserLimitAcrossShards(t *testing.T) {
+	bothStarts(t, func(t *testing.T, start shard.Start) {
+		for _, limit := range []int64{1, 3} {
+			t.Run(fmt.Sprintf("limit %d", limit), func(t *testing.T) { testPerUserLimitAcrossShards(t, start, limit) })
+		}
+	})
+}
+
+func testPerUserLimitAcrossShards(t *testing.T, start shard.Start, limit int64) {
+	f := newFixture(t, 3, start)
+	p := f.define(shardstock.Product{ID: "lim", Stock: 30, PerUserLimit: limit})
+	// Empty shard 0 first, with other buyers.
+	f.startAt(0)
+	for k := 0; f.counters(p.ID)[0].Salable > 0; k++ {
+		if _, _, err := f.reserve(p, userStartingAt(fmt.Sprintf("other%d-", k), 0, 3)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The buyer's attempts start on every shard in turn; shard 0 is
+	// empty, so they land on shards 1 and 2.
+	used := map[int]bool{}
+	var ok int64
+	for k := 0; k < 6; k++ {
+		f.startAt(k % 3)
+		i, _, err := f.reserve(p, "buyer")
+		switch {
+		case err == nil:
+			ok++
+			used[i] = true
+		case !errors.Is(err, shardstock.ErrLimitReached):
+			t.Fatalf("attempt %d: %v", k, err)
+		case ok < limit:
+			t.Fatalf("limit reached after %d units, limit %d", ok, limit)
+		}
+	}
+	if ok != limit {
+		t.Fatalf("buyer got %d units, limit %d", ok, limit)
+	}
+	if start == shard.StartRandom && limit > 1 && len(used) < 2 {
+		t.Fatalf("attempts did not land on different shards: %v", used)
+	}
+	// Concurrent attempts of one buyer from every start shard.
+	f.start.Store(-1)
+	var got atomic.Int64
+	var wg sync.WaitGroup
+	for k := 0; k < 24; k++ {
+		wg.Go(func() {
+			_, _, err := f.reserve(p, "racer")
+			if err == nil {
+				got.Add(1)
+			} else if !errors.Is(err, shardstock.ErrLimitReached) {
+				t.Errorf("racer: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if got.Load() != limit {
+		t.Fatalf("concurrent buyer got %d units, limit %d", got.Load(), limit)
+	}
+	f.checkConservation(p)
+}
+
 func TestPerUserLimitWithAClaimRegisterDown(t *testing.T) {
-	f := newFixture(t, 3)
+	bothStarts(t, testPerUserLimitWithAClaimRegisterDown)
+}
+
+func testPerUserLimitWithAClaimRegisterDown(t *testing.T, start shard.Start) {
+	f := newFixture(t, 3, start)
 	p := f.define(shardstock.Product{ID: "regdown", Stock: 30, PerUserLimit: 1})
 	user := userWithHome("u", 0, 3) // registers: shards 0 and 1
 	f.startAt(2)
@@ -382,7 +410,11 @@ func TestPerUserLimitWithAClaimRegisterDown(t *testing.T) {
 }
 
 func TestSoldOutClaimIsGivenBack(t *testing.T) {
-	f := newFixture(t, 3)
+	bothStarts(t, testSoldOutClaimIsGivenBack)
+}
+
+func testSoldOutClaimIsGivenBack(t *testing.T, start shard.Start) {
+	f := newFixture(t, 3, start)
 	p := f.define(shardstock.Product{ID: "giveback", Stock: 1})
 	if _, _, err := f.reserve(p, "winner"); err != nil {
 		t.Fatal(err)
@@ -430,7 +462,11 @@ func TestSoldOutFastPathMakesNoRedisCall(t *testing.T) {
 }
 
 func TestFailoverWhenAShardDies(t *testing.T) {
-	f := newFixture(t, 3)
+	bothStarts(t, testFailoverWhenAShardDies)
+}
+
+func testFailoverWhenAShardDies(t *testing.T, start shard.Start) {
+	f := newFixture(t, 3, start)
 	p := f.define(shardstock.Product{ID: "fo", Stock: 300, PerUserLimit: 1})
 	for k := 0; k < 30; k++ {
 		if _, _, err := f.reserve(p, fmt.Sprintf("before%d", k)); err != nil {
@@ -577,4 +613,62 @@ func openAndDefine(t *testing.T, urls []string, cfg shard.Config, product shards
 		t.Fatal(err)
 	}
 	return set, p
+}
+
+// A purchase starting at the buyer's last claim register takes the claim
+// and the reserve there in one call: two Redis calls in all, against three
+// from any other start.
+func TestClaimAndReserveShareACallAtTheLastRegister(t *testing.T) {
+	calls := func(f *fixture, p *shardstock.Product, user string) (int64, int) {
+		t.Helper()
+		before := f.calls.Load()
+		i, _, err := f.reserve(p, user)
+		if err != nil {
+			t.Fatalf("%s: %v", user, err)
+		}
+		return f.calls.Load() - before, i
+	}
+	f := newFixture(t, 3)
+	p := f.define(shardstock.Product{ID: "fused", Stock: 30})
+	for s := 0; s < 3; s++ {
+		f.startAt(s)
+		if n, i := calls(f, p, userStartingAt(fmt.Sprintf("u%d-", s), s, 3)); n != 2 || i != s {
+			t.Fatalf("random start at the last register %d: %d calls on shard %d, want 2 on shard %d", s, n, i, s)
+		}
+		if n, i := calls(f, p, userStartingAt(fmt.Sprintf("v%d-", s), (s+1)%3, 3)); n != 3 || i != s {
+			t.Fatalf("random start %d elsewhere: %d calls on shard %d, want 3 on shard %d", s, n, i, s)
+		}
+	}
+	f.checkConservation(p)
+
+	g := newFixture(t, 3, shard.StartRegister)
+	q := g.define(shardstock.Product{ID: "fused", Stock: 30})
+	for k := 0; k < 9; k++ {
+		if n, _ := calls(g, q, fmt.Sprintf("w%d", k)); n != 2 {
+			t.Fatalf("register start: purchase %d made %d calls, want 2", k, n)
+		}
+	}
+	// A refused claim in the fused call reserves nothing. The buyer's unit
+	// is on shard 2 and the first register (shard 0) lost the buyer's
+	// claim, so only the last register (shard 1), in the fused call, can
+	// refuse.
+	user := userStartingAt("x", 1, 3)
+	f.startAt(2)
+	if i, _, err := f.reserve(p, user); err != nil || i != 2 {
+		t.Fatalf("first purchase: shard %d, %v", i, err)
+	}
+	if err := f.client(0).HDel(f.ctx(), "ss:{p:fused}:claims", user).Err(); err != nil {
+		t.Fatal(err)
+	}
+	f.startAt(1)
+	locked := f.checkConservation(p).Locked
+	if _, _, err := f.reserve(p, user); !errors.Is(err, shardstock.ErrLimitReached) {
+		t.Fatalf("second purchase: %v, want ErrLimitReached", err)
+	}
+	if now := f.checkConservation(p).Locked; now != locked {
+		t.Fatalf("a refused claim reserved a unit: locked %d -> %d", locked, now)
+	}
+	if ids, _ := f.client(0).HGet(f.ctx(), "ss:{p:fused}:claims", user).Result(); ids != "" {
+		t.Fatalf("the refused claim was not given back on the first register: %q", ids)
+	}
 }

@@ -41,6 +41,7 @@ type Config struct {
 	SpoolBytes   int64
 	Limits       flashsale.Limits
 	Coalesce     bool
+	Start        shard.Start
 	// GeneratedToken is true when Dev made up AdminToken.
 	GeneratedToken bool
 	// OrderClock is the order service's clock (tests move it); nil: time.Now.
@@ -70,6 +71,7 @@ var variables = []variable{
 	{"SHARDSTOCK_DEV", "dev", "", "1: allow a missing admin token, make one up and print it"},
 	{"SHARDSTOCK_SHARD_TIMEOUT", "shard-timeout", "250ms", "deadline of one call on one shard"},
 	{"SHARDSTOCK_COALESCE", "coalesce", "on", "on: concurrent script calls to one shard share one pipeline round trip; off: one round trip each"},
+	{"SHARDSTOCK_START", "start", "random", "first shard a purchase tries: random, or register (the buyer's claim register, hashed from the user id: one round trip fewer)"},
 	{"SHARDSTOCK_MQ", "mq", "streams", "message transport: streams (Redis Streams on the shards) or rocketmq://HOST:9876[?broker=HOST:10911]"},
 	{"SHARDSTOCK_DB", "db", "sqlite:./data/orders.db", "order database: sqlite:PATH or mysql://user:pass@tcp(host:port)/db"},
 	{"SHARDSTOCK_PAY_TIMEOUT", "pay-timeout", "15m", "unpaid orders are cancelled after this"},
@@ -279,6 +281,9 @@ func (c *Config) parseSpool(get func(string) string) error {
 	case "off":
 	default:
 		return &configError{"SHARDSTOCK_COALESCE", "must be on or off"}
+	}
+	if c.Start, err = shard.ParseStart(get("SHARDSTOCK_START")); err != nil {
+		return &configError{"SHARDSTOCK_START", "must be random or register"}
 	}
 	return nil
 }

@@ -89,7 +89,7 @@ func (m *Main) Run(ctx context.Context) error {
 	for i := range m.cfg.Shards {
 		m.metrics.RedisErrors.WithLabelValues(strconv.Itoa(i))
 	}
-	set, err := shard.Open(m.cfg.Shards, shard.Config{Timeout: m.cfg.ShardTimeout, Logger: m.log, Coalesce: m.cfg.Coalesce,
+	set, err := shard.Open(m.cfg.Shards, shard.Config{Timeout: m.cfg.ShardTimeout, Logger: m.log, Coalesce: m.cfg.Coalesce, Start: m.cfg.Start,
 		Health: countedHealth{m.health, m.metrics}, OnFailover: m.metrics.Failovers.Inc})
 	if err != nil {
 		return fmt.Errorf("SHARDSTOCK_SHARDS: %w", err)
