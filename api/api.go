@@ -6,13 +6,18 @@ package api
 
 import (
 	"bytes"
+	"crypto/rand"
 	_ "embed"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
 	"mime"
 	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -51,10 +56,37 @@ func ErrorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 		if status == http.StatusTooManyRequests && c.Response().Header().Get("Retry-After") == "" {
 			c.Response().Header().Set("Retry-After", "1")
 		}
-		if err := c.JSON(status, body); err != nil {
+		if err := c.JSONBlob(status, errorBodies.encode(body)); err != nil {
 			log.Debug("writing error response", "err", err)
 		}
 	}
+}
+
+// errorBodies keeps the encoded form of the error bodies seen so far: the
+// same few (sold out, above all) answer most requests during a sale. It
+// stops adding at maxCachedBodies, so bodies with varying messages cannot
+// grow it without bound.
+var errorBodies bodyCache
+
+const maxCachedBodies = 256
+
+type bodyCache struct {
+	m sync.Map // ErrorBody -> []byte
+	n atomic.Int32
+}
+
+func (b *bodyCache) encode(body ErrorBody) []byte {
+	if v, ok := b.m.Load(body); ok {
+		return v.([]byte)
+	}
+	enc, _ := json.Marshal(body) // two strings: cannot fail
+	enc = append(enc, '\n')
+	if b.n.Load() < maxCachedBodies {
+		if _, loaded := b.m.LoadOrStore(body, enc); !loaded {
+			b.n.Add(1)
+		}
+	}
+	return enc
 }
 
 func errorResponse(err error) (int, ErrorBody) {
@@ -73,6 +105,17 @@ func errorResponse(err error) (int, ErrorBody) {
 	return status, ErrorBody{e.Code, e.Message}
 }
 
+// RequestIDs returns a request id generator for echo's RequestID
+// middleware: a random prefix drawn once per process and a counter, so ids
+// are unique across processes and cost no entropy per request.
+func RequestIDs() func() string {
+	var b [6]byte
+	rand.Read(b[:])
+	prefix := hex.EncodeToString(b[:]) + "-"
+	var n atomic.Uint64
+	return func() string { return prefix + strconv.FormatUint(n.Add(1), 36) }
+}
+
 // RequestLog logs every request at debug level (method, route, status,
 // latency, request id) and failed ones (5xx) at warn. Headers and bodies are
 // never logged, so tokens and identities stay out of the logs.
@@ -88,6 +131,9 @@ func RequestLog(log *slog.Logger) echo.MiddlewareFunc {
 			level := slog.LevelDebug
 			if st >= 500 {
 				level = slog.LevelWarn
+			}
+			if !log.Enabled(c.Request().Context(), level) {
+				return nil
 			}
 			log.Log(c.Request().Context(), level, "request", "method", c.Request().Method, "route", c.Path(),
 				"status", st, "took", time.Since(start), "request_id", c.Response().Header().Get(echo.HeaderXRequestID))
@@ -110,6 +156,9 @@ func Decode(c echo.Context, dst any, allowEmpty bool) error {
 
 // ReadBody reads the request body, at most MaxBody bytes (ErrTooLarge).
 func ReadBody(c echo.Context) ([]byte, error) {
+	if c.Request().ContentLength == 0 {
+		return nil, nil // no body (a chunked one has length -1)
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(c.Response(), c.Request().Body, MaxBody))
 	var tooLarge *http.MaxBytesError
 	switch {

@@ -1,7 +1,9 @@
 package api
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/shardstock/shardstock"
@@ -50,4 +52,36 @@ func FuzzDecodeStrict(f *testing.F) {
 			t.Fatalf("%q: %v", body, err)
 		}
 	})
+}
+
+func TestRequestIDsAreUniqueAcrossGenerators(t *testing.T) {
+	a, b := RequestIDs(), RequestIDs() // two processes, say
+	seen := map[string]bool{}
+	for range 1000 {
+		for _, id := range []string{a(), b()} {
+			if seen[id] || !shardstock.ValidID(id) {
+				t.Fatalf("id %q repeated or not a plain token", id)
+			}
+			seen[id] = true
+		}
+	}
+}
+
+func TestErrorBodiesAreCachedAndBounded(t *testing.T) {
+	var c bodyCache
+	sold := ErrorBody{shardstock.ErrSoldOut.Code, shardstock.ErrSoldOut.Message}
+	first := c.encode(sold)
+	var got ErrorBody
+	if err := json.Unmarshal(first, &got); err != nil || got != sold {
+		t.Fatalf("encoded %q decodes to %+v (%v)", first, got, err)
+	}
+	if again := c.encode(sold); &again[0] != &first[0] {
+		t.Fatal("a repeated body was encoded again, not served from the cache")
+	}
+	for i := range 2 * maxCachedBodies {
+		c.encode(ErrorBody{"invalid", fmt.Sprintf("message %d", i)})
+	}
+	if n := c.n.Load(); n != maxCachedBodies {
+		t.Fatalf("cache holds %d bodies, bound %d", n, maxCachedBodies)
+	}
 }

@@ -326,7 +326,7 @@ func (m *Main) routes() http.Handler {
 	// from loopback and private addresses (an nginx edge), never from the
 	// internet, so a buyer cannot pick the IP it is limited as.
 	e.IPExtractor = echo.ExtractIPFromXFFHeader()
-	e.Use(middleware.Recover(), middleware.RequestID(), api.RequestLog(m.log))
+	e.Use(middleware.Recover(), middleware.RequestIDWithConfig(middleware.RequestIDConfig{Generator: api.RequestIDs()}), api.RequestLog(m.log))
 
 	m.buyers.Register(e)
 	m.orders.Register(e, order.Identity(m.identity()), m.cfg.PaySecret)
