@@ -75,6 +75,29 @@ func ReservationHandler(log *slog.Logger, h func(context.Context, shardstock.Res
 	}
 }
 
+// ReservationBatchHandler is ReservationHandler for a consumer that takes
+// several reservations at once (order.Service.IngestBatch): h returns how
+// many of its events, from the first, are handled.
+func ReservationBatchHandler(log *slog.Logger, h func(context.Context, []shardstock.ReservationEvent) (int, error)) BatchHandler {
+	return func(ctx context.Context, es []Entry) (int, error) {
+		evs := make([]shardstock.ReservationEvent, 0, len(es))
+		at := make([]int, 0, len(es)) // entry index of each event
+		for i, e := range es {
+			ev, err := shardstock.ReservationFromFields(e.Fields)
+			if err != nil {
+				log.Error("dropping a malformed outbox entry", "shard", e.Shard, "stream", e.Stream, "id", e.ID, "err", err)
+				continue // handled: acknowledged with the others
+			}
+			evs, at = append(evs, ev), append(at, i)
+		}
+		n, err := h(ctx, evs)
+		if n >= len(evs) {
+			return len(es), err
+		}
+		return at[n], err
+	}
+}
+
 // SettlementHandler adapts a settlement consumer to settle-stream entries;
 // malformed entries are handled as in ReservationHandler.
 func SettlementHandler(log *slog.Logger, h func(context.Context, shardstock.Settlement) error) EntryHandler {

@@ -32,6 +32,12 @@ type Entry struct {
 // deleted; an error: it stays pending and is offered again after a backoff.
 type EntryHandler func(ctx context.Context, e Entry) error
 
+// BatchHandler processes entries in order, several at a time (one database
+// commit for them, say). It returns how many of them, from the first, are
+// handled; when that is fewer than len(es), err says why the next one is
+// not, and is treated as an EntryHandler error for that entry.
+type BatchHandler func(ctx context.Context, es []Entry) (int, error)
+
 // GroupReader reads streams on every shard through one consumer group. Each
 // shard has its own goroutine: it first re-reads this consumer's pending
 // entries (left by a failed handler), periodically claims entries another
@@ -45,6 +51,9 @@ type GroupReader struct {
 	// Streams lists the streams to read on shard i (it may change over time).
 	Streams func(ctx context.Context, i int, c *redis.Client) ([]string, error)
 	Handle  EntryHandler
+	// HandleBatch, if set, is used instead of Handle: each read's entries
+	// of one stream are passed to it together.
+	HandleBatch BatchHandler
 	// ClaimIdle: entries pending longer than this are taken over. Default 30s.
 	ClaimIdle time.Duration
 	// Block is how long one read waits for new entries. Default 500ms.
@@ -244,32 +253,60 @@ func (r *shardReader) claim(ctx context.Context, streams []string) error {
 // transport error.
 func (r *shardReader) handle(ctx context.Context, stream string, msgs []redis.XMessage) error {
 	done := make([]string, 0, len(msgs))
+	todo := make([]Entry, 0, len(msgs))
 	for _, m := range msgs {
 		if m.Values == nil {
 			done = append(done, m.ID) // deleted while pending: nothing to process
 			continue
 		}
-		if r.parked[stream+" "+m.ID] {
-			continue
+		if !r.parked[stream+" "+m.ID] {
+			todo = append(todo, Entry{Shard: r.shard, Stream: stream, ID: m.ID, Fields: m.Values})
 		}
-		err := r.g.Handle(ctx, Entry{Shard: r.shard, Stream: stream, ID: m.ID, Fields: m.Values})
-		var perm permanentError
-		if err != nil && errors.As(err, &perm) {
-			r.parked[stream+" "+m.ID] = true
-			r.g.Logger.Error("stream consumer: entry cannot be processed; left pending for an operator",
-				"group", r.g.Group, "shard", r.shard, "stream", stream, "id", m.ID, "err", err)
-			continue
+	}
+	for len(todo) > 0 {
+		n, err := r.g.process(ctx, todo)
+		if err == nil && n < len(todo) {
+			err = fmt.Errorf("handler stopped after %d of %d entries", n, len(todo))
 		}
-		if err != nil {
-			if ctx.Err() == nil {
-				r.hold(stream, fmt.Errorf("entry %s: %w", m.ID, err))
-			}
+		for _, e := range todo[:n] {
+			done = append(done, e.ID)
+		}
+		if n > 0 {
+			delete(r.holdBackoff, stream)
+		}
+		if err == nil {
 			break
 		}
-		delete(r.holdBackoff, stream)
-		done = append(done, m.ID)
+		e := todo[n]
+		var perm permanentError
+		if errors.As(err, &perm) {
+			r.parked[stream+" "+e.ID] = true
+			r.g.Logger.Error("stream consumer: entry cannot be processed; left pending for an operator",
+				"group", r.g.Group, "shard", r.shard, "stream", stream, "id", e.ID, "err", err)
+			todo = todo[n+1:]
+			continue
+		}
+		if ctx.Err() == nil {
+			r.hold(stream, fmt.Errorf("entry %s: %w", e.ID, err))
+		}
+		break
 	}
 	return r.ack(ctx, stream, done)
+}
+
+// process hands entries to HandleBatch, or to Handle one by one until one
+// fails.
+func (g *GroupReader) process(ctx context.Context, es []Entry) (int, error) {
+	if g.HandleBatch != nil {
+		n, err := g.HandleBatch(ctx, es)
+		return min(max(n, 0), len(es)), err
+	}
+	for i, e := range es {
+		if err := g.Handle(ctx, e); err != nil {
+			return i, err
+		}
+	}
+	return len(es), nil
 }
 
 // ack acknowledges and deletes handled entries in one round trip.

@@ -375,3 +375,81 @@ func TestSettlementsWaitForTheBus(t *testing.T) {
 		}
 	})
 }
+
+// A batch decides every reservation as Ingest would alone: the per-user
+// limit's guard within the batch, fail-fast, repeats and second holds.
+func TestIngestBatchDecidesLikeIngest(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store) {
+		h := newHarness(t, s, 1)
+		h.ingest(h.event("old1", "dave", 1))
+		stale := h.event("stale", "erin", 0)
+		stale.AtMS -= (31 * time.Minute).Milliseconds()
+		second := h.event("old1", "dave", 2) // the same reservation held on another shard
+		batch := []shardstock.ReservationEvent{
+			h.event("b1", "frank", 0), h.event("b2", "frank", 1), // limit 1: b2 fails
+			stale, h.event("old1", "dave", 1), second, h.event("b3", "gina", 2),
+		}
+		if n, err := h.svc.IngestBatch(context.Background(), batch); n != len(batch) || err != nil {
+			t.Fatalf("IngestBatch = %d, %v", n, err)
+		}
+		want := map[string]string{"b1": shardstock.StatusAwaitingPayment, "b2": shardstock.StatusFailed,
+			"stale": shardstock.StatusFailed, "old1": shardstock.StatusAwaitingPayment, "b3": shardstock.StatusAwaitingPayment}
+		for id, st := range want {
+			if got := h.status(id); got != st {
+				t.Errorf("%s is %s, want %s", id, got, st)
+			}
+		}
+		if o, _ := s.Order(context.Background(), "old1"); o.Shard != 1 {
+			t.Fatalf("old1 moved to shard %d", o.Shard)
+		}
+		released := map[string]int{}
+		for _, st := range h.settle() {
+			released[st.OrderID+" "+st.Action] = st.Shard
+		}
+		if len(released) != 3 || released["old1 "+shardstock.ReleaseDuplicate] != 2 ||
+			released["b2 "+shardstock.Release] != 1 || released["stale "+shardstock.Release] != 0 {
+			t.Fatalf("settlements %v, want the second hold of old1, b2 and stale released", released)
+		}
+	})
+}
+
+func TestIngestBatchStopsAtAnUnknownProduct(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store) {
+		h := newHarness(t, s, 1)
+		bad := h.event("x2", "ivan", 0)
+		bad.ProductID = "nosuch"
+		n, err := h.svc.IngestBatch(context.Background(), []shardstock.ReservationEvent{h.event("x1", "hana", 0), bad, h.event("x3", "jo", 0)})
+		if n != 1 || !errors.Is(err, ErrUnknownProduct) {
+			t.Fatalf("IngestBatch = %d, %v; want 1 and ErrUnknownProduct", n, err)
+		}
+		if h.status("x1") != shardstock.StatusAwaitingPayment {
+			t.Fatal("the reservation before the unknown product was not written")
+		}
+	})
+}
+
+// Overlapping batches of one buyer, from concurrent consumers: the limit's
+// last guard holds whether a batch commits whole or falls back row by row.
+func TestConcurrentBatchesOfOneBuyer(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store) {
+		h := newHarness(t, s, 3)
+		var wg sync.WaitGroup
+		for g := 0; g < 4; g++ {
+			wg.Go(func() {
+				var evs []shardstock.ReservationEvent
+				for i := 0; i < 6; i++ {
+					evs = append(evs, h.event(fmt.Sprintf("k%d-%d", g, i), "kim", i%3))
+				}
+				evs = append(evs, evs[g]) // and a repeat within the batch
+				if n, err := h.svc.IngestBatch(context.Background(), evs); n != len(evs) || err != nil {
+					t.Errorf("batch %d: %d, %v", g, n, err)
+				}
+			})
+		}
+		wg.Wait()
+		counts, _ := s.CountByStatus(context.Background(), "p")
+		if counts[shardstock.StatusAwaitingPayment] != 3 || counts[shardstock.StatusFailed] != 21 {
+			t.Fatalf("counts %v, want 3 awaiting and 21 failed", counts)
+		}
+	})
+}

@@ -125,6 +125,77 @@ func (s *Service) Ingest(ctx context.Context, ev shardstock.ReservationEvent) er
 	return nil
 }
 
+// IngestBatch is Ingest for several reservations with one database commit
+// (Store.InsertBatch). It returns how many of evs, from the first, are
+// decided; when that is fewer than len(evs), err says why the next one is
+// not, as Ingest would for it alone. A batch the database refuses as a
+// whole is retried reservation by reservation, so the outcome of every
+// reservation is the one Ingest gives it.
+func (s *Service) IngestBatch(ctx context.Context, evs []shardstock.ReservationEvent) (int, error) {
+	if len(evs) < 2 {
+		return s.ingestEach(ctx, evs)
+	}
+	rows := make([]NewOrder, len(evs))
+	fresh := 0
+	for i, ev := range evs {
+		limit, err := s.limit(ctx, ev.ProductID)
+		if err != nil {
+			return s.ingestEach(ctx, evs)
+		}
+		rows[i] = NewOrder{Event: ev, Limit: limit, Status: shardstock.StatusAwaitingPayment}
+		if s.cfg.Now().Sub(ev.At()) > s.cfg.FailFastAge {
+			rows[i].Status = shardstock.StatusFailed
+			s.cfg.Logger.Warn("reservation too old: failing it fast", "order", ev.ID, "age", s.cfg.Now().Sub(ev.At()).Round(time.Second))
+		} else {
+			fresh++
+		}
+	}
+	for fresh > 0 { // the order-creation rate limit, in steps of at most its burst
+		n := min(fresh, s.limiter.Burst())
+		if err := s.limiter.WaitN(ctx, n); err != nil {
+			return 0, err
+		}
+		fresh -= n
+	}
+	written, err := s.store.InsertBatch(ctx, rows, s.cfg.Now())
+	if err != nil {
+		if ctx.Err() != nil {
+			return 0, err
+		}
+		s.cfg.Logger.Debug("order batch refused; writing one by one", "orders", len(rows), "err", err)
+		return s.ingestEach(ctx, evs)
+	}
+	wake := false
+	for _, w := range written {
+		if w != "" {
+			wake = wake || w != shardstock.StatusAwaitingPayment
+			if s.cfg.OnIngest != nil {
+				s.cfg.OnIngest(w)
+			}
+		}
+	}
+	if wake {
+		s.wake()
+	}
+	for i, w := range written {
+		if w == "" { // the row existed: a repeat, or a second hold elsewhere
+			if err := s.Ingest(ctx, evs[i]); err != nil {
+				return i, err
+			}
+		}
+	}
+	return len(evs), nil
+}
+
+func (s *Service) ingestEach(ctx context.Context, evs []shardstock.ReservationEvent) (int, error) {
+	for i, ev := range evs {
+		if err := s.Ingest(ctx, ev); err != nil {
+			return i, err
+		}
+	}
+	return len(evs), nil
+}
+
 func (s *Service) duplicate(ctx context.Context, o *shardstock.Order, ev shardstock.ReservationEvent) error {
 	if o.Shard == ev.Shard {
 		return nil

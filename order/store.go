@@ -342,9 +342,19 @@ func (s *Store) Insert(ctx context.Context, ev shardstock.ReservationEvent, limi
 }
 
 func (s *Store) insertOnce(ctx context.Context, ev shardstock.ReservationEvent, limit int64, status string, now time.Time) (string, error) {
+	return insertRow(ctx, s.db, ev, limit, status, now)
+}
+
+// dbtx is what one insert needs: the database, or a transaction.
+type dbtx interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+func insertRow(ctx context.Context, q dbtx, ev shardstock.ReservationEvent, limit int64, status string, now time.Time) (string, error) {
 	var seq sql.NullInt64
 	if status == shardstock.StatusAwaitingPayment {
-		free, err := s.freeSeq(ctx, ev.ProductID, ev.UserID, limit)
+		free, err := freeSeq(ctx, q, ev.ProductID, ev.UserID, limit)
 		if err != nil {
 			return "", err
 		}
@@ -359,17 +369,56 @@ func (s *Store) insertOnce(ctx context.Context, ev shardstock.ReservationEvent, 
 		pending = 1
 	}
 	ms := now.UnixMilli()
-	_, err := s.db.ExecContext(ctx, `INSERT INTO orders
+	_, err := q.ExecContext(ctx, `INSERT INTO orders
 		(id, product_id, user_id, shard, seq, status, reserved_at, created_at, updated_at, settle_pending)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		ev.ID, ev.ProductID, ev.UserID, ev.Shard, seq, status, ev.AtMS, ms, ms, pending)
 	return status, err
 }
 
+// NewOrder is one row for InsertBatch: a reservation, the product's
+// per-user limit and the status to write (awaiting_payment, or failed).
+type NewOrder struct {
+	Event  shardstock.ReservationEvent
+	Limit  int64
+	Status string
+}
+
+// InsertBatch writes the rows of several reservations in one transaction,
+// as Insert would write each: one commit (one disk flush) instead of one per
+// order. It returns the status written per row, "" for a reservation id
+// that has a row already (left as it is). Any error rolls the whole batch
+// back — a seq taken meanwhile by another process included — and the caller
+// falls back to Insert, row by row.
+func (s *Store) InsertBatch(ctx context.Context, rows []NewOrder, now time.Time) ([]string, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+	out := make([]string, len(rows))
+	for i, r := range rows {
+		var one int
+		switch err := tx.QueryRowContext(ctx, `SELECT 1 FROM orders WHERE id = ?`, r.Event.ID).Scan(&one); {
+		case err == nil:
+			continue // exists: out[i] stays ""
+		case !errors.Is(err, sql.ErrNoRows):
+			return nil, fmt.Errorf("look up order %s: %w", r.Event.ID, err)
+		}
+		if out[i], err = insertRow(ctx, tx, r.Event, r.Limit, r.Status, now); err != nil {
+			return nil, fmt.Errorf("insert order %s: %w", r.Event.ID, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("commit %d orders: %w", len(rows), err)
+	}
+	return out, nil
+}
+
 // freeSeq returns the lowest seq in 1..limit the buyer's live orders of the
 // product do not use, or 0.
-func (s *Store) freeSeq(ctx context.Context, product, user string, limit int64) (int64, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT seq FROM orders WHERE product_id = ? AND user_id = ? AND seq IS NOT NULL`, product, user)
+func freeSeq(ctx context.Context, q dbtx, product, user string, limit int64) (int64, error) {
+	rows, err := q.QueryContext(ctx, `SELECT seq FROM orders WHERE product_id = ? AND user_id = ? AND seq IS NOT NULL`, product, user)
 	if err != nil {
 		return 0, fmt.Errorf("read seqs: %w", err)
 	}

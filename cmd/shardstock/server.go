@@ -211,7 +211,7 @@ func (m *Main) startLoops() error {
 	outbox := &messaging.GroupReader{Clients: m.clients(), Streams: messaging.OutboxStreams,
 		ClaimIdle: m.cfg.ClaimIdle, Logger: m.log}
 	if m.rmq == nil {
-		outbox.Group, outbox.Handle = "orders", messaging.ReservationHandler(m.log, m.ingest)
+		outbox.Group, outbox.HandleBatch = "orders", messaging.ReservationBatchHandler(m.log, m.ingestBatch)
 		settle := &messaging.GroupReader{Clients: m.clients(), Streams: messaging.SettleStreams, Group: "inventory",
 			Handle: messaging.SettlementHandler(m.log, m.inv.Settle), ClaimIdle: m.cfg.ClaimIdle, Logger: m.log,
 			OnError: m.metrics.ConsumerErrors.WithLabelValues("inventory").Inc}
@@ -235,6 +235,15 @@ func (m *Main) ingest(ctx context.Context, ev shardstock.ReservationEvent) error
 		return messaging.Permanent(err)
 	}
 	return err
+}
+
+// ingestBatch is ingest for the reservations of one outbox read.
+func (m *Main) ingestBatch(ctx context.Context, evs []shardstock.ReservationEvent) (int, error) {
+	n, err := m.orders.IngestBatch(ctx, evs)
+	if errors.Is(err, order.ErrUnknownProduct) {
+		return n, messaging.Permanent(err)
+	}
+	return n, err
 }
 
 // relay publishes a reservation to the broker (message key = reservation
