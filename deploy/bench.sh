@@ -29,7 +29,7 @@ cleanup() {
 }
 trap cleanup EXIT
 deploy/redis.sh start --ports "$ports" --dir "$run/redis" >/dev/null
-bin/httpceiling -addr 127.0.0.1:18090 & pids+=($!)
+bin/httpceiling -addr 127.0.0.1:18090 & ceiling=$!; pids+=("$ceiling")
 # serve [START]: (re)start the coordinator with start policy START (random).
 server=
 serve() {
@@ -49,28 +49,42 @@ admin plenty '{"stock":100000000,"per_user_limit":1}'
 admin gone '{"stock":1}'
 for u in a b c d e; do curl -s -X POST -H "X-User-ID: $u" 127.0.0.1:18091/api/v1/products/gone/purchase >/dev/null; done
 
-# wrkrun URL [script] -> "req/s p50ms p99ms"
+# CPU accounting: ticks (1/CLK_TCK s) spent by processes, and by the whole
+# machine (user, nice, system, irq, softirq; steal excluded).
+tck=$(getconf CLK_TCK)
+ticks() { local t=0 p; for p in "$@"; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0))); done; echo "$t"; }
+busy() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8}' /proc/stat; }
+redis_pids() { local p; for p in ${ports//,/ }; do cat "$run/redis/$p/redis.pid"; done; }
+
+# wrkrun URL SERVER_PID [script] -> "req/s p50ms p99ms server-us redis-us rest-us":
+# latency from wrk, and CPU microseconds per request spent by the server
+# process, by the Redis masters and by everything else (wrk, the kernel's
+# loopback networking, the other processes) while wrk ran.
 wrkrun() {
-  local out
-  out=$(wrk -t2 -c"$conns" -d"$dur" --latency ${2:+-s "$2"} "$1")
+  local out s0 r0 b0 s1 r1 b1
+  s0=$(ticks "$2"); r0=$(ticks $(redis_pids)); b0=$(busy)
+  out=$(wrk -t2 -c"$conns" -d"$dur" --latency ${3:+-s "$3"} "$1")
+  s1=$(ticks "$2"); r1=$(ticks $(redis_pids)); b1=$(busy)
   echo "$out" >>"$run/wrk.log"
-  echo "$out" | awk '
+  echo "$out" | awk -v s=$((s1 - s0)) -v r=$((r1 - r0)) -v b=$((b1 - b0)) -v tck="$tck" '
     function ms(v) { if (v ~ /us$/) return v / 1000; if (v ~ /ms$/) return v + 0; if (v ~ /s$/) return v * 1000; return v }
+    function us(t) { return n > 0 ? t * 1e6 / tck / n : 0 }
+    /requests in/ { n = $1 }
     /Requests\/sec/ { rps = $2 }
     $1 == "50%" { p50 = ms($2) } $1 == "99%" { p99 = ms($2) }
-    END { printf "%.0f %.2f %.2f\n", rps, p50, p99 }'
+    END { printf "%.0f %.2f %.2f %.0f %.0f %.0f\n", rps, p50, p99, us(s), us(r), us(b - s - r) }'
 }
 # (a) is driven by the same wrk script as (c) and (d) (a POST with a new
 # X-User-ID each), so the ratios compare servers, not request generators;
 # the plain GET figure is kept for reference.
-echo "bench: (a) HTTP ceiling"; read -r a_rps a_p50 a_p99 < <(wrkrun http://127.0.0.1:18090/ deploy/bench/purchase.lua)
-read -r a0_rps a0_p50 a0_p99 < <(wrkrun http://127.0.0.1:18090/)
+echo "bench: (a) HTTP ceiling"; read -r a_rps a_p50 a_p99 a_cs a_cr a_co < <(wrkrun http://127.0.0.1:18090/ "$ceiling" deploy/bench/purchase.lua)
+read -r a0_rps a0_p50 a0_p99 _ _ _ < <(wrkrun http://127.0.0.1:18090/ "$ceiling")
 # (d) before (c): after (c) the order consumers work through its backlog and
 # would share the cores with (d).
-echo "bench: (d) purchase path after sell-out"; read -r d_rps d_p50 d_p99 < <(wrkrun http://127.0.0.1:18091/api/v1/products/gone/purchase deploy/bench/purchase.lua)
-echo "bench: (c) purchase path while stock lasts"; read -r c_rps c_p50 c_p99 < <(wrkrun http://127.0.0.1:18091/api/v1/products/plenty/purchase deploy/bench/purchase.lua)
+echo "bench: (d) purchase path after sell-out"; read -r d_rps d_p50 d_p99 d_cs d_cr d_co < <(wrkrun http://127.0.0.1:18091/api/v1/products/gone/purchase "$server" deploy/bench/purchase.lua)
+echo "bench: (c) purchase path while stock lasts"; read -r c_rps c_p50 c_p99 c_cs c_cr c_co < <(wrkrun http://127.0.0.1:18091/api/v1/products/plenty/purchase "$server" deploy/bench/purchase.lua)
 echo "bench: (c) again with SHARDSTOCK_START=register"; serve register
-read -r cr_rps cr_p50 cr_p99 < <(wrkrun http://127.0.0.1:18091/api/v1/products/plenty/purchase deploy/bench/purchase.lua)
+read -r cr_rps cr_p50 cr_p99 cr_cs cr_cr cr_co < <(wrkrun http://127.0.0.1:18091/api/v1/products/plenty/purchase "$server" deploy/bench/purchase.lua)
 
 # (b) the reserve script alone on one shard, by EVALSHA.
 port=${ports%%,*}
@@ -147,6 +161,16 @@ request coalescing \`${SHARDSTOCK_COALESCE:-on}\`).
 | d/a | $da | ≥ 0.90 — $(pass "$da" 0.90 ge) |
 | c/b | $cb | (a purchase costs three script calls — two claims and the reserve — or two when it starts at the buyer's last claim register) |
 | p99 of (c) at $conns connections | $c_p99 ms | ≤ 10 ms — $(pass "$c_p99" 10 le) |
+
+Where the CPU goes, in microseconds of CPU per request while wrk ran (from /proc; "everything else" is wrk,
+the kernel's loopback networking and any other process, steal excluded):
+
+| run | server process | Redis masters | everything else | total |
+|---|---:|---:|---:|---:|
+| (a) HTTP ceiling | $a_cs | $a_cr | $a_co | $((a_cs + a_cr + a_co)) |
+| (d) purchase after sell-out | $d_cs | $d_cr | $d_co | $((d_cs + d_cr + d_co)) |
+| (c) purchase while stock lasts | $c_cs | $c_cr | $c_co | $((c_cs + c_cr + c_co)) |
+| (c) with \`SHARDSTOCK_START=register\` | $cr_cs | $cr_cr | $cr_co | $((cr_cs + cr_cr + cr_co)) |
 
 Load generator race: $(lg "$lg_race" 'r["statuses"]'); invariants hold: $(lg "$lg_race" 'r["invariants_ok"]').
 

@@ -23,6 +23,7 @@ type Metrics struct {
 	Settlements     *prometheus.CounterVec // by action
 	OrdersIngested  *prometheus.CounterVec // by status written
 	RateLimited     *prometheus.CounterVec // by scope
+	PipelineCalls   prometheus.Histogram   // script calls per coalesced round trip
 }
 
 // New registers the metrics, the Go and process collectors on reg.
@@ -46,6 +47,9 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help: "Reservations written as order rows by this process, by status written."}, []string{"status"}),
 		RateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shardstock_rate_limited_total",
 			Help: "Purchase requests refused by a rate limit, by scope: global, product, user, ip."}, []string{"scope"}),
+		PipelineCalls: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "shardstock_redis_pipeline_calls",
+			Help:    "Script calls sent together in one round trip to a shard (request coalescing; 1 at low load).",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64}}),
 	}
 	for _, s := range []string{"global", "product", "user", "ip"} {
 		m.RateLimited.WithLabelValues(s)
@@ -66,7 +70,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		m.OrdersIngested.WithLabelValues(s)
 	}
 	reg.MustRegister(m.Purchases, m.PurchaseSeconds, m.Failovers, m.RedisErrors, m.ConsumerErrors, m.Settlements,
-		m.OrdersIngested, m.RateLimited, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.OrdersIngested, m.RateLimited, m.PipelineCalls, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 

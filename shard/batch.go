@@ -40,10 +40,11 @@ type coalescer struct {
 	timeout time.Duration
 	queue   chan *scriptCall
 	stop    chan struct{}
+	onBatch func(int)
 }
 
-func newCoalescer(c *redis.Client, timeout time.Duration) *coalescer {
-	k := &coalescer{client: c, timeout: timeout, queue: make(chan *scriptCall, 4096), stop: make(chan struct{})}
+func newCoalescer(c *redis.Client, timeout time.Duration, onBatch func(int)) *coalescer {
+	k := &coalescer{client: c, timeout: timeout, queue: make(chan *scriptCall, 4096), stop: make(chan struct{}), onBatch: onBatch}
 	for range executors {
 		go k.loop()
 	}
@@ -92,6 +93,9 @@ func (k *coalescer) loop() {
 // shard does not have yet (NOSCRIPT, after a restart) are sent again with
 // EVAL.
 func (k *coalescer) exec(batch []*scriptCall) {
+	if k.onBatch != nil {
+		k.onBatch(len(batch))
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), k.timeout)
 	defer cancel()
 	pipe := k.client.Pipeline()

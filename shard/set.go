@@ -61,6 +61,9 @@ type Config struct {
 	// Coalesce sends concurrent script calls bound for one shard together
 	// in one pipeline (see batch.go).
 	Coalesce bool
+	// OnBatch, if set, is told the size of every coalesced round trip
+	// (metrics).
+	OnBatch func(calls int)
 	// OnFailover, if set, is called each time a purchase moves on to
 	// another shard (metrics).
 	OnFailover func()
@@ -151,7 +154,7 @@ func Open(urls []string, cfg Config) (*Set, error) {
 		}
 		sh := newShard(i, opt, cfg)
 		if cfg.Coalesce {
-			sh.batch = newCoalescer(sh.Client, cfg.Timeout)
+			sh.batch = newCoalescer(sh.Client, cfg.Timeout, cfg.OnBatch)
 		}
 		s.shards = append(s.shards, sh)
 	}

@@ -90,7 +90,8 @@ func (m *Main) Run(ctx context.Context) error {
 		m.metrics.RedisErrors.WithLabelValues(strconv.Itoa(i))
 	}
 	set, err := shard.Open(m.cfg.Shards, shard.Config{Timeout: m.cfg.ShardTimeout, Logger: m.log, Coalesce: m.cfg.Coalesce, Start: m.cfg.Start,
-		Health: countedHealth{m.health, m.metrics}, OnFailover: m.metrics.Failovers.Inc})
+		Health: countedHealth{m.health, m.metrics}, OnFailover: m.metrics.Failovers.Inc,
+		OnBatch: func(n int) { m.metrics.PipelineCalls.Observe(float64(n)) }})
 	if err != nil {
 		return fmt.Errorf("SHARDSTOCK_SHARDS: %w", err)
 	}
