@@ -124,6 +124,27 @@ func (r *RocketMQ) Publish(ctx context.Context, topic, key string, body []byte) 
 	return nil
 }
 
+// PublishBatch sends bodies to topic in one batch (one broker round trip),
+// keys[i] being the key of bodies[i]; the broker stores all or none of them.
+func (r *RocketMQ) PublishBatch(ctx context.Context, topic string, keys []string, bodies [][]byte) error {
+	if len(bodies) == 0 {
+		return nil
+	}
+	msgs := make([]*primitive.Message, len(bodies))
+	for i, b := range bodies {
+		msgs[i] = primitive.NewMessage(r.cfg.name(topic), b)
+		msgs[i].WithKeys([]string{keys[i]})
+	}
+	res, err := r.producer.SendSync(ctx, msgs...)
+	if err != nil {
+		return fmt.Errorf("rocketmq send %d to %s: %w", len(msgs), topic, err)
+	}
+	if res.Status != primitive.SendOK {
+		return fmt.Errorf("rocketmq send %d to %s: status %d", len(msgs), topic, res.Status)
+	}
+	return nil
+}
+
 // MessageHandler processes one message body; an error asks for redelivery.
 type MessageHandler func(ctx context.Context, body []byte) error
 
@@ -131,7 +152,22 @@ type MessageHandler func(ctx context.Context, body []byte) error
 // error answers ConsumeRetryLater (the message comes back through the
 // group's %RETRY% topic).
 func (r *RocketMQ) Subscribe(group, topic string, h MessageHandler) error {
+	return r.SubscribeBatch(group, topic, 1, func(ctx context.Context, bodies [][]byte) error {
+		for _, b := range bodies {
+			if err := h(ctx, b); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// SubscribeBatch is Subscribe for a handler that takes up to max messages
+// at once. A handler error hands every message of the call back to the
+// broker, so the handler must be idempotent for the ones it had handled.
+func (r *RocketMQ) SubscribeBatch(group, topic string, max int, h func(ctx context.Context, bodies [][]byte) error) error {
 	c, err := rmq.NewPushConsumer(
+		consumer.WithConsumeMessageBatchMaxSize(max),
 		consumer.WithNameServer([]string{r.cfg.NameServer}),
 		consumer.WithGroupName(r.cfg.name(group)),
 		consumer.WithInstance(r.cfg.Instance),
@@ -146,10 +182,12 @@ func (r *RocketMQ) Subscribe(group, topic string, h MessageHandler) error {
 		return fmt.Errorf("rocketmq consumer %s: %w", group, err)
 	}
 	err = c.Subscribe(r.cfg.name(topic), consumer.MessageSelector{}, func(ctx context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
-		for _, m := range msgs {
-			if err := h(ctx, m.Body); err != nil {
-				return consumer.ConsumeRetryLater, err
-			}
+		bodies := make([][]byte, len(msgs))
+		for i, m := range msgs {
+			bodies[i] = m.Body
+		}
+		if err := h(ctx, bodies); err != nil {
+			return consumer.ConsumeRetryLater, err
 		}
 		return consumer.ConsumeSuccess, nil
 	})

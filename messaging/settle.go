@@ -61,23 +61,11 @@ func SettleStreams(context.Context, int, *redis.Client) ([]string, error) {
 	return []string{shard.SettleKey}, nil
 }
 
-// ReservationHandler adapts a reservation consumer to outbox entries. An
-// entry that cannot be decoded can never be processed: it is logged as an
-// error and acknowledged.
-func ReservationHandler(log *slog.Logger, h func(context.Context, shardstock.ReservationEvent) error) EntryHandler {
-	return func(ctx context.Context, e Entry) error {
-		ev, err := shardstock.ReservationFromFields(e.Fields)
-		if err != nil {
-			log.Error("dropping a malformed outbox entry", "shard", e.Shard, "stream", e.Stream, "id", e.ID, "err", err)
-			return nil
-		}
-		return h(ctx, ev)
-	}
-}
-
-// ReservationBatchHandler is ReservationHandler for a consumer that takes
-// several reservations at once (order.Service.IngestBatch): h returns how
-// many of its events, from the first, are handled.
+// ReservationBatchHandler adapts a reservation consumer that takes several
+// reservations at once (order.Service.IngestBatch, the relay) to outbox
+// entries: h returns how many of its events, from the first, are handled.
+// An entry that cannot be decoded can never be processed: it is logged as
+// an error and acknowledged with the others.
 func ReservationBatchHandler(log *slog.Logger, h func(context.Context, []shardstock.ReservationEvent) (int, error)) BatchHandler {
 	return func(ctx context.Context, es []Entry) (int, error) {
 		evs := make([]shardstock.ReservationEvent, 0, len(es))
@@ -99,7 +87,7 @@ func ReservationBatchHandler(log *slog.Logger, h func(context.Context, []shardst
 }
 
 // SettlementHandler adapts a settlement consumer to settle-stream entries;
-// malformed entries are handled as in ReservationHandler.
+// malformed entries are handled as in ReservationBatchHandler.
 func SettlementHandler(log *slog.Logger, h func(context.Context, shardstock.Settlement) error) EntryHandler {
 	return func(ctx context.Context, e Entry) error {
 		body, _ := e.Fields["body"].(string)

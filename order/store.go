@@ -200,6 +200,14 @@ func splitSQL(src string) []string {
 }
 
 // isDuplicate reports a unique-key violation.
+// isLockConflict reports a transaction MariaDB/MySQL rolled back or gave up
+// on because of a concurrent one (deadlock, lock wait timeout): trying it
+// again is the documented remedy.
+func isLockConflict(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && (me.Number == 1213 || me.Number == 1205)
+}
+
 func isDuplicate(err error) bool {
 	var me *mysql.MySQLError
 	if errors.As(err, &me) {
@@ -329,8 +337,11 @@ var errExists = errors.New("order exists")
 func (s *Store) Insert(ctx context.Context, ev shardstock.ReservationEvent, limit int64, status string, now time.Time) (string, error) {
 	for attempt := 0; ; attempt++ {
 		written, err := s.insertOnce(ctx, ev, limit, status, now)
-		if err == nil || !isDuplicate(err) || attempt >= 5 {
+		if err == nil || !(isDuplicate(err) || isLockConflict(err)) || attempt >= 5 {
 			return written, err
+		}
+		if isLockConflict(err) {
+			continue
 		}
 		if o, lerr := s.Order(ctx, ev.ID); lerr != nil {
 			return "", lerr
@@ -391,6 +402,15 @@ type NewOrder struct {
 // back — a seq taken meanwhile by another process included — and the caller
 // falls back to Insert, row by row.
 func (s *Store) InsertBatch(ctx context.Context, rows []NewOrder, now time.Time) ([]string, error) {
+	for attempt := 0; ; attempt++ {
+		out, err := s.insertBatch(ctx, rows, now)
+		if err == nil || !isLockConflict(err) || attempt >= 3 {
+			return out, err
+		}
+	}
+}
+
+func (s *Store) insertBatch(ctx context.Context, rows []NewOrder, now time.Time) ([]string, error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, err

@@ -218,7 +218,7 @@ func (m *Main) startLoops() error {
 			OnError: m.metrics.ConsumerErrors.WithLabelValues("inventory").Inc}
 		m.loops.Go(func() { settle.Run(ctx) })
 	} else {
-		outbox.Group, outbox.Handle = "relay", messaging.ReservationHandler(m.log, m.relay)
+		outbox.Group, outbox.HandleBatch = "relay", messaging.ReservationBatchHandler(m.log, m.relay)
 		if err := m.subscribe(ctx); err != nil {
 			return err
 		}
@@ -228,17 +228,9 @@ func (m *Main) startLoops() error {
 	return nil
 }
 
-// ingest writes a reservation's order; a reservation for a product not in
-// this deployment's catalog is a Permanent error (retrying cannot help).
-func (m *Main) ingest(ctx context.Context, ev shardstock.ReservationEvent) error {
-	err := m.orders.Ingest(ctx, ev)
-	if errors.Is(err, order.ErrUnknownProduct) {
-		return messaging.Permanent(err)
-	}
-	return err
-}
-
-// ingestBatch is ingest for the reservations of one outbox read.
+// ingestBatch writes the orders of several reservations (one outbox read, one
+// broker delivery); a reservation for a product not in this deployment's
+// catalog is a Permanent error (retrying cannot help).
 func (m *Main) ingestBatch(ctx context.Context, evs []shardstock.ReservationEvent) (int, error) {
 	n, err := m.orders.IngestBatch(ctx, evs)
 	if errors.Is(err, order.ErrUnknownProduct) {
@@ -247,22 +239,39 @@ func (m *Main) ingestBatch(ctx context.Context, evs []shardstock.ReservationEven
 	return n, err
 }
 
-// relay publishes a reservation to the broker (message key = reservation
-// id); the outbox entry is acknowledged only after the broker took it.
-func (m *Main) relay(ctx context.Context, ev shardstock.ReservationEvent) error {
-	return m.rmq.Publish(ctx, messaging.TopicReservations, ev.ID, ev.Encode())
+// relay publishes the reservations of one outbox read to the broker in one
+// batch (message key = reservation id); the outbox entries are acknowledged
+// only after the broker took them.
+func (m *Main) relay(ctx context.Context, evs []shardstock.ReservationEvent) (int, error) {
+	keys, bodies := make([]string, len(evs)), make([][]byte, len(evs))
+	for i, ev := range evs {
+		keys[i], bodies[i] = ev.ID, ev.Encode()
+	}
+	if err := m.rmq.PublishBatch(ctx, messaging.TopicReservations, keys, bodies); err != nil {
+		return 0, err
+	}
+	return len(evs), nil
 }
 
 func (m *Main) subscribe(ctx context.Context) error {
-	err := m.rmq.Subscribe("shardstock-orders", messaging.TopicReservations, func(_ context.Context, body []byte) error {
-		ev, err := shardstock.DecodeReservation(body)
-		if err != nil {
-			m.log.Error("dropping a malformed reservation message", "err", err)
-			return nil
+	err := m.rmq.SubscribeBatch("shardstock-orders", messaging.TopicReservations, 32, func(_ context.Context, bodies [][]byte) error {
+		evs := make([]shardstock.ReservationEvent, 0, len(bodies))
+		for _, body := range bodies {
+			ev, err := shardstock.DecodeReservation(body)
+			if err != nil {
+				m.log.Error("dropping a malformed reservation message", "err", err)
+				continue
+			}
+			evs = append(evs, ev)
 		}
-		// A permanent error hands the message back to the broker (retry
-		// topic, then dead-letter queue) instead of blocking the queue.
-		return messaging.UntilDone(ctx, m.log, "order consumer", func() error { return m.ingest(ctx, ev) })
+		// A permanent error hands the messages back to the broker (retry
+		// topic, then dead-letter queue) instead of blocking the queue; the
+		// ones already written are repeats when they come back.
+		return messaging.UntilDone(ctx, m.log, "order consumer", func() error {
+			n, err := m.ingestBatch(ctx, evs)
+			evs = evs[n:]
+			return err
+		})
 	})
 	if err != nil {
 		return fmt.Errorf("SHARDSTOCK_MQ: %w", err)
