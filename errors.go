@@ -66,8 +66,8 @@ var httpStatus = map[string]int{
 // Errors that are not an *Error become ErrInternal: their text (which may
 // name hosts or keys) is never shown to a client.
 func ErrorResponse(err error) (int, *Error) {
-	var e *Error
-	if !errors.As(err, &e) {
+	e, ok := err.(*Error) // most errors are a sentinel itself: no unwrapping
+	if !ok && !errors.As(err, &e) {
 		return http.StatusInternalServerError, ErrInternal
 	}
 	if st, ok := httpStatus[e.Code]; ok {

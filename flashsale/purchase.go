@@ -42,7 +42,7 @@ type Identity func(r *http.Request) (string, error)
 // HeaderIdentity trusts the X-User-ID header. Use it only behind a gateway
 // that authenticates buyers and sets the header itself.
 func HeaderIdentity(r *http.Request) (string, error) {
-	u := r.Header.Get("X-User-ID")
+	u := r.Header.Get("X-User-Id") // X-User-ID, in the canonical form Get needs no copy for
 	if !shardstock.ValidID(u) {
 		return "", unauthorized("X-User-ID must be 1-64 characters of [A-Za-z0-9_-]")
 	}

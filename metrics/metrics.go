@@ -18,17 +18,19 @@ type Metrics struct {
 	Purchases       *prometheus.CounterVec // by outcome: reserved or the error code
 	PurchaseSeconds prometheus.Histogram
 	Failovers       prometheus.Counter
-	RedisErrors     *prometheus.CounterVec // by shard
-	ConsumerErrors  *prometheus.CounterVec // by consumer group
-	Settlements     *prometheus.CounterVec // by action
-	OrdersIngested  *prometheus.CounterVec // by status written
-	RateLimited     *prometheus.CounterVec // by scope
-	PipelineCalls   prometheus.Histogram   // script calls per coalesced round trip
+	RedisErrors     *prometheus.CounterVec        // by shard
+	ConsumerErrors  *prometheus.CounterVec        // by consumer group
+	Settlements     *prometheus.CounterVec        // by action
+	OrdersIngested  *prometheus.CounterVec        // by status written
+	RateLimited     *prometheus.CounterVec        // by scope
+	purchases       map[string]prometheus.Counter // Purchases by known outcome, resolved once
+	PipelineCalls   prometheus.Histogram          // script calls per coalesced round trip
 }
 
 // New registers the metrics, the Go and process collectors on reg.
 func New(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
+		purchases: map[string]prometheus.Counter{},
 		Purchases: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shardstock_purchase_requests_total",
 			Help: "Purchase requests by outcome: reserved, or the error code answered (sold_out, limit_reached, unavailable, bad_request, ...)."},
 			[]string{"outcome"}),
@@ -58,7 +60,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	// first scrape (rates and alerts need no special case for "absent").
 	for _, o := range []string{"reserved", "queued", "sold_out", "limit_reached", "not_started", "ended", "unavailable",
 		"bad_request", "unauthorized", "not_found", "too_large", "unsupported_media_type", "rate_limited", "internal"} {
-		m.Purchases.WithLabelValues(o)
+		m.purchases[o] = m.Purchases.WithLabelValues(o)
 	}
 	for _, g := range []string{"orders", "relay", "inventory"} {
 		m.ConsumerErrors.WithLabelValues(g)
@@ -76,6 +78,10 @@ func New(reg prometheus.Registerer) *Metrics {
 
 // ObservePurchase counts one answered purchase.
 func (m *Metrics) ObservePurchase(outcome string, took time.Duration) {
-	m.Purchases.WithLabelValues(outcome).Inc()
+	if c, ok := m.purchases[outcome]; ok {
+		c.Inc()
+	} else {
+		m.Purchases.WithLabelValues(outcome).Inc()
+	}
 	m.PurchaseSeconds.Observe(took.Seconds())
 }

@@ -345,7 +345,9 @@ func (m *Main) routes() http.Handler {
 	// from loopback and private addresses (an nginx edge), never from the
 	// internet, so a buyer cannot pick the IP it is limited as.
 	e.IPExtractor = echo.ExtractIPFromXFFHeader()
-	e.Use(middleware.Recover(), middleware.RequestIDWithConfig(middleware.RequestIDConfig{Generator: api.RequestIDs()}), api.RequestLog(m.log))
+	// X-Request-ID, in the canonical form that needs no copy per request.
+	requestID := middleware.RequestIDConfig{Generator: api.RequestIDs(), TargetHeader: "X-Request-Id"}
+	e.Use(middleware.Recover(), middleware.RequestIDWithConfig(requestID), api.RequestLog(m.log))
 
 	m.buyers.Register(e)
 	m.orders.Register(e, order.Identity(m.identity()), m.cfg.PaySecret)
