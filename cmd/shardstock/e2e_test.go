@@ -19,6 +19,7 @@ import (
 	"github.com/shardstock/shardstock/flashsale"
 	"github.com/shardstock/shardstock/inventory"
 	"github.com/shardstock/shardstock/order"
+	"github.com/shardstock/shardstock/shard"
 	"github.com/shardstock/shardstock/shard/shardtest"
 )
 
@@ -131,7 +132,11 @@ func TestRaceSellsExactlyTheStock(t *testing.T) {
 	r := shardtest.Start(t, 3)
 	db := "sqlite:" + t.TempDir() + "/shared.db"
 	sameDB := func(c *Config) { c.DB, c.Coalesce = db, true } // coalescing on: it must change no outcome
-	a, b := startServer(t, r.URLs(), sameDB), startServer(t, r.URLs(), sameDB)
+	// a starts purchases at random shards, b at the buyer's last claim
+	// register (claim and reserve in one call); each buyer's two tries go
+	// to both at once.
+	registerStart := func(c *Config) { c.Start = shard.StartRegister }
+	a, b := startServer(t, r.URLs(), sameDB), startServer(t, r.URLs(), sameDB, registerStart)
 	if rep := putProduct(t, a.URL(), "race", `{"stock":1000,"per_user_limit":1}`); rep.status != 201 {
 		t.Fatalf("define: %d %s", rep.status, rep.raw)
 	}
