@@ -17,7 +17,7 @@ ports=17479,17579,17679
 token=bench-admin-token-0123456789
 cd "$root"
 
-command -v wrk >/dev/null || { echo "bench: installing wrk from Debian"; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null; }
+command -v wrk >/dev/null || { echo "bench: installing wrk from Debian"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null; }
 deploy/redis.sh install
 rm -rf "$run"; mkdir -p "$run"
 go build -o bin/shardstock ./cmd/shardstock
