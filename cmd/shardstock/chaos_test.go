@@ -70,7 +70,7 @@ type response struct {
 }
 
 // TestChaos runs a sale through two coordinator processes (RocketMQ +
-// MariaDB) while shards are killed, frozen, restarted and wiped, the broker
+// MariaDB; one with random starts, one with register starts) while shards are killed, frozen, restarted and wiped, the broker
 // and the database restarted and a coordinator SIGKILLed, then checks the
 // invariants from the outside: HTTP answers, the admin API, the order
 // table. It writes a report to artifacts/chaos-report.txt.
@@ -86,6 +86,9 @@ func TestChaos(t *testing.T) {
 	for _, name := range []string{"a", "b"} {
 		c := &coordinator{name: name, addr: freeAddr(t), log: filepath.Join(dir, name+".log"),
 			env: append(append([]string{}, common...), "SHARDSTOCK_SPOOL_DIR="+filepath.Join(dir, "spool-"+name))}
+		if name == "b" { // b starts purchases at the buyer's last claim register, a at random shards
+			c.env = append(c.env, "SHARDSTOCK_START=register")
+		}
 		c.start(t)
 		t.Cleanup(c.stop)
 		coords = append(coords, c)
