@@ -7,30 +7,40 @@ import (
 	"testing"
 
 	"github.com/shardstock/shardstock"
+	"github.com/shardstock/shardstock/shard"
 )
 
 // BenchmarkReserve measures one purchase on the shard set (claim on the
 // buyer's registers, then the reserve script) against 3 real redis-server
-// masters on loopback, every iteration a new buyer while stock lasts.
+// masters on loopback, every iteration a new buyer while stock lasts: with
+// random starts (three script calls, two when the start is the buyer's last
+// register) and with register starts (always two), one call per round trip.
 func BenchmarkReserve(b *testing.B) {
-	for _, par := range []int{1, 64} {
-		b.Run(fmt.Sprintf("conns=%d", par), func(b *testing.B) {
-			f := newFixture(b, 3)
-			p := f.define(shardstock.Product{ID: fmt.Sprintf("bench%d", par), Stock: int64(b.N) + 1})
-			var n atomic.Int64
-			b.SetParallelism(max(1, par/runtime.GOMAXPROCS(0)))
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					u := fmt.Sprintf("u%d", n.Add(1))
-					if _, err := f.set.Reserve(f.ctx(), p, u, "r"+u); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			})
-		})
+	for _, st := range []struct {
+		name  string
+		start shard.Start
+	}{{"random", shard.StartRandom}, {"register", shard.StartRegister}} {
+		for _, par := range []int{1, 64} {
+			b.Run(fmt.Sprintf("start=%s/conns=%d", st.name, par), func(b *testing.B) { benchReserve(b, st.start, par) })
+		}
 	}
+}
+
+func benchReserve(b *testing.B, start shard.Start, par int) {
+	f := newFixture(b, 3, start)
+	p := f.define(shardstock.Product{ID: fmt.Sprintf("bench%d", par), Stock: int64(b.N) + 1})
+	var n atomic.Int64
+	b.SetParallelism(max(1, par/runtime.GOMAXPROCS(0)))
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			u := fmt.Sprintf("u%d", n.Add(1))
+			if _, err := f.set.Reserve(f.ctx(), p, u, "r"+u); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
 }
 
 // BenchmarkReserveSoldOut measures the sold-out fast path: no Redis call.
