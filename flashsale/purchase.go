@@ -27,11 +27,14 @@ type Catalog interface {
 	Product(ctx context.Context, id string) (*shardstock.Product, error)
 }
 
-// Reserver holds one unit for a buyer (shard.Set) and returns the shard.
-// KnownSoldOut reports, without a Redis call, that every shard recently
-// answered empty for the product (the sold-out fast path).
+// Reserver holds one unit for a buyer (shard.Set) and returns the shard;
+// ReserveAsOf checks the sale window at asOf instead of now (a spooled
+// purchase keeps the time it arrived). KnownSoldOut reports, without a
+// Redis call, that every shard recently answered empty for the product
+// (the sold-out fast path).
 type Reserver interface {
 	Reserve(ctx context.Context, p *shardstock.Product, user, id string) (int, error)
+	ReserveAsOf(ctx context.Context, p *shardstock.Product, user, id string, asOf time.Time) (int, error)
 	KnownSoldOut(product string) bool
 }
 
@@ -265,12 +268,14 @@ func (h *Handler) ticket(c echo.Context) error {
 
 // Replay tries a spooled purchase again (ha.Replayer): reserved, or
 // rejected with the error code a buyer would have got; an error when
-// nothing can take it yet.
+// nothing can take it yet. The sale window is checked at the time the
+// purchase arrived, so one taken in time is not refused because the shards
+// came back after the sale ended.
 func (h *Handler) Replay(ctx context.Context, e ha.SpoolEntry) (ha.SpoolResult, error) {
 	p, err := h.cfg.Catalog.Product(ctx, e.ProductID)
 	if err == nil {
 		var shard int
-		if shard, err = h.cfg.Reserver.Reserve(ctx, p, e.UserID, e.OrderID); err == nil {
+		if shard, err = h.cfg.Reserver.ReserveAsOf(ctx, p, e.UserID, e.OrderID, time.UnixMilli(e.AtMS)); err == nil {
 			return ha.SpoolResult{Status: "reserved", OrderID: e.OrderID, Shard: shard}, nil
 		}
 	}

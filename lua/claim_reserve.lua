@@ -5,13 +5,14 @@
 -- KEYS[4] buyers hash  KEYS[5] outbox stream
 -- ARGV[1] user id  ARGV[2] reservation id (also the claim id)
 -- ARGV[3] now, unix ms  ARGV[4] this shard's index  ARGV[5] product id
--- ARGV[6..] claim ids the buyer's other register holds
+-- ARGV[6] unix ms the sale window is checked at ('': now)
+-- ARGV[7..] claim ids the buyer's other register holds
 -- Returns {claim status, reserve status ('' when the claim was not
 -- granted), id...}: the ids are those the register holds for the buyer.
-local status, ids = claim(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV, 6)
+local status, ids = claim(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV, 7)
 local r = ''
 if status == 'ok' then
-  r = reserve({KEYS[1], KEYS[3], KEYS[4], KEYS[5]}, ARGV[2], ARGV[1], ARGV[3], ARGV[4], ARGV[5])
+  r = reserve({KEYS[1], KEYS[3], KEYS[4], KEYS[5]}, ARGV[2], ARGV[1], ARGV[3], ARGV[4], ARGV[5], ARGV[6])
 end
 local out = {status, r}
 for i = 1, #ids do out[#out + 1] = ids[i] end

@@ -37,15 +37,17 @@ end
 -- reserve: hold one unit for a buyer, atomically with its outbox entry.
 -- k: {stock hash, holds hash, buyers hash, outbox stream}
 -- id: reservation id  user: user id  now: unix ms  shard: this shard's
--- index  product: product id
+-- index  product: product id  asof: unix ms the sale window is checked at
+-- (the purchase's arrival; a spooled purchase keeps the time it arrived;
+-- '' means now)
 -- Returns 'ok', 'duplicate' (this reservation id is already held here),
 -- 'unknown' (no such product on this shard), 'not_started', 'ended',
 -- 'sold_out' or 'limit' (the user already holds the limit on this shard).
-local function reserve(k, id, user, now, shard, product)
+local function reserve(k, id, user, now, shard, product, asof)
   local s = redis.call('HMGET', k[1], 'salable', 'limit', 'starts', 'ends')
   if not s[1] then return 'unknown' end
   if redis.call('HEXISTS', k[2], id) == 1 then return 'duplicate' end
-  local t = tonumber(now)
+  local t = tonumber(asof) or tonumber(now)
   local starts, ends = tonumber(s[3]) or 0, tonumber(s[4]) or 0
   if starts > 0 and t < starts then return 'not_started' end
   if ends > 0 and t >= ends then return 'ended' end

@@ -3,6 +3,8 @@ package shard
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"time"
 
 	"github.com/hashicorp/go-multierror"
 
@@ -27,12 +29,23 @@ func (s *Set) KnownSoldOut(product string) bool {
 // ErrNotStarted / ErrEnded; otherwise ErrUnavailable wrapping every shard's
 // error (go-multierror) — an outage is never reported as sold out.
 func (s *Set) Reserve(ctx context.Context, p *shardstock.Product, user, id string) (int, error) {
+	return s.ReserveAsOf(ctx, p, user, id, time.Time{})
+}
+
+// ReserveAsOf is Reserve with the sale window checked at asOf instead of
+// now (zero: now): a purchase taken in time and replayed from the spool
+// after the window closed is still served. The hold and its outbox entry
+// carry the real time.
+func (s *Set) ReserveAsOf(ctx context.Context, p *shardstock.Product, user, id string, asOf time.Time) (int, error) {
 	now := s.cfg.Now()
 	skip, soldOut := s.empty.plan(p.ID, len(s.shards), now)
 	if soldOut {
 		return -1, shardstock.ErrSoldOut
 	}
 	a := attempt{set: s, k: keysFor(p.ID), product: p.ID, user: user, id: id, nowMS: now.UnixMilli(), skip: skip}
+	if !asOf.IsZero() {
+		a.asOf = strconv.FormatInt(asOf.UnixMilli(), 10)
+	}
 	idx, err := a.run(ctx)
 	if err != nil && !a.uncertain {
 		s.unclaim(ctx, a.k, user, id, a.claims.held)
@@ -46,6 +59,7 @@ type attempt struct {
 	k                 productKeys
 	product, user, id string
 	nowMS             int64
+	asOf              string // unix ms the sale window is checked at; "": now
 	skip              uint64 // shards known empty
 	tried             uint64 // shards asked to reserve
 	soldOut           int    // shards that answered, or are known, empty
@@ -117,7 +131,7 @@ func (a *attempt) claimReserve(ctx context.Context, sh *Shard) (done bool, err e
 	}
 	v, err := a.set.run(ctx, sh, a.set.scripts.ClaimReserve,
 		[]string{a.k.stock, a.k.claims, a.k.holds, a.k.buyers, a.k.outbox},
-		claimArgs([]any{a.user, a.id, a.nowMS, sh.Index, a.product}, a.claims.known)...)
+		claimArgs([]any{a.user, a.id, a.nowMS, sh.Index, a.product, a.asOf}, a.claims.known)...)
 	var r []string
 	if err == nil {
 		r, err = replyStrings(v, 2)
@@ -151,7 +165,7 @@ func (a *attempt) try(ctx context.Context, sh *Shard) (done bool, err error) {
 	}
 	v, err := a.set.run(ctx, sh, a.set.scripts.Reserve,
 		[]string{a.k.stock, a.k.holds, a.k.buyers, a.k.outbox},
-		a.id, a.user, a.nowMS, sh.Index, a.product)
+		a.id, a.user, a.nowMS, sh.Index, a.product, a.asOf)
 	if err != nil {
 		a.uncertain = a.uncertain || !notSent(err)
 		a.fail(sh, err)

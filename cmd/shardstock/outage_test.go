@@ -289,3 +289,44 @@ func TestSpoolWhenNoShardAnswers(t *testing.T) {
 		t.Fatalf("after replay: %+v", st.Totals)
 	}
 }
+
+// TestSpooledPurchaseIsServedAfterTheWindowCloses: a purchase spooled while
+// no shard answered, inside the sale window, is reserved when the shards
+// return after the window has closed — the window is checked at the time the
+// purchase arrived — while one arriving after the close gets 403 ended.
+func TestSpooledPurchaseIsServedAfterTheWindowCloses(t *testing.T) {
+	r := shardtest.Start(t, 3)
+	spool := t.TempDir()
+	m := startServer(t, r.URLs(), func(c *Config) { c.SpoolDir, c.SpoolEntries, c.SpoolBytes = spool, 10, 1<<20 })
+	base := m.URL()
+	ends := time.Now().Add(3 * time.Second).UTC().Truncate(time.Second)
+	if rep := putProduct(t, base, "closing", fmt.Sprintf(`{"stock":5,"ends_at":%q}`, ends.Format(time.RFC3339))); rep.status != 201 {
+		t.Fatalf("define: %d %s", rep.status, rep.raw)
+	}
+	for i := range r.Ports {
+		r.Kill(i)
+	}
+	rep := purchase(t, base, "closing", "patient")
+	if rep.status != 202 || rep.str("ticket") == "" {
+		t.Fatalf("purchase with no shard up: %d %s, want 202 queued", rep.status, rep.raw)
+	}
+	ticket := rep.str("ticket")
+	time.Sleep(time.Until(ends) + 200*time.Millisecond)
+	if rep := purchase(t, base, "closing", "tardy"); rep.status != 403 || rep.str("error") != "ended" {
+		t.Fatalf("purchase after the close: %d %s, want 403 ended", rep.status, rep.raw)
+	}
+	for i := range r.Ports {
+		r.Restart(i)
+	}
+	waitFor(t, 30*time.Second, "the spooled purchase replayed", func() (bool, string) {
+		tv := do(t, "GET", base+"/api/v1/tickets/"+ticket, "", "X-User-ID", "patient")
+		return tv.str("status") == "reserved" && tv.str("order_id") != "", tv.raw
+	})
+	waitFor(t, 30*time.Second, "its order", func() (bool, string) {
+		c := statusCounts(t, m, "closing")
+		return c[shardstock.StatusAwaitingPayment] == 1, fmt.Sprint(c)
+	})
+	if st := productStatus(t, base, "closing"); st.Totals.Locked != 1 || st.Totals.Salable != 4 {
+		t.Fatalf("after the replay: %+v, want 1 locked and 4 salable", st.Totals)
+	}
+}
