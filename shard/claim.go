@@ -173,13 +173,15 @@ func (a *attempt) mergeBack(ctx context.Context) {
 }
 
 // unclaim gives claim id back on regs. It runs even if the buyer went away;
-// a failure is logged (the buyer's limit stays used by a claim with no unit
-// until the registers are reconciled) and never changes the answer.
+// a register that does not answer gets the claim back later (giveback.go),
+// and the answer never changes.
 func (s *Set) unclaim(ctx context.Context, k productKeys, user, id string, regs []*Shard) {
 	ctx = callCtx(ctx)
 	for _, sh := range regs {
 		if _, err := s.run(ctx, sh, s.scripts.Unclaim, []string{k.claims}, user, id); err != nil {
-			s.cfg.Logger.Warn("claim could not be given back", "shard", sh.Index, "user", user, "claim", id, "err", err)
+			s.cfg.Logger.Warn("claim could not be given back yet; retrying when its register answers",
+				"shard", sh.Index, "user", user, "claim", id, "err", err)
+			s.queueGiveBack(giveBack{sh: sh, k: k, user: user, id: id})
 		}
 	}
 }

@@ -132,10 +132,11 @@ type Shard struct {
 
 // Set is the shard set. It is safe for concurrent use.
 type Set struct {
-	shards  []*Shard
-	scripts *lua.Scripts
-	cfg     Config
-	empty   *emptyMarks
+	shards    []*Shard
+	scripts   *lua.Scripts
+	cfg       Config
+	empty     *emptyMarks
+	giveBacks *giveBacks
 }
 
 // Open builds a Set from Redis URLs (redis:// or rediss://), URL i being
@@ -158,6 +159,7 @@ func Open(urls []string, cfg Config) (*Set, error) {
 		}
 		s.shards = append(s.shards, sh)
 	}
+	s.startGiveBacks()
 	return s, nil
 }
 
@@ -183,6 +185,9 @@ func (s *Set) Shards() []*Shard { return s.shards }
 
 // Close closes every client and returns their errors combined.
 func (s *Set) Close() error {
+	if s.giveBacks != nil {
+		s.stopGiveBacks()
+	}
 	var errs *multierror.Error
 	for i := len(s.shards) - 1; i >= 0; i-- {
 		if s.shards[i].batch != nil {

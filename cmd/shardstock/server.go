@@ -96,6 +96,9 @@ func (m *Main) Run(ctx context.Context) error {
 		return fmt.Errorf("SHARDSTOCK_SHARDS: %w", err)
 	}
 	m.set = set
+	m.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "shardstock_claim_givebacks_pending",
+		Help: "Per-user limit claims waiting for their register to answer so they can be given back."},
+		func() float64 { return float64(set.PendingGiveBacks()) }))
 	m.inv = inventory.NewService(set, m.store, m.store, inventory.Config{Logger: m.log, Transfers: m.store,
 		OnSettle: func(a string) { m.metrics.Settlements.WithLabelValues(a).Inc() },
 		Breakers: func() []string {

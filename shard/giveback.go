@@ -1,0 +1,105 @@
+package shard
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Claims a purchase could not give back (its register did not answer) are
+// not left to hold the buyer's limit: they wait here and are given back as
+// soon as the register answers again. Giving a claim back later is as safe
+// as at once — it is only queued when its attempt certainly got no unit,
+// and its id is never used by another attempt. The queue lives in memory: a
+// coordinator that dies with claims in it leaves them (the per-user limit
+// errs on the side of refusing), which the README lists as a known limit.
+
+// giveBackEvery is how often queued claims are tried again.
+var giveBackEvery = time.Second
+
+// maxGiveBacks bounds the queue; past it a claim is logged and dropped.
+const maxGiveBacks = 100_000
+
+type giveBack struct {
+	sh       *Shard
+	k        productKeys
+	user, id string
+}
+
+type giveBacks struct {
+	mu      sync.Mutex
+	pending []giveBack
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+func (s *Set) startGiveBacks() {
+	s.giveBacks = &giveBacks{stop: make(chan struct{}), done: make(chan struct{})}
+	go s.giveBackLoop()
+}
+
+// queueGiveBack keeps a claim that could not be given back for later.
+func (s *Set) queueGiveBack(g giveBack) {
+	q := s.giveBacks
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.pending) >= maxGiveBacks {
+		s.cfg.Logger.Error("claim give-back queue full: the buyer's limit stays used by this claim",
+			"shard", g.sh.Index, "user", g.user, "claim", g.id)
+		return
+	}
+	q.pending = append(q.pending, g)
+}
+
+// PendingGiveBacks is the number of claims waiting to be given back.
+func (s *Set) PendingGiveBacks() int {
+	s.giveBacks.mu.Lock()
+	defer s.giveBacks.mu.Unlock()
+	return len(s.giveBacks.pending)
+}
+
+func (s *Set) giveBackLoop() {
+	defer close(s.giveBacks.done)
+	t := time.NewTicker(giveBackEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.giveBacks.stop:
+			return
+		case <-t.C:
+			s.retryGiveBacks()
+		}
+	}
+}
+
+// retryGiveBacks tries every queued claim whose register is up once.
+func (s *Set) retryGiveBacks() {
+	q := s.giveBacks
+	q.mu.Lock()
+	todo := q.pending
+	q.pending = nil
+	q.mu.Unlock()
+	var keep []giveBack
+	for _, g := range todo {
+		if s.up(g.sh.Index) {
+			ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
+			_, err := s.run(ctx, g.sh, s.scripts.Unclaim, []string{g.k.claims}, g.user, g.id)
+			cancel()
+			if err == nil {
+				s.cfg.Logger.Info("claim given back after its register returned", "shard", g.sh.Index, "user", g.user, "claim", g.id)
+				continue
+			}
+		}
+		keep = append(keep, g)
+	}
+	if len(keep) > 0 {
+		q.mu.Lock()
+		q.pending = append(keep, q.pending...)
+		q.mu.Unlock()
+	}
+}
+
+func (s *Set) stopGiveBacks() {
+	close(s.giveBacks.stop)
+	<-s.giveBacks.done
+}
