@@ -115,7 +115,7 @@ rratio() { paste -d' ' <(cut -d' ' -f1 "$rdir/$1") <(cut -d' ' -f1 "$rdir/a") |
 port=${ports%%,*}
 rc() { redis-cli -p "$port" "$@"; }
 init=$(rc SCRIPT LOAD "$(cat lua/init.lua)")
-sha=$(rc SCRIPT LOAD "$(cat lua/purchase.lua lua/reserve.lua)")  # as lua.Source("reserve")
+sha=$(rc SCRIPT LOAD "$(cat lua/purchase.lua lua/reserve.lua)")  # composed as lua/lua.go does
 rc EVALSHA "$init" 1 'ss:{p:rb}:stock' 100000000 1 0 0 '{"id":"rb"}' e 0 >/dev/null
 now=$(date +%s%3N)
 evalsha=(EVALSHA "$sha" 4 'ss:{p:rb}:stock' 'ss:{p:rb}:holds' 'ss:{p:rb}:buyers' 'ss:{p:rb}:outbox' 'r__rand_int__' 'u__rand_int__' "$now" 0 rb)

@@ -46,10 +46,10 @@ type Scripts struct {
 	TransferOut, TransferIn *redis.Script
 }
 
-// Source returns the text of the script named like its file ("reserve"
+// source returns the text of the script named like its file ("reserve"
 // for reserve.lua), as it is sent to Redis: the purchase scripts with the
-// functions they call. It is what make bench loads into redis-benchmark.
-func Source(name string) (string, bool) {
+// functions they call (deploy/bench.sh composes reserve the same way).
+func source(name string) (string, bool) {
 	src, ok := map[string]string{
 		"init": initSrc, "confirm": confirmSrc, "release": releaseSrc, "unclaim": unclaimSrc,
 		"transfer_out": transferOutSrc, "transfer_in": transferInSrc,
@@ -63,7 +63,7 @@ func Source(name string) (string, bool) {
 // NewScripts wraps the embedded sources.
 func NewScripts() *Scripts {
 	script := func(name string) *redis.Script {
-		src, _ := Source(name)
+		src, _ := source(name)
 		return redis.NewScript(src)
 	}
 	return &Scripts{

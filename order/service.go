@@ -102,12 +102,11 @@ func (s *Service) Ingest(ctx context.Context, ev shardstock.ReservationEvent) er
 	if err != nil {
 		return err
 	}
-	status := shardstock.StatusAwaitingPayment
-	if s.cfg.Now().Sub(ev.At()) > s.cfg.FailFastAge {
-		status = shardstock.StatusFailed
-		s.cfg.Logger.Warn("reservation too old: failing it fast", "order", ev.ID, "age", s.cfg.Now().Sub(ev.At()).Round(time.Second))
-	} else if err := s.limiter.Wait(ctx); err != nil {
-		return err
+	status := s.firstStatus(ev)
+	if status == shardstock.StatusAwaitingPayment {
+		if err := s.limiter.Wait(ctx); err != nil {
+			return err
+		}
 	}
 	written, err := s.store.Insert(ctx, ev, limit, status, s.cfg.Now())
 	if errors.Is(err, errExists) {
@@ -142,11 +141,8 @@ func (s *Service) IngestBatch(ctx context.Context, evs []shardstock.ReservationE
 		if err != nil {
 			return s.ingestEach(ctx, evs)
 		}
-		rows[i] = NewOrder{Event: ev, Limit: limit, Status: shardstock.StatusAwaitingPayment}
-		if s.cfg.Now().Sub(ev.At()) > s.cfg.FailFastAge {
-			rows[i].Status = shardstock.StatusFailed
-			s.cfg.Logger.Warn("reservation too old: failing it fast", "order", ev.ID, "age", s.cfg.Now().Sub(ev.At()).Round(time.Second))
-		} else {
+		rows[i] = NewOrder{Event: ev, Limit: limit, Status: s.firstStatus(ev)}
+		if rows[i].Status == shardstock.StatusAwaitingPayment {
 			fresh++
 		}
 	}
@@ -185,6 +181,17 @@ func (s *Service) IngestBatch(ctx context.Context, evs []shardstock.ReservationE
 		}
 	}
 	return len(evs), nil
+}
+
+// firstStatus is the status a reservation's order is written with:
+// awaiting payment, or failed when the reservation is older than the
+// fail-fast age (its unit goes back on sale).
+func (s *Service) firstStatus(ev shardstock.ReservationEvent) string {
+	if age := s.cfg.Now().Sub(ev.At()); age > s.cfg.FailFastAge {
+		s.cfg.Logger.Warn("reservation too old: failing it fast", "order", ev.ID, "age", age.Round(time.Second))
+		return shardstock.StatusFailed
+	}
+	return shardstock.StatusAwaitingPayment
 }
 
 func (s *Service) ingestEach(ctx context.Context, evs []shardstock.ReservationEvent) (int, error) {
