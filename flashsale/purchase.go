@@ -27,14 +27,17 @@ type Catalog interface {
 	Product(ctx context.Context, id string) (*shardstock.Product, error)
 }
 
-// Reserver holds one unit for a buyer (shard.Set) and returns the shard;
-// ReserveAsOf checks the sale window at asOf instead of now (a spooled
-// purchase keeps the time it arrived). KnownSoldOut reports, without a
-// Redis call, that every shard recently answered empty for the product
-// (the sold-out fast path).
+// Reserver holds one unit for a buyer (shard.Set) and returns the shard.
+// ReserveRetryable is Reserve for a purchase the spool will try again with
+// the same id if it ends ErrUnavailable (its per-user claim stays for the
+// retry), with the sale window checked at asOf (zero: now); Abandon gives
+// such a purchase's claim back when it will not be tried after all.
+// KnownSoldOut reports, without a Redis call, that every shard recently
+// answered empty for the product (the sold-out fast path).
 type Reserver interface {
 	Reserve(ctx context.Context, p *shardstock.Product, user, id string) (int, error)
-	ReserveAsOf(ctx context.Context, p *shardstock.Product, user, id string, asOf time.Time) (int, error)
+	ReserveRetryable(ctx context.Context, p *shardstock.Product, user, id string, asOf time.Time) (int, error)
+	Abandon(ctx context.Context, product, user, id string)
 	KnownSoldOut(product string) bool
 }
 
@@ -205,8 +208,15 @@ func (h *Handler) reserve(c echo.Context) error {
 		return &shardstock.Error{Code: shardstock.ErrRateLimited.Code, Message: "too many requests (" + scope + " limit), retry later"}
 	}
 	orderID := h.cfg.NewID()
-	shard, err := h.cfg.Reserver.Reserve(ctx, p, user, orderID)
-	if errors.Is(err, shardstock.ErrUnavailable) && h.cfg.Spool != nil {
+	if h.cfg.Spool == nil {
+		shard, err := h.cfg.Reserver.Reserve(ctx, p, user, orderID)
+		if err != nil {
+			return err
+		}
+		return c.JSONBlob(http.StatusOK, Reserved{Status: "reserved", OrderID: orderID, Shard: shard}.encode())
+	}
+	shard, err := h.cfg.Reserver.ReserveRetryable(ctx, p, user, orderID, time.Time{})
+	if errors.Is(err, shardstock.ErrUnavailable) {
 		return h.spool(c, p.ID, user, orderID, err)
 	}
 	if err != nil {
@@ -230,10 +240,12 @@ func (r Reserved) encode() []byte {
 }
 
 // spool writes a purchase no shard could take to the disk spool and answers
-// 202 with a ticket; when the spool cannot take it either, 503.
+// 202 with a ticket; when the spool cannot take it either, 503, and the
+// purchase's claim is given back (it will not be replayed).
 func (h *Handler) spool(c echo.Context, product, user, orderID string, cause error) error {
 	e := ha.SpoolEntry{Ticket: "T" + h.cfg.NewID(), ProductID: product, UserID: user, OrderID: orderID, AtMS: h.cfg.Now().UnixMilli()}
 	if err := h.cfg.Spool.Append(e); err != nil {
+		h.cfg.Reserver.Abandon(c.Request().Context(), product, user, orderID)
 		h.cfg.Logger.Warn("purchase not spooled", "err", err, "cause", cause)
 		return fmt.Errorf("%w: spool: %w", shardstock.ErrUnavailable, err)
 	}
@@ -275,7 +287,7 @@ func (h *Handler) Replay(ctx context.Context, e ha.SpoolEntry) (ha.SpoolResult, 
 	p, err := h.cfg.Catalog.Product(ctx, e.ProductID)
 	if err == nil {
 		var shard int
-		if shard, err = h.cfg.Reserver.ReserveAsOf(ctx, p, e.UserID, e.OrderID, time.UnixMilli(e.AtMS)); err == nil {
+		if shard, err = h.cfg.Reserver.ReserveRetryable(ctx, p, e.UserID, e.OrderID, time.UnixMilli(e.AtMS)); err == nil {
 			return ha.SpoolResult{Status: "reserved", OrderID: e.OrderID, Shard: shard}, nil
 		}
 	}

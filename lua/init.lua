@@ -1,5 +1,7 @@
 -- init: allocate a product's units on this shard, once.
 -- KEYS[1] stock hash of the product on this shard
+-- KEYS[2] claims hash (the per-user limit register; it keeps the limit too,
+--         so it outlives a lost allocation: shard/register.go)
 -- ARGV[1] alloc (units this shard may sell)   ARGV[2] per-user limit
 -- ARGV[3] window start, unix ms (0 = none)     ARGV[4] window end, unix ms (0 = none)
 -- ARGV[5] definition (canonical JSON of the whole product)
@@ -18,4 +20,5 @@ redis.call('HSET', KEYS[1],
   'alloc', ARGV[1], 'salable', ARGV[1], 'locked', 0, 'sold', 0,
   'limit', ARGV[2], 'starts', ARGV[3], 'ends', ARGV[4],
   'def', ARGV[5], 'epoch', ARGV[6])
+redis.call('HSET', KEYS[2], '#', ARGV[2])
 return 'created'

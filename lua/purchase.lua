@@ -1,65 +1,110 @@
--- The two steps of a purchase, as functions. lua.go prepends this file to
--- claim.lua, reserve.lua and claim_reserve.lua, so each script Redis runs is
--- one self-contained chunk.
-
--- claim: count one purchase attempt against the buyer's per-user limit in
--- this claim register (see shard/claim.go for the protocol).
--- stock, claims: the product's stock hash (for the limit) and claims hash
--- user, id: the buyer and the claim id (the reservation id)
--- known, from: known[from..] are claim ids the buyer's other register
---   holds; they are merged in, so the two registers converge whenever both
---   answer.
--- Returns the status — 'ok' (the claim is recorded, or was already),
--- 'limit' (the buyer's claims already fill the limit; the claim is not
--- recorded) or 'unknown' (no such product here) — and the ids the register
--- holds for the buyer after the call.
-local function claim(stock, claims, user, id, known, from)
-  local limit = tonumber(redis.call('HGET', stock, 'limit'))
-  if not limit then return 'unknown', {} end
-  local ids, seen = {}, {}
-  local function add(x)
-    if x ~= '' and not seen[x] then seen[x] = true; ids[#ids + 1] = x end
-  end
-  local cur = redis.call('HGET', claims, user)
-  if cur then for x in string.gmatch(cur, '%S+') do add(x) end end
-  local mine = seen[id]
-  -- The other register passes this claim along when it granted it; it
-  -- counts here only if this register grants it too.
-  for i = from, #known do if known[i] ~= id then add(known[i]) end end
-  local status = 'ok'
-  if not mine then
-    if #ids >= limit then status = 'limit' else add(id) end
-  end
-  if #ids > 0 then redis.call('HSET', claims, user, table.concat(ids, ' ')) end
-  return status, ids
+-- purchase: a batch of purchase steps for one product on this shard, run as
+-- one script execution (the protocol and why the per-user limit holds are in
+-- shard/purchase.go). Concurrent purchases bound for one shard share it: the
+-- stock hash is read once and written once per batch, whatever its size.
+-- KEYS[1] stock hash  KEYS[2] claims hash (the per-user limit register of
+--   the buyers whose home this shard is)  KEYS[3] holds hash  KEYS[4] outbox
+-- ARGV[1] now, unix ms  ARGV[2] this shard's index  ARGV[3] product id
+-- then four values per step: op, user id, reservation id, the unix ms the
+-- sale window is checked at ('' = now: a spooled purchase keeps the time it
+-- arrived). op is
+--   P  claim, then reserve here: the buyer's home, where a purchase starts
+--   C  claim only (a purchase that reserves elsewhere first)
+--   R  reserve only: the claim is held at the buyer's home
+--   U  give the claim back: its attempt got no unit
+-- Returns one status per step:
+--   ok           reserved (P, R); claim recorded (C); given back (U)
+--   dup          this reservation id is held here already (P, R; a replay)
+--   empty        no salable unit here (P: the claim is held; R)
+--   limit        the buyer's claims fill the limit (P, C; nothing written)
+--   not_started, ended   outside the window (nothing written)
+--   unknown      the product is not here (for P and C: the register is
+--                missing, so the limit cannot be vouched for)
+local stock, claims, holds, outbox = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local now, shard, product = ARGV[1], ARGV[2], ARGV[3]
+local s = redis.call('HMGET', stock, 'salable', 'locked', 'limit', 'starts', 'ends')
+local salable, locked = tonumber(s[1]), tonumber(s[2])
+local limit = tonumber(s[3])
+local here = salable ~= nil
+if not here then
+  -- A register rebuilt after the shard lost its data (shard/register.go)
+  -- keeps the limit beside the claims; this shard has no stock then.
+  limit = tonumber(redis.call('HGET', claims, '#'))
+  salable, locked = 0, 0
 end
+local starts, ends = tonumber(s[4]) or 0, tonumber(s[5]) or 0
+local moved = 0
 
--- reserve: hold one unit for a buyer, atomically with its outbox entry.
--- k: {stock hash, holds hash, buyers hash, outbox stream}
--- id: reservation id  user: user id  now: unix ms  shard: this shard's
--- index  product: product id  asof: unix ms the sale window is checked at
--- (the purchase's arrival; a spooled purchase keeps the time it arrived;
--- '' means now)
--- Returns 'ok', 'duplicate' (this reservation id is already held here),
--- 'unknown' (no such product on this shard), 'not_started', 'ended',
--- 'sold_out' or 'limit' (the user already holds the limit on this shard).
-local function reserve(k, id, user, now, shard, product, asof)
-  local s = redis.call('HMGET', k[1], 'salable', 'limit', 'starts', 'ends')
-  if not s[1] then return 'unknown' end
-  if redis.call('HEXISTS', k[2], id) == 1 then return 'duplicate' end
+local function window(asof)
   local t = tonumber(asof) or tonumber(now)
-  local starts, ends = tonumber(s[3]) or 0, tonumber(s[4]) or 0
   if starts > 0 and t < starts then return 'not_started' end
   if ends > 0 and t >= ends then return 'ended' end
-  if (tonumber(s[1]) or 0) <= 0 then return 'sold_out' end
-  if (tonumber(redis.call('HGET', k[3], user)) or 0) >= (tonumber(s[2]) or 1) then
-    return 'limit'
+  return nil
+end
+
+-- claim counts the attempt against the buyer's limit; ok when recorded
+-- (or recorded before: a replay of the same attempt).
+local function claim(user, id)
+  if not limit then return 'unknown' end
+  local cur = redis.call('HGET', claims, user)
+  if not cur then
+    redis.call('HSET', claims, user, id)
+    return 'ok'
   end
-  redis.call('HINCRBY', k[1], 'salable', -1)
-  redis.call('HINCRBY', k[1], 'locked', 1)
-  redis.call('HINCRBY', k[3], user, 1)
-  redis.call('HSET', k[2], id, 'L ' .. user .. ' ' .. now)
-  redis.call('XADD', k[4], '*', 'res', id, 'user', user,
-    'product', product, 'shard', shard, 'at', now)
+  local n = 0
+  for x in string.gmatch(cur, '%S+') do
+    if x == id then return 'ok' end
+    n = n + 1
+  end
+  if n >= limit then return 'limit' end
+  redis.call('HSET', claims, user, cur .. ' ' .. id)
   return 'ok'
 end
+
+local function unclaim(user, id)
+  local cur = redis.call('HGET', claims, user)
+  if not cur then return 'ok' end
+  local keep = {}
+  for x in string.gmatch(cur, '%S+') do
+    if x ~= id then keep[#keep + 1] = x end
+  end
+  if #keep == 0 then
+    redis.call('HDEL', claims, user)
+  else
+    redis.call('HSET', claims, user, table.concat(keep, ' '))
+  end
+  return 'ok'
+end
+
+-- take holds one unit for the buyer, with its outbox entry.
+local function take(user, id)
+  if salable <= 0 then return 'empty' end
+  salable, locked, moved = salable - 1, locked + 1, moved + 1
+  redis.call('HSET', holds, id, 'L ' .. user .. ' ' .. now)
+  redis.call('XADD', outbox, '*', 'res', id, 'user', user, 'product', product, 'shard', shard, 'at', now)
+  return 'ok'
+end
+
+local function step(op, user, id, asof)
+  if op == 'U' then return unclaim(user, id) end
+  local w = window(asof)
+  if w then return w end
+  if op == 'C' then return claim(user, id) end
+  if redis.call('HEXISTS', holds, id) == 1 then return 'dup' end
+  if op == 'R' then
+    if not here then return 'unknown' end
+    return take(user, id)
+  end
+  local c = claim(user, id)
+  if c ~= 'ok' then return c end
+  return take(user, id)
+end
+
+local out = {}
+for i = 4, #ARGV, 4 do
+  out[#out + 1] = step(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3])
+end
+if moved > 0 then
+  redis.call('HSET', stock, 'salable', salable, 'locked', locked)
+end
+return out

@@ -1,7 +1,7 @@
 -- release: an unpaid hold moves locked -> salable (pay failed, cancelled,
 -- timed out, failed fast). Only a locked hold moves, so a repeated or late
 -- release changes nothing.
--- KEYS[1] stock hash  KEYS[2] holds hash  KEYS[3] buyers hash
+-- KEYS[1] stock hash  KEYS[2] holds hash
 -- ARGV[1] reservation id
 -- Returns 'ok', 'already' (released before), 'sold' (paid: a sold unit is
 -- never released) or 'unknown'.
@@ -13,7 +13,4 @@ if state == 'S' then return 'sold' end
 redis.call('HSET', KEYS[2], ARGV[1], 'R ' .. user .. ' ' .. rest)
 redis.call('HINCRBY', KEYS[1], 'locked', -1)
 redis.call('HINCRBY', KEYS[1], 'salable', 1)
-if redis.call('HINCRBY', KEYS[3], user, -1) <= 0 then
-  redis.call('HDEL', KEYS[3], user)
-end
 return 'ok'

@@ -533,6 +533,27 @@ func (s *Store) Resettle(ctx context.Context, product string) (int64, error) {
 	return res.RowsAffected()
 }
 
+// LiveOrders lists the orders of product held on shard that are awaiting
+// payment or paid (the order table's side of a per-user limit register
+// rebuild, shard.Ledger).
+func (s *Store) LiveOrders(ctx context.Context, product string, shard int) ([]shardstock.Order, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT id, user_id, status FROM orders WHERE product_id = ? AND shard = ? AND status IN (?, ?)`,
+		product, shard, shardstock.StatusAwaitingPayment, shardstock.StatusPaid)
+	if err != nil {
+		return nil, fmt.Errorf("live orders: %w", err)
+	}
+	defer rows.Close()
+	var out []shardstock.Order
+	for rows.Next() {
+		o := shardstock.Order{ProductID: product, Shard: shard}
+		if err := rows.Scan(&o.ID, &o.UserID, &o.Status); err != nil {
+			return nil, err
+		}
+		out = append(out, o)
+	}
+	return out, rows.Err()
+}
+
 // CountsByShard counts a product's orders per shard and status.
 func (s *Store) CountsByShard(ctx context.Context, product string) (map[int]shardstock.OrderCounts, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT shard, status, COUNT(*) FROM orders WHERE product_id = ? GROUP BY shard, status`, product)

@@ -19,7 +19,7 @@ func BenchmarkReserve(b *testing.B) {
 	for _, st := range []struct {
 		name  string
 		start shard.Start
-	}{{"random", shard.StartRandom}, {"register", shard.StartRegister}} {
+	}{{"home", shard.StartHome}, {"random", shard.StartRandom}} {
 		for _, par := range []int{1, 64} {
 			b.Run(fmt.Sprintf("start=%s/conns=%d", st.name, par), func(b *testing.B) { benchReserve(b, st.start, par) })
 		}

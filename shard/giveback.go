@@ -6,11 +6,12 @@ import (
 	"time"
 )
 
-// Claims a purchase could not give back (its register did not answer) are
+// Claims that could not be given back (the buyer's home did not answer) are
 // not left to hold the buyer's limit: they wait here and are given back as
-// soon as the register answers again. Giving a claim back later is as safe
-// as at once — it is only queued when its attempt certainly got no unit,
-// and its id is never used by another attempt. The queue lives in memory: a
+// soon as the home answers again. Giving a claim back later is as safe as
+// at once — it is only queued when its id certainly has no unit (the
+// attempt got none, or its order was released) and will not be tried again
+// (an attempt the spool will replay keeps its claim: purchase.go). The queue lives in memory: a
 // coordinator that dies with claims in it leaves them (the per-user limit
 // errs on the side of refusing), which the README lists as a known limit.
 
@@ -21,9 +22,8 @@ var giveBackEvery = time.Second
 const maxGiveBacks = 100_000
 
 type giveBack struct {
-	sh       *Shard
-	k        productKeys
-	user, id string
+	sh                *Shard
+	product, user, id string
 }
 
 type giveBacks struct {
@@ -82,9 +82,7 @@ func (s *Set) retryGiveBacks() {
 	var keep []giveBack
 	for _, g := range todo {
 		if s.up(g.sh.Index) {
-			ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
-			_, err := s.run(ctx, g.sh, s.scripts.Unclaim, []string{g.k.claims}, g.user, g.id)
-			cancel()
+			_, err := s.runStep(context.Background(), g.sh, step{product: g.product, op: opUnclaim, user: g.user, id: g.id})
 			if err == nil {
 				s.cfg.Logger.Info("claim given back after its register returned", "shard", g.sh.Index, "user", g.user, "claim", g.id)
 				continue

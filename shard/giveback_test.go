@@ -24,7 +24,7 @@ func TestClaimGivenBackWhenItsRegisterReturns(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.Kill(0)
-	s.unclaim(ctx, k, "u", "c1", s.shards)
+	s.unclaim(ctx, "gb", "u", "c1")
 	if n := s.PendingGiveBacks(); n != 1 {
 		t.Fatalf("%d claims waiting to be given back, want 1", n)
 	}

@@ -75,18 +75,3 @@ func (s *Set) findOn(ctx context.Context, sh *Shard, products []string, id strin
 	}
 	return "", "", false, nil
 }
-
-// ReleaseClaim gives the buyer's claim id on product back on both of the
-// buyer's claim registers (after the order was cancelled or failed), so the
-// buyer may buy again. Errors of the registers are returned combined; a
-// retry is safe.
-func (s *Set) ReleaseClaim(ctx context.Context, product, user, id string) error {
-	k := keysFor(product)
-	var errs *multierror.Error
-	for _, sh := range s.registers(user) {
-		if _, err := s.run(ctx, sh, s.scripts.Unclaim, []string{k.claims}, user, id); err != nil {
-			errs = multierror.Append(errs, fmt.Errorf("shard %d: release claim: %w", sh.Index, err))
-		}
-	}
-	return errs.ErrorOrNil()
-}

@@ -3,7 +3,7 @@ package shard
 // productKeys are the Redis keys of one product on a shard. The product id
 // must have passed shardstock.ValidID before it gets here.
 type productKeys struct {
-	stock, holds, buyers, claims, outbox, transfers string
+	stock, holds, claims, outbox, transfers string
 }
 
 func keysFor(product string) productKeys {
@@ -11,7 +11,6 @@ func keysFor(product string) productKeys {
 	return productKeys{
 		stock:     tag + "stock",
 		holds:     tag + "holds",
-		buyers:    tag + "buyers",
 		claims:    tag + "claims",
 		outbox:    tag + "outbox",
 		transfers: tag + "transfers",

@@ -1,6 +1,7 @@
 // Package shard is the set of N independent Redis masters that hold the
-// stock. It owns one go-redis client per master, picks shards (random start,
-// failover to the others), runs the lua scripts with a per-call deadline and
+// stock. It owns one go-redis client per master, picks shards (the buyer's
+// home first, failover to the others: purchase.go), runs the lua scripts with
+// a per-call deadline, purchase steps batched per shard (batch.go), and
 // combines per-shard errors with go-multierror.
 //
 // Key layout of product P on every shard (one hash tag, so the keys of one
@@ -9,10 +10,9 @@
 //	ss:{p:P}:stock   hash   alloc salable locked sold limit starts ends def epoch
 //	ss:{p:P}:holds   hash   reservation id -> "STATE user unix-ms"; STATE is
 //	                        L (locked), S (sold) or R (released)
-//	ss:{p:P}:buyers  hash   user -> holds of that user on this shard that are
-//	                        locked or sold (a per-shard guard of the limit)
-//	ss:{p:P}:claims  hash   user -> space-separated claim ids (per-user limit
-//	                        registers, see claim.go)
+//	ss:{p:P}:claims  hash   user -> space-separated claim ids: the per-user
+//	                        limit register of the buyers whose home this
+//	                        shard is (purchase.go); '#' -> the limit
 //	ss:{p:P}:outbox  stream one entry per reservation (res user product shard at)
 //	ss:{p:P}:transfers hash transfer id -> "out N TO" or "in N FROM" (rebalance)
 //	ss:products      set    ids of the products initialised on this shard
@@ -32,6 +32,7 @@ import (
 
 	"github.com/hashicorp/go-multierror"
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/shardstock/shardstock/lua"
 )
@@ -53,16 +54,19 @@ type Config struct {
 	Now func() time.Time
 	// Rand returns a uniform int in [0, n); default math/rand/v2.IntN.
 	Rand func(n int) int
-	// Start picks the shard a purchase tries first; default StartRandom.
+	// Start picks the shard a purchase reserves on first; default StartHome.
 	Start Start
+	// Ledger, if set, lets a per-user limit register lost with its shard's
+	// data be rebuilt (register.go); nil: such buyers stay unavailable.
+	Ledger Ledger
 	// Health is told the outcome of every call and asked which shards to
 	// skip; default: every shard is tried.
 	Health Health
-	// Coalesce sends concurrent script calls bound for one shard together
-	// in one pipeline (see batch.go).
+	// Coalesce runs concurrent purchase steps bound for one shard as one
+	// script execution (batch.go); false: one execution per step.
 	Coalesce bool
-	// OnBatch, if set, is told the size of every coalesced round trip
-	// (metrics).
+	// OnBatch, if set, is told the number of purchase steps of every round
+	// trip (metrics).
 	OnBatch func(calls int)
 	// OnFailover, if set, is called each time a purchase moves on to
 	// another shard (metrics).
@@ -70,31 +74,6 @@ type Config struct {
 	// Logger logs what the caller cannot be told (a claim that could not
 	// be given back, say). Default slog.Default().
 	Logger *slog.Logger
-}
-
-// Start is a policy for the first shard a purchase tries.
-type Start int
-
-const (
-	// StartRandom starts at a shard picked uniformly at random (the
-	// default). One time in N it is the buyer's last claim register, and
-	// the purchase makes two round trips instead of three (claim.go).
-	StartRandom Start = iota
-	// StartRegister starts at the buyer's last claim register, picked by a
-	// hash of the user id — as evenly spread over the shards as random
-	// starts across many buyers — so every purchase makes two round trips.
-	StartRegister
-)
-
-// ParseStart reads a Start policy: "random" or "register".
-func ParseStart(s string) (Start, error) {
-	switch s {
-	case "random":
-		return StartRandom, nil
-	case "register":
-		return StartRegister, nil
-	}
-	return 0, fmt.Errorf("unknown start policy %q (want random or register)", s)
 }
 
 // Health tracks which shards answer. Observe is called after each call with
@@ -127,7 +106,7 @@ type Shard struct {
 	Index  int
 	Addr   string // host:port/db, never a password
 	Client *redis.Client
-	batch  *coalescer // nil: no coalescing
+	steps  *batcher // runs the purchase steps (batch.go)
 }
 
 // Set is the shard set. It is safe for concurrent use.
@@ -137,6 +116,7 @@ type Set struct {
 	cfg       Config
 	empty     *emptyMarks
 	giveBacks *giveBacks
+	rebuilds  singleflight.Group // register rebuilds in progress, by product/shard
 }
 
 // Open builds a Set from Redis URLs (redis:// or rediss://), URL i being
@@ -154,9 +134,7 @@ func Open(urls []string, cfg Config) (*Set, error) {
 			return nil, fmt.Errorf("shard %d: %w", i, err)
 		}
 		sh := newShard(i, opt, cfg)
-		if cfg.Coalesce {
-			sh.batch = newCoalescer(sh.Client, cfg.Timeout, cfg.OnBatch)
-		}
+		sh.steps = newBatcher(sh, s.scripts.Purchase, cfg)
 		s.shards = append(s.shards, sh)
 	}
 	s.startGiveBacks()
@@ -190,9 +168,7 @@ func (s *Set) Close() error {
 	}
 	var errs *multierror.Error
 	for i := len(s.shards) - 1; i >= 0; i-- {
-		if s.shards[i].batch != nil {
-			s.shards[i].batch.close()
-		}
+		s.shards[i].steps.close()
 		if err := s.shards[i].Client.Close(); err != nil {
 			errs = multierror.Append(errs, fmt.Errorf("shard %d: close: %w", i, err))
 		}
@@ -205,13 +181,7 @@ func (s *Set) Close() error {
 func (s *Set) run(ctx context.Context, sh *Shard, script *redis.Script, keys []string, args ...any) (any, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
-	var v any
-	var err error
-	if sh.batch != nil {
-		v, err = sh.batch.run(ctx, script, keys, args)
-	} else {
-		v, err = script.Run(ctx, sh.Client, keys, args...).Result()
-	}
+	v, err := script.Run(ctx, sh.Client, keys, args...).Result()
 	s.observe(sh.Index, err)
 	return v, err
 }

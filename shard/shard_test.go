@@ -31,6 +31,23 @@ type fixture struct {
 	rr    atomic.Int64
 	now   atomic.Int64 // unix nanos
 	calls atomic.Int64 // Redis calls seen by Health
+	store *order.Store
+	// noLedger switches the register rebuild's ledger off.
+	noLedger atomic.Bool
+}
+
+// fixtureLedger is the order table for register rebuilds, switchable.
+type fixtureLedger fixture
+
+func (l *fixtureLedger) InitialisedShards(ctx context.Context, product string) (map[int]bool, error) {
+	if l.noLedger.Load() {
+		return nil, nil
+	}
+	return l.store.InitialisedShards(ctx, product)
+}
+
+func (l *fixtureLedger) LiveOrders(ctx context.Context, product string, shard int) ([]shardstock.Order, error) {
+	return l.store.LiveOrders(ctx, product, shard)
 }
 
 // newFixture starts n shards; start is the start policy (default random,
@@ -45,6 +62,7 @@ func newFixture(t testing.TB, n int, start ...shard.Start) *fixture {
 		Now:     func() time.Time { return time.Unix(0, f.now.Load()) },
 		Rand:    f.rand,
 		Health:  (*countingHealth)(f),
+		Ledger:  (*fixtureLedger)(f),
 	}
 	if len(start) > 0 {
 		cfg.Start = start[0]
@@ -59,6 +77,7 @@ func newFixture(t testing.TB, n int, start ...shard.Start) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	f.store = store
 	t.Cleanup(func() { store.Close() })
 	if err := store.Migrate(context.Background()); err != nil {
 		t.Fatal(err)
@@ -294,7 +313,7 @@ func homeOf(user string, n int) int {
 	return int(h.Sum32() % uint32(n))
 }
 
-// userWithHome finds a user id whose claim registers are home and home+1.
+// userWithHome finds a user id whose home shard is home.
 func userWithHome(prefix string, home, n int) string {
 	for i := 0; ; i++ {
 		if u := fmt.Sprintf("%s%d", prefix, i); homeOf(u, n) == home {
@@ -303,16 +322,16 @@ func userWithHome(prefix string, home, n int) string {
 	}
 }
 
-// userStartingAt returns a user whose last claim register is shard i: a
-// purchase of theirs starts there under shard.StartRegister.
-func userStartingAt(prefix string, i, n int) string { return userWithHome(prefix, (i+n-1)%n, n) }
+// userStartingAt returns a user whose home is shard i: a purchase of
+// theirs starts there under shard.StartHome.
+func userStartingAt(prefix string, i, n int) string { return userWithHome(prefix, i, n) }
 
 // bothStarts runs test under each start policy.
 func bothStarts(t *testing.T, test func(t *testing.T, start shard.Start)) {
 	for _, st := range []struct {
 		name  string
 		start shard.Start
-	}{{"random", shard.StartRandom}, {"register", shard.StartRegister}} {
+	}{{"home", shard.StartHome}, {"random", shard.StartRandom}} {
 		t.Run(st.name, func(t *testing.T) { test(t, st.start) })
 	}
 }
@@ -386,26 +405,95 @@ func TestPerUserLimitWithAClaimRegisterDown(t *testing.T) {
 func testPerUserLimitWithAClaimRegisterDown(t *testing.T, start shard.Start) {
 	f := newFixture(t, 3, start)
 	p := f.define(shardstock.Product{ID: "regdown", Stock: 30, PerUserLimit: 1})
-	user := userWithHome("u", 0, 3) // registers: shards 0 and 1
-	f.startAt(2)
+	user := userWithHome("u", 0, 3)
 	if _, _, err := f.reserve(p, user); err != nil {
 		t.Fatal(err)
 	}
-	f.redis.Kill(0) // the home register is gone; the backup still knows
+	f.redis.Kill(0) // the buyer's register is gone: nobody else may vouch for the limit
+	if _, _, err := f.reserve(p, user); !errors.Is(err, shardstock.ErrUnavailable) {
+		t.Fatalf("home down: %v, want ErrUnavailable", err)
+	}
+	if _, _, err := f.reserve(p, userWithHome("v", 0, 3)); !errors.Is(err, shardstock.ErrUnavailable) {
+		t.Fatalf("a new buyer whose home is down: %v, want ErrUnavailable", err)
+	}
+	for _, home := range []int{1, 2} { // everyone else buys as before, on the live shards
+		other := userWithHome("w", home, 3)
+		if i, _, err := f.reserve(p, other); err != nil || i == 0 {
+			t.Fatalf("buyer homed at %d with shard 0 down: shard %d, %v", home, i, err)
+		}
+	}
+	f.redis.Restart(0)
 	if _, _, err := f.reserve(p, user); !errors.Is(err, shardstock.ErrLimitReached) {
-		t.Fatalf("home register down: %v, want ErrLimitReached", err)
+		t.Fatalf("home back: %v, want ErrLimitReached", err)
 	}
-	other := userWithHome("v", 0, 3)
-	if _, _, err := f.reserve(p, other); err != nil {
-		t.Fatalf("a new buyer whose home is down must still buy: %v", err)
+}
+
+// The per-user limit holds when shards fail one after another: for every
+// ordered pair (i, j) of shards, a fresh buyer buys with i down, then with
+// i back and j down, and so on; the buyer never gets more units than the
+// limit, whatever the order (issue: serial failures).
+func TestPerUserLimitUnderSerialFailures(t *testing.T) {
+	for _, limit := range []int64{1, 3} {
+		t.Run(fmt.Sprintf("limit %d", limit), func(t *testing.T) {
+			f := newFixture(t, 3)
+			p := f.define(shardstock.Product{ID: "serial", Stock: 300, PerUserLimit: limit})
+			for i := 0; i < 3; i++ {
+				for j := 0; j < 3; j++ {
+					if i == j {
+						continue
+					}
+					user := fmt.Sprintf("s%d%d-%d", i, j, limit)
+					got := 0
+					buy := func() {
+						for k := int64(0); k <= limit; k++ {
+							if _, _, err := f.reserve(p, user); err == nil {
+								got++
+							} else if !errors.Is(err, shardstock.ErrLimitReached) && !errors.Is(err, shardstock.ErrUnavailable) {
+								t.Fatalf("(%d,%d): %v", i, j, err)
+							}
+						}
+					}
+					f.redis.Kill(i)
+					buy()
+					f.redis.Restart(i)
+					f.redis.Kill(j)
+					buy()
+					f.redis.Restart(j)
+					buy()
+					if int64(got) != limit {
+						t.Fatalf("failures (%d,%d): buyer got %d units, limit %d", i, j, got, limit)
+					}
+				}
+			}
+			f.checkConservation(p)
+		})
 	}
-	if _, _, err := f.reserve(p, other); !errors.Is(err, shardstock.ErrLimitReached) {
-		t.Fatalf("second purchase with home down: %v, want ErrLimitReached", err)
+}
+
+// A shard that lost its data lost the registers of its buyers too: their
+// purchases wait until the register is rebuilt from the other shards'
+// holds and the order table, then fail over to the live shards, and a
+// buyer who already holds the limit is refused.
+func TestLostRegisterIsRebuilt(t *testing.T) {
+	f := newFixture(t, 3)
+	p := f.define(shardstock.Product{ID: "lost", Stock: 30, PerUserLimit: 1})
+	held := userWithHome("held", 1, 3) // home 1, unit on shard 2 (home emptied first)
+	f.set.Shards()[1].Client.HSet(f.ctx(), "ss:{p:lost}:stock", "salable", 0, "alloc", 0)
+	i, _, err := f.reserve(p, held)
+	if err != nil || i == 1 {
+		t.Fatalf("first purchase: shard %d, %v", i, err)
 	}
-	f.redis.Kill(1) // both registers down: the limit cannot be vouched for
-	third := userWithHome("w", 0, 3)
-	if _, _, err := f.reserve(p, third); !errors.Is(err, shardstock.ErrUnavailable) {
-		t.Fatalf("both registers down: %v, want ErrUnavailable", err)
+	f.redis.Wipe(1)
+	f.noLedger.Store(true)
+	if _, _, err := f.reserve(p, userWithHome("new", 1, 3)); !errors.Is(err, shardstock.ErrUnavailable) {
+		t.Fatalf("lost register without a ledger: %v, want ErrUnavailable", err)
+	}
+	f.noLedger.Store(false)
+	if _, _, err := f.reserve(p, held); !errors.Is(err, shardstock.ErrLimitReached) {
+		t.Fatalf("rebuilt register, buyer at the limit: %v, want ErrLimitReached", err)
+	}
+	if i, _, err := f.reserve(p, userWithHome("new", 1, 3)); err != nil || i == 1 {
+		t.Fatalf("rebuilt register, new buyer: shard %d, %v", i, err)
 	}
 }
 
@@ -475,7 +563,14 @@ func testFailoverWhenAShardDies(t *testing.T, start shard.Start) {
 	}
 	f.redis.Kill(1)
 	for k := 0; k < 60; k++ {
-		i, _, err := f.reserve(p, fmt.Sprintf("after%d", k))
+		user := fmt.Sprintf("after%d", k)
+		i, _, err := f.reserve(p, user)
+		if homeOf(user, 3) == 1 { // the buyer's limit register is on the dead shard
+			if !errors.Is(err, shardstock.ErrUnavailable) {
+				t.Fatalf("purchase %d, home dead: %v, want ErrUnavailable", k, err)
+			}
+			continue
+		}
 		if err != nil || i == 1 {
 			t.Fatalf("purchase %d with shard 1 dead: shard %d err %v", k, i, err)
 		}
@@ -618,7 +713,9 @@ func openAndDefine(t *testing.T, urls []string, cfg shard.Config, product shards
 // A purchase starting at the buyer's last claim register takes the claim
 // and the reserve there in one call: two Redis calls in all, against three
 // from any other start.
-func TestClaimAndReserveShareACallAtTheLastRegister(t *testing.T) {
+// A purchase is one script execution on one shard when the buyer's home
+// has stock; with random starts it is two unless the pick is the home.
+func TestOnePurchaseIsOneScriptExecution(t *testing.T) {
 	calls := func(f *fixture, p *shardstock.Product, user string) (int64, int) {
 		t.Helper()
 		before := f.calls.Load()
@@ -629,46 +726,23 @@ func TestClaimAndReserveShareACallAtTheLastRegister(t *testing.T) {
 		return f.calls.Load() - before, i
 	}
 	f := newFixture(t, 3)
-	p := f.define(shardstock.Product{ID: "fused", Stock: 30})
-	for s := 0; s < 3; s++ {
-		f.startAt(s)
-		if n, i := calls(f, p, userStartingAt(fmt.Sprintf("u%d-", s), s, 3)); n != 2 || i != s {
-			t.Fatalf("random start at the last register %d: %d calls on shard %d, want 2 on shard %d", s, n, i, s)
+	p := f.define(shardstock.Product{ID: "one", Stock: 30})
+	for k := 0; k < 9; k++ {
+		if n, i := calls(f, p, userStartingAt(fmt.Sprintf("w%d-", k), k%3, 3)); n != 1 || i != k%3 {
+			t.Fatalf("home start: purchase %d made %d calls on shard %d, want 1 on its home %d", k, n, i, k%3)
 		}
-		if n, i := calls(f, p, userStartingAt(fmt.Sprintf("v%d-", s), (s+1)%3, 3)); n != 3 || i != s {
-			t.Fatalf("random start %d elsewhere: %d calls on shard %d, want 3 on shard %d", s, n, i, s)
+	}
+	g := newFixture(t, 3, shard.StartRandom)
+	q := g.define(shardstock.Product{ID: "one", Stock: 30})
+	for s := 0; s < 3; s++ {
+		g.startAt(s)
+		if n, i := calls(g, q, userStartingAt(fmt.Sprintf("u%d-", s), s, 3)); n != 1 || i != s {
+			t.Fatalf("random start at the home %d: %d calls on shard %d, want 1 on shard %d", s, n, i, s)
+		}
+		if n, i := calls(g, q, userStartingAt(fmt.Sprintf("v%d-", s), (s+1)%3, 3)); n != 2 || i != s {
+			t.Fatalf("random start %d elsewhere: %d calls on shard %d, want 2 on shard %d", s, n, i, s)
 		}
 	}
 	f.checkConservation(p)
-
-	g := newFixture(t, 3, shard.StartRegister)
-	q := g.define(shardstock.Product{ID: "fused", Stock: 30})
-	for k := 0; k < 9; k++ {
-		if n, _ := calls(g, q, fmt.Sprintf("w%d", k)); n != 2 {
-			t.Fatalf("register start: purchase %d made %d calls, want 2", k, n)
-		}
-	}
-	// A refused claim in the fused call reserves nothing. The buyer's unit
-	// is on shard 2 and the first register (shard 0) lost the buyer's
-	// claim, so only the last register (shard 1), in the fused call, can
-	// refuse.
-	user := userStartingAt("x", 1, 3)
-	f.startAt(2)
-	if i, _, err := f.reserve(p, user); err != nil || i != 2 {
-		t.Fatalf("first purchase: shard %d, %v", i, err)
-	}
-	if err := f.client(0).HDel(f.ctx(), "ss:{p:fused}:claims", user).Err(); err != nil {
-		t.Fatal(err)
-	}
-	f.startAt(1)
-	locked := f.checkConservation(p).Locked
-	if _, _, err := f.reserve(p, user); !errors.Is(err, shardstock.ErrLimitReached) {
-		t.Fatalf("second purchase: %v, want ErrLimitReached", err)
-	}
-	if now := f.checkConservation(p).Locked; now != locked {
-		t.Fatalf("a refused claim reserved a unit: locked %d -> %d", locked, now)
-	}
-	if ids, _ := f.client(0).HGet(f.ctx(), "ss:{p:fused}:claims", user).Result(); ids != "" {
-		t.Fatalf("the refused claim was not given back on the first register: %q", ids)
-	}
+	g.checkConservation(q)
 }

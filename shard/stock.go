@@ -44,7 +44,7 @@ func (s *Set) Init(ctx context.Context, i int, product string, a Allocation) (cr
 	if a.Initialised {
 		known = "1"
 	}
-	v, err := s.run(ctx, sh, s.scripts.Init, []string{k.stock},
+	v, err := s.run(ctx, sh, s.scripts.Init, []string{k.stock, k.claims},
 		a.Alloc, a.Limit, a.StartsMS, a.EndsMS, a.Definition, a.Epoch, known)
 	if err != nil {
 		return false, fmt.Errorf("shard %d: init: %w", i, err)
@@ -121,7 +121,7 @@ func (s *Set) Confirm(ctx context.Context, i int, product, id string) (changed b
 // ErrHoldSold when it was sold, ErrUnknownHold when there is none.
 func (s *Set) Release(ctx context.Context, i int, product, id string) (changed bool, err error) {
 	k := keysFor(product)
-	v, err := s.run(ctx, s.shards[i], s.scripts.Release, []string{k.stock, k.holds, k.buyers}, id)
+	v, err := s.run(ctx, s.shards[i], s.scripts.Release, []string{k.stock, k.holds}, id)
 	if err != nil {
 		return false, fmt.Errorf("shard %d: release: %w", i, err)
 	}

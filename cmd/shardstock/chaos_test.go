@@ -86,8 +86,8 @@ func TestChaos(t *testing.T) {
 	for _, name := range []string{"a", "b"} {
 		c := &coordinator{name: name, addr: freeAddr(t), log: filepath.Join(dir, name+".log"),
 			env: append(append([]string{}, common...), "SHARDSTOCK_SPOOL_DIR="+filepath.Join(dir, "spool-"+name))}
-		if name == "b" { // b starts purchases at the buyer's last claim register, a at random shards
-			c.env = append(c.env, "SHARDSTOCK_START=register")
+		if name == "b" { // b reserves first at random shards, a at the buyer's home
+			c.env = append(c.env, "SHARDSTOCK_START=random")
 		}
 		c.start(t)
 		t.Cleanup(c.stop)

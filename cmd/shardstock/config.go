@@ -71,7 +71,7 @@ var variables = []variable{
 	{"SHARDSTOCK_DEV", "dev", "", "1: allow a missing admin token, make one up and print it"},
 	{"SHARDSTOCK_SHARD_TIMEOUT", "shard-timeout", "250ms", "deadline of one call on one shard"},
 	{"SHARDSTOCK_COALESCE", "coalesce", "on", "on: concurrent script calls to one shard share one pipeline round trip; off: one round trip each"},
-	{"SHARDSTOCK_START", "start", "random", "first shard a purchase tries: random, or register (the buyer's claim register, hashed from the user id: one round trip fewer)"},
+	{"SHARDSTOCK_START", "start", "home", "first shard a purchase reserves on: home (the buyer's home shard, hashed from the user id, which also keeps the buyer's per-user limit: one script execution per purchase) or random (the claim at home, then a random shard: two)"},
 	{"SHARDSTOCK_MQ", "mq", "streams", "message transport: streams (Redis Streams on the shards) or rocketmq://HOST:9876[?broker=HOST:10911]"},
 	{"SHARDSTOCK_DB", "db", "sqlite:./data/orders.db", "order database: sqlite:PATH or mysql://user:pass@tcp(host:port)/db"},
 	{"SHARDSTOCK_PAY_TIMEOUT", "pay-timeout", "15m", "unpaid orders are cancelled after this"},
@@ -283,7 +283,7 @@ func (c *Config) parseSpool(get func(string) string) error {
 		return &configError{"SHARDSTOCK_COALESCE", "must be on or off"}
 	}
 	if c.Start, err = shard.ParseStart(get("SHARDSTOCK_START")); err != nil {
-		return &configError{"SHARDSTOCK_START", "must be random or register"}
+		return &configError{"SHARDSTOCK_START", "must be home or random"}
 	}
 	return nil
 }

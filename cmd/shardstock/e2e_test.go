@@ -132,11 +132,11 @@ func TestRaceSellsExactlyTheStock(t *testing.T) {
 	r := shardtest.Start(t, 3)
 	db := "sqlite:" + t.TempDir() + "/shared.db"
 	sameDB := func(c *Config) { c.DB, c.Coalesce = db, true } // coalescing on: it must change no outcome
-	// a starts purchases at random shards, b at the buyer's last claim
-	// register (claim and reserve in one call); each buyer's two tries go
+	// a starts purchases at the buyer's home (claim and reserve in one
+	// call), b reserves first at random shards; each buyer's two tries go
 	// to both at once.
-	registerStart := func(c *Config) { c.Start = shard.StartRegister }
-	a, b := startServer(t, r.URLs(), sameDB), startServer(t, r.URLs(), sameDB, registerStart)
+	randomStart := func(c *Config) { c.Start = shard.StartRandom }
+	a, b := startServer(t, r.URLs(), sameDB), startServer(t, r.URLs(), sameDB, randomStart)
 	if rep := putProduct(t, a.URL(), "race", `{"stock":1000,"per_user_limit":1}`); rep.status != 201 {
 		t.Fatalf("define: %d %s", rep.status, rep.raw)
 	}

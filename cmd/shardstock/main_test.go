@@ -60,7 +60,7 @@ func TestConfigErrorsNameTheSetting(t *testing.T) {
 		{"bad address", with("SHARDSTOCK_HTTP_ADDR", "8080"), nil, "SHARDSTOCK_HTTP_ADDR"},
 		{"bad user auth", with("SHARDSTOCK_USER_AUTH", "magic"), nil, "SHARDSTOCK_USER_AUTH"},
 		{"bad coalesce", with("SHARDSTOCK_COALESCE", "maybe"), nil, "SHARDSTOCK_COALESCE"},
-		{"bad start policy", with("SHARDSTOCK_START", "home"), nil, "SHARDSTOCK_START"},
+		{"bad start policy", with("SHARDSTOCK_START", "nowhere"), nil, "SHARDSTOCK_START"},
 		{"hmac without a secret", with("SHARDSTOCK_USER_AUTH", "hmac"), nil, "SHARDSTOCK_HMAC_SECRET"},
 		{"hmac without a payment secret", with2("SHARDSTOCK_USER_AUTH", "hmac", "SHARDSTOCK_HMAC_SECRET", strings.Repeat("k", 32)), nil, "SHARDSTOCK_PAYMENT_SECRET"},
 		{"short payment secret", with("SHARDSTOCK_PAYMENT_SECRET", "short"), nil, "SHARDSTOCK_PAYMENT_SECRET"},

@@ -89,7 +89,7 @@ func (m *Main) Run(ctx context.Context) error {
 	for i := range m.cfg.Shards {
 		m.metrics.RedisErrors.WithLabelValues(strconv.Itoa(i))
 	}
-	set, err := shard.Open(m.cfg.Shards, shard.Config{Timeout: m.cfg.ShardTimeout, Logger: m.log, Coalesce: m.cfg.Coalesce, Start: m.cfg.Start,
+	set, err := shard.Open(m.cfg.Shards, shard.Config{Timeout: m.cfg.ShardTimeout, Logger: m.log, Coalesce: m.cfg.Coalesce, Start: m.cfg.Start, Ledger: m.store,
 		Health: countedHealth{m.health, m.metrics}, OnFailover: m.metrics.Failovers.Inc,
 		OnBatch: func(n int) { m.metrics.PipelineCalls.Observe(float64(n)) }})
 	if err != nil {

@@ -1,0 +1,162 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/shardstock/shardstock"
+)
+
+// Registers that outlive their shard's data, and claims given back.
+//
+// A buyer's per-user limit register (purchase.go) is the claims hash of the
+// product on the buyer's home shard. Init writes the limit into it ('#'),
+// so a register is there exactly when the product was initialised on the
+// shard and the shard kept its data. A shard that lost its data (restarted
+// without its AOF, flushed, replaced) answers "unknown" for the claim, and
+// no purchase of its buyers is served until the register is rebuilt:
+//
+//   - only for a shard the catalog has on record as initialised for the
+//     product (a PUT that never reached the shard is repeated, not
+//     rebuilt);
+//   - from every other shard's holds that are locked or sold (HSCAN) and
+//     the order table's live orders held on the lost shard (Ledger), for
+//     the buyers whose home it is; a shard that cannot answer stops the
+//     rebuild, since it may hold units of those buyers;
+//   - written once (register.lua refuses to overwrite a register), with no
+//     stock: the lost shard's allocation stays given up, so its buyers'
+//     purchases fail over to the other shards.
+//
+// Units the lost shard reserved and never relayed are gone with it, and so
+// are their claims: those buyers got an answer for a unit that no longer
+// exists (the README's data-loss section). A hold written on another shard
+// while the rebuild reads the holds can be missed; the order table's
+// (product, user, seq) key guards that window.
+
+// Ledger is the order table's side of a register rebuild (order.Store).
+type Ledger interface {
+	// InitialisedShards lists the shards on record as initialised for product.
+	InitialisedShards(ctx context.Context, product string) (map[int]bool, error)
+	// LiveOrders lists the orders of product held on shard that are
+	// awaiting payment or paid.
+	LiveOrders(ctx context.Context, product string, shard int) ([]shardstock.Order, error)
+}
+
+// errRegisterLost: the buyer's home has no register for the product and it
+// could not be rebuilt.
+var errRegisterLost = errors.New("no per-user limit register for this product on the shard (lost with its data, or never initialised)")
+
+// rebuildRegister rebuilds p's register on home (once at a time per
+// product and shard); a nil error means the register is there now.
+func (s *Set) rebuildRegister(ctx context.Context, p *shardstock.Product, home *Shard) error {
+	if s.cfg.Ledger == nil {
+		return errRegisterLost
+	}
+	_, err, _ := s.rebuilds.Do(fmt.Sprintf("%s/%d", p.ID, home.Index), func() (any, error) {
+		return nil, s.rebuild(callCtx(ctx), p, home)
+	})
+	return err
+}
+
+func (s *Set) rebuild(ctx context.Context, p *shardstock.Product, home *Shard) error {
+	on, err := s.cfg.Ledger.InitialisedShards(ctx, p.ID)
+	if err != nil {
+		return fmt.Errorf("register rebuild: catalog: %w", err)
+	}
+	if !on[home.Index] {
+		return errRegisterLost
+	}
+	claims := map[string][]string{}
+	for _, sh := range s.shards {
+		if sh != home {
+			if err := s.scanHolds(ctx, sh, p.ID, home, claims); err != nil {
+				return fmt.Errorf("register rebuild: shard %d: %w", sh.Index, err)
+			}
+		}
+	}
+	live, err := s.cfg.Ledger.LiveOrders(ctx, p.ID, home.Index)
+	if err != nil {
+		return fmt.Errorf("register rebuild: orders: %w", err)
+	}
+	for _, o := range live {
+		if s.home(o.UserID) == home {
+			claims[o.UserID] = append(claims[o.UserID], o.ID)
+		}
+	}
+	args := []any{p.PerUserLimit}
+	for user, ids := range claims {
+		args = append(args, user, strings.Join(ids, " "))
+	}
+	v, err := s.run(ctx, home, s.scripts.Register, []string{keysFor(p.ID).claims}, args...)
+	if err != nil {
+		return fmt.Errorf("register rebuild: shard %d: %w", home.Index, err)
+	}
+	if v == int64(1) {
+		s.cfg.Logger.Warn("per-user limit register rebuilt on a shard that lost its data",
+			"shard", home.Index, "product", p.ID, "buyers", len(claims))
+	}
+	return nil
+}
+
+// scanHolds adds the locked or sold holds on sh of buyers whose home is
+// home to claims.
+func (s *Set) scanHolds(ctx context.Context, sh *Shard, product string, home *Shard, claims map[string][]string) error {
+	key := keysFor(product).holds
+	var cursor uint64
+	for {
+		var kv []string
+		err := s.call(ctx, sh, func(ctx context.Context) error {
+			var err error
+			kv, cursor, err = sh.Client.HScan(ctx, key, cursor, "", 1000).Result()
+			return err
+		})
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return err
+		}
+		for i := 0; i+1 < len(kv); i += 2 {
+			f := strings.Fields(kv[i+1])
+			if len(f) >= 2 && (f[0] == "L" || f[0] == "S") && s.home(f[1]) == home {
+				claims[f[1]] = append(claims[f[1]], kv[i])
+			}
+		}
+		if cursor == 0 {
+			return nil
+		}
+	}
+}
+
+// unclaim gives claim id of user back at the user's home. It runs even if
+// the buyer went away; when the home does not answer the claim is given
+// back later (giveback.go), and the answer never changes.
+func (s *Set) unclaim(ctx context.Context, product, user, id string) {
+	home := s.home(user)
+	if _, err := s.runStep(callCtx(ctx), home, step{product: product, op: opUnclaim, user: user, id: id}); err != nil {
+		s.cfg.Logger.Warn("claim could not be given back yet; retrying when its register answers",
+			"shard", home.Index, "user", user, "claim", id, "err", err)
+		s.queueGiveBack(giveBack{sh: home, product: product, user: user, id: id})
+	}
+}
+
+// ReleaseClaim gives the buyer's claim id on product back (after the order
+// was cancelled or failed), so the buyer may buy again. It never fails: a
+// home that does not answer gets the claim back when it does (the
+// settlement that calls it must not wait on a shard other than the holder).
+func (s *Set) ReleaseClaim(ctx context.Context, product, user, id string) error {
+	s.unclaim(ctx, product, user, id)
+	return nil
+}
+
+// Abandon gives back the claim of a ReserveRetryable attempt that ended
+// ErrUnavailable and will not be tried again after all (the spool refused
+// it). The claim stays when some shard holds the id or cannot say whether
+// it does: that unit may exist, and its order will come.
+func (s *Set) Abandon(ctx context.Context, product, user, id string) {
+	if _, _, _, found, err := s.FindHold(callCtx(ctx), []string{product}, id); found || err != nil {
+		return
+	}
+	s.unclaim(ctx, product, user, id)
+}
