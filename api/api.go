@@ -48,18 +48,37 @@ func ErrorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 		if c.Response().Committed {
 			return
 		}
-		status, body := errorResponse(err)
-		if status >= 500 {
-			log.Error("request failed", "method", c.Request().Method, "route", c.Path(), "status", status,
-				"request_id", c.Response().Header().Get(echo.HeaderXRequestID), "err", err)
-		}
-		if status == http.StatusTooManyRequests && c.Response().Header().Get("Retry-After") == "" {
-			c.Response().Header().Set("Retry-After", "1")
-		}
-		if err := c.JSONBlob(status, errorBodies.encode(body)); err != nil {
-			log.Debug("writing error response", "err", err)
-		}
+		WriteError(c.Response(), c.Request(), c.Path(), err, log)
 	}
+}
+
+// WriteError answers err as the contract says (the status from
+// shardstock.ErrorResponse, the cached error body); a 5xx is logged with
+// the route and the request id, its details never sent. It returns the
+// status written.
+func WriteError(w http.ResponseWriter, r *http.Request, route string, err error, log *slog.Logger) int {
+	status, body := errorResponse(err)
+	h := w.Header()
+	if status >= 500 {
+		log.Error("request failed", "method", r.Method, "route", route, "status", status,
+			"request_id", h.Get(echo.HeaderXRequestID), "err", err)
+	}
+	if status == http.StatusTooManyRequests && h.Get("Retry-After") == "" {
+		h.Set("Retry-After", "1")
+	}
+	WriteJSON(w, status, errorBodies.encode(body))
+	return status
+}
+
+// jsonType is the Content-Type of every JSON answer, shared: net/http
+// never changes a header's values once they are set.
+var jsonType = []string{echo.MIMEApplicationJSON}
+
+// WriteJSON writes an encoded JSON body with status.
+func WriteJSON(w http.ResponseWriter, status int, body []byte) {
+	w.Header()["Content-Type"] = jsonType
+	w.WriteHeader(status)
+	w.Write(body)
 }
 
 // errorBodies keeps the encoded form of the error bodies seen so far: the
@@ -127,19 +146,23 @@ func RequestLog(log *slog.Logger) echo.MiddlewareFunc {
 			if err != nil {
 				c.Error(err)
 			}
-			st := c.Response().Status
-			level := slog.LevelDebug
-			if st >= 500 {
-				level = slog.LevelWarn
-			}
-			if !log.Enabled(c.Request().Context(), level) {
-				return nil
-			}
-			log.Log(c.Request().Context(), level, "request", "method", c.Request().Method, "route", c.Path(),
-				"status", st, "took", time.Since(start), "request_id", c.Response().Header().Get(echo.HeaderXRequestID))
+			LogRequest(log, c.Request(), c.Path(), c.Response().Status, start, c.Response().Header().Get(echo.HeaderXRequestID))
 			return nil
 		}
 	}
+}
+
+// LogRequest is RequestLog's line for one request answered status.
+func LogRequest(log *slog.Logger, r *http.Request, route string, status int, start time.Time, requestID string) {
+	level := slog.LevelDebug
+	if status >= 500 {
+		level = slog.LevelWarn
+	}
+	if !log.Enabled(r.Context(), level) {
+		return
+	}
+	log.Log(r.Context(), level, "request", "method", r.Method, "route", route,
+		"status", status, "took", time.Since(start), "request_id", requestID)
 }
 
 // Decode reads the request body into dst strictly: at most MaxBody bytes
@@ -147,19 +170,29 @@ func RequestLog(log *slog.Logger) echo.MiddlewareFunc {
 // (ErrUnsupported), no unknown fields and nothing after the JSON value
 // (ErrInvalid). An empty body leaves dst unchanged when allowEmpty.
 func Decode(c echo.Context, dst any, allowEmpty bool) error {
-	body, err := ReadBody(c)
+	return DecodeRequest(c.Response(), c.Request(), dst, allowEmpty)
+}
+
+// DecodeRequest is Decode for a plain net/http handler.
+func DecodeRequest(w http.ResponseWriter, r *http.Request, dst any, allowEmpty bool) error {
+	if r.ContentLength == 0 && allowEmpty {
+		return nil // no body (a chunked one has length -1)
+	}
+	body, err := readBody(w, r)
 	if err != nil {
 		return err
 	}
-	return DecodeBody(c, body, dst, allowEmpty)
+	return decodeBody(r, body, dst, allowEmpty)
 }
 
 // ReadBody reads the request body, at most MaxBody bytes (ErrTooLarge).
-func ReadBody(c echo.Context) ([]byte, error) {
-	if c.Request().ContentLength == 0 {
+func ReadBody(c echo.Context) ([]byte, error) { return readBody(c.Response(), c.Request()) }
+
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	if r.ContentLength == 0 {
 		return nil, nil // no body (a chunked one has length -1)
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(c.Response(), c.Request().Body, MaxBody))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
@@ -172,13 +205,17 @@ func ReadBody(c echo.Context) ([]byte, error) {
 
 // DecodeBody decodes a body read by ReadBody, as Decode does.
 func DecodeBody(c echo.Context, body []byte, dst any, allowEmpty bool) error {
+	return decodeBody(c.Request(), body, dst, allowEmpty)
+}
+
+func decodeBody(r *http.Request, body []byte, dst any, allowEmpty bool) error {
 	switch {
 	case len(bytes.TrimSpace(body)) == 0 && allowEmpty:
 		return nil
 	case len(bytes.TrimSpace(body)) == 0:
 		return shardstock.Invalid("a JSON body is required")
 	}
-	if mt, _, err := mime.ParseMediaType(c.Request().Header.Get("Content-Type")); err != nil || mt != "application/json" {
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
 		return shardstock.ErrUnsupported
 	}
 	return decodeStrict(body, dst)

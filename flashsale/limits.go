@@ -65,8 +65,14 @@ func newLimiter(cfg Limits) *limiter {
 	return l
 }
 
+// any reports whether some limit is set at all.
+func (l *limiter) any() bool {
+	return l.global != nil || l.cfg.User > 0 || l.cfg.IP > 0 || l.cfg.Product != 0
+}
+
 // allow reports whether a purchase may go on; if not, which limit said no
-// and when to retry.
+// and when to retry. A refusal spends no token of any scope: the tokens the
+// scopes before it took are handed back.
 func (l *limiter) allow(product string, stock int64, user, ip string, now time.Time) (ok bool, scope string, retry time.Duration) {
 	checks := []struct {
 		scope string
@@ -77,15 +83,22 @@ func (l *limiter) allow(product string, stock int64, user, ip string, now time.T
 		{"product", l.products.get(product, l.productRate(stock), int(math.Ceil(l.productRate(stock))), now)},
 		{"global", l.global},
 	}
-	for _, c := range checks {
+	var taken [4]*rate.Reservation
+	for i, c := range checks {
 		if c.lim == nil {
 			continue
 		}
 		r := c.lim.ReserveN(now, 1)
 		if d := r.DelayFrom(now); d > 0 {
 			r.CancelAt(now)
+			for _, t := range taken[:i] {
+				if t != nil {
+					t.CancelAt(now)
+				}
+			}
 			return false, c.scope, d
 		}
+		taken[i] = r
 	}
 	return true, "", 0
 }

@@ -5,6 +5,7 @@ package flashsale
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -90,8 +91,10 @@ type Spool interface {
 
 // Handler serves the buyer API.
 type Handler struct {
-	cfg     Config
-	limiter *limiter
+	cfg       Config
+	limiter   *limiter
+	requestID func() string
+	realIP    echo.IPExtractor
 }
 
 // NewHandler returns a Handler; see Config for defaults.
@@ -105,12 +108,18 @@ func NewHandler(cfg Config) *Handler {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Handler{cfg: cfg, limiter: newLimiter(cfg.Limits)}
+	return &Handler{cfg: cfg, limiter: newLimiter(cfg.Limits), requestID: api.RequestIDs(),
+		realIP: echo.ExtractIPFromXFFHeader()}
 }
 
-// Register mounts the buyer routes on e.
+// Register mounts the buyer routes on e. Purchases are also served by
+// Purchases, in front of echo: the route here keeps the router (and the
+// contract's route list) complete.
 func (h *Handler) Register(e *echo.Echo) {
-	e.POST("/api/v1/products/:id/purchase", h.purchase)
+	e.POST(purchasePrefix+":id"+purchaseSuffix, func(c echo.Context) error {
+		h.ServePurchase(c.Response(), c.Request(), c.Param("id"))
+		return nil
+	})
 	e.GET("/api/v1/tickets/:ticket", h.ticket)
 	e.GET("/edge/limits", h.edgeLimits)
 }
@@ -157,9 +166,57 @@ type Reserved struct {
 	Shard   int    `json:"shard"`
 }
 
-func (h *Handler) purchase(c echo.Context) error {
+const (
+	purchasePrefix = "/api/v1/products/"
+	purchaseSuffix = "/purchase"
+	purchaseRoute  = purchasePrefix + ":id" + purchaseSuffix
+)
+
+// Purchases serves POST /api/v1/products/{id}/purchase itself and hands
+// every other request to next (echo's router and middleware). A purchase
+// is most of a sale's traffic, and after a sell-out nearly all of it is
+// answered 410 from memory: it skips the router, the middleware chain and
+// echo's context, and gets what they give every request — a request id, the
+// request log, recovery from a panic — from ServePurchase.
+func (h *Handler) Purchases(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			next.ServeHTTP(w, r)
+			return
+		}
+		id, ok := purchaseID(r.URL.Path)
+		if !ok {
+			next.ServeHTTP(w, r)
+			return
+		}
+		h.ServePurchase(w, r, id)
+	})
+}
+
+// purchaseID is the product id of a purchase path ("" when the segment is
+// empty); ok is false for any other path.
+func purchaseID(path string) (string, bool) {
+	if len(path) < len(purchasePrefix)+len(purchaseSuffix) ||
+		!strings.HasPrefix(path, purchasePrefix) || !strings.HasSuffix(path, purchaseSuffix) {
+		return "", false
+	}
+	id := path[len(purchasePrefix) : len(path)-len(purchaseSuffix)]
+	return id, strings.IndexByte(id, '/') < 0
+}
+
+// ServePurchase answers one purchase of product id, as API.md says.
+func (h *Handler) ServePurchase(w http.ResponseWriter, r *http.Request, id string) {
 	start := time.Now()
-	err := h.reserve(c)
+	rid := h.requestID()
+	w.Header()[echo.HeaderXRequestID] = []string{rid}
+	status := http.StatusInternalServerError
+	defer func() {
+		if p := recover(); p != nil {
+			status = api.WriteError(w, r, purchaseRoute, fmt.Errorf("panic: %v", p), h.cfg.Logger)
+		}
+		api.LogRequest(h.cfg.Logger, r, purchaseRoute, status, start, rid)
+	}()
+	status, err := h.purchase(w, r, id)
 	if h.cfg.Observe != nil {
 		outcome := "reserved"
 		if errors.Is(err, errQueued) {
@@ -170,59 +227,78 @@ func (h *Handler) purchase(c echo.Context) error {
 		}
 		h.cfg.Observe(outcome, time.Since(start))
 	}
-	if errors.Is(err, errQueued) {
-		return nil
+	if err != nil && !errors.Is(err, errQueued) {
+		status = api.WriteError(w, r, purchaseRoute, err, h.cfg.Logger)
 	}
-	return err
 }
 
-func (h *Handler) reserve(c echo.Context) error {
-	id := c.Param("id")
+// purchase runs one purchase; it writes the answer itself on success (and
+// returns its status) and returns the error otherwise.
+func (h *Handler) purchase(w http.ResponseWriter, r *http.Request, id string) (int, error) {
 	if !shardstock.ValidID(id) {
-		return shardstock.Invalid("product id must be 1-64 characters of [A-Za-z0-9_-]")
+		return 0, shardstock.Invalid("product id must be 1-64 characters of [A-Za-z0-9_-]")
 	}
-	user, err := h.cfg.Identity(c.Request())
+	user, err := h.cfg.Identity(r)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	if err := api.Decode(c, &purchaseBody{}, true); err != nil {
-		return err
+	if err := api.DecodeRequest(w, r, &purchaseBody{}, true); err != nil {
+		return 0, err
 	}
-	ctx := c.Request().Context()
+	ctx := r.Context()
 	p, err := h.cfg.Catalog.Product(ctx, id)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	now := h.cfg.Now()
 	if err := p.Open(now); err != nil {
-		return err
+		return 0, err
 	}
 	if h.cfg.Reserver.KnownSoldOut(p.ID) {
-		return shardstock.ErrSoldOut // after a sell-out most traffic ends here: no limit, no Redis
+		return 0, shardstock.ErrSoldOut // after a sell-out most traffic ends here: no limit, no Redis
 	}
-	if ok, scope, retry := h.limiter.allow(p.ID, p.Stock, user, c.RealIP(), now); !ok {
-		if h.cfg.OnLimited != nil {
-			h.cfg.OnLimited(scope)
-		}
-		c.Response().Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(retry.Seconds()))))
-		return &shardstock.Error{Code: shardstock.ErrRateLimited.Code, Message: "too many requests (" + scope + " limit), retry later"}
+	if err := h.allow(w, r, p, user, now); err != nil {
+		return 0, err
 	}
 	orderID := h.cfg.NewID()
 	if h.cfg.Spool == nil {
 		shard, err := h.cfg.Reserver.Reserve(ctx, p, user, orderID)
 		if err != nil {
-			return err
+			return 0, err
 		}
-		return c.JSONBlob(http.StatusOK, Reserved{Status: "reserved", OrderID: orderID, Shard: shard}.encode())
+		api.WriteJSON(w, http.StatusOK, Reserved{Status: "reserved", OrderID: orderID, Shard: shard}.encode())
+		return http.StatusOK, nil
 	}
 	shard, err := h.cfg.Reserver.ReserveRetryable(ctx, p, user, orderID, time.Time{})
 	if errors.Is(err, shardstock.ErrUnavailable) {
-		return h.spool(c, p.ID, user, orderID, err)
+		return http.StatusAccepted, h.spool(w, r, p.ID, user, orderID, err)
 	}
 	if err != nil {
-		return err
+		return 0, err
 	}
-	return c.JSONBlob(http.StatusOK, Reserved{Status: "reserved", OrderID: orderID, Shard: shard}.encode())
+	api.WriteJSON(w, http.StatusOK, Reserved{Status: "reserved", OrderID: orderID, Shard: shard}.encode())
+	return http.StatusOK, nil
+}
+
+// allow applies the buyer-side rate limits: nil, or ErrRateLimited with
+// Retry-After set.
+func (h *Handler) allow(w http.ResponseWriter, r *http.Request, p *shardstock.Product, user string, now time.Time) error {
+	if !h.limiter.any() {
+		return nil
+	}
+	ip := ""
+	if h.cfg.Limits.IP > 0 {
+		ip = h.realIP(r)
+	}
+	ok, scope, retry := h.limiter.allow(p.ID, p.Stock, user, ip, now)
+	if ok {
+		return nil
+	}
+	if h.cfg.OnLimited != nil {
+		h.cfg.OnLimited(scope)
+	}
+	w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(retry.Seconds()))))
+	return &shardstock.Error{Code: shardstock.ErrRateLimited.Code, Message: "too many requests (" + scope + " limit), retry later"}
 }
 
 // encode is json.Marshal of r for ids that passed shardstock.ValidID (no
@@ -242,16 +318,15 @@ func (r Reserved) encode() []byte {
 // spool writes a purchase no shard could take to the disk spool and answers
 // 202 with a ticket; when the spool cannot take it either, 503, and the
 // purchase's claim is given back (it will not be replayed).
-func (h *Handler) spool(c echo.Context, product, user, orderID string, cause error) error {
+func (h *Handler) spool(w http.ResponseWriter, r *http.Request, product, user, orderID string, cause error) error {
 	e := ha.SpoolEntry{Ticket: "T" + h.cfg.NewID(), ProductID: product, UserID: user, OrderID: orderID, AtMS: h.cfg.Now().UnixMilli()}
 	if err := h.cfg.Spool.Append(e); err != nil {
-		h.cfg.Reserver.Abandon(c.Request().Context(), product, user, orderID)
+		h.cfg.Reserver.Abandon(r.Context(), product, user, orderID)
 		h.cfg.Logger.Warn("purchase not spooled", "err", err, "cause", cause)
 		return fmt.Errorf("%w: spool: %w", shardstock.ErrUnavailable, err)
 	}
-	if err := c.JSON(http.StatusAccepted, Queued{Status: "queued", Ticket: e.Ticket}); err != nil {
-		return err
-	}
+	body, _ := json.Marshal(Queued{Status: "queued", Ticket: e.Ticket})
+	api.WriteJSON(w, http.StatusAccepted, append(body, '\n'))
 	return errQueued
 }
 

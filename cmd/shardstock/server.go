@@ -375,7 +375,7 @@ func (m *Main) routes() http.Handler {
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	e.GET("/readyz", m.ready)
 	e.GET("/openapi.yaml", func(c echo.Context) error { return c.Blob(http.StatusOK, "application/yaml", api.OpenAPI) })
-	return e
+	return m.buyers.Purchases(e)
 }
 
 // ready answers 200 when at least one shard is up, else 503.
