@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # make bench, side by side in one run on this machine:
 #   (a) the HTTP ceiling: the cheapest Go net/http handler (cmd/httpceiling), by wrk
-#   (b) the Redis ceiling: redis-benchmark running reserve.lua by EVALSHA on one shard
+#   (b) the Redis ceiling: redis-benchmark running purchase.lua (one purchase) by EVALSHA on one shard
 #   (c) shardstock's purchase path while stock lasts, by wrk, every request a new buyer
 #   (d) shardstock's purchase path after sell-out, by wrk
+#   (e) Redis CPU and script executions per purchase (/proc, INFO commandstats),
+#       on fresh shards (round 1) and on warm ones (the later rounds)
+#   (f) shard scaling: the purchase run of (c) on 1, 2 and 4 shards
 # plus the load generator, Redis bytes per hold and per outbox entry; then it
 # prints the ratios c/a, d/a, c/b and rewrites the table in BENCHMARKS.md.
 # Environment: BENCH_DURATION (10s per wrk run), BENCH_CONNS (128), BENCH_ROUNDS (3).
@@ -31,18 +34,19 @@ cleanup() {
 trap cleanup EXIT
 deploy/redis.sh start --ports "$ports" --dir "$run/redis" >/dev/null
 bin/httpceiling -addr 127.0.0.1:18090 & ceiling=$!; pids+=("$ceiling")
-# serve [START]: (re)start the coordinator with start policy START (random).
+# serve [START] [PORTS]: (re)start the coordinator with start policy START
+# (home) on the masters at PORTS (the three of the side-by-side runs).
 server=
 serve() {
   if [ -n "$server" ]; then kill "$server"; wait "$server" 2>/dev/null || true; fi
-  SHARDSTOCK_SHARDS=$(deploy/redis.sh urls --ports "$ports") SHARDSTOCK_HTTP_ADDR=127.0.0.1:18091 \
+  SHARDSTOCK_SHARDS=$(deploy/redis.sh urls --ports "${2:-$ports}") SHARDSTOCK_HTTP_ADDR=127.0.0.1:18091 \
     SHARDSTOCK_ADMIN_TOKEN=$token SHARDSTOCK_DB=sqlite:$run/orders.db SHARDSTOCK_SPOOL_DIR=off \
     SHARDSTOCK_RATE_LIMITS=off SHARDSTOCK_LOG_LEVEL=warn SHARDSTOCK_COALESCE=${SHARDSTOCK_COALESCE:-on} \
-    SHARDSTOCK_START=${1:-random} bin/shardstock serve >>"$run/server.log" 2>&1 &
+    SHARDSTOCK_START=${1:-home} bin/shardstock serve >>"$run/server.log" 2>&1 &
   server=$!; pids+=("$server")
   for _ in $(seq 1 100); do curl -sf 127.0.0.1:18091/readyz >/dev/null && break; sleep 0.1; done
 }
-serve random
+serve home
 for _ in $(seq 1 100); do curl -sf 127.0.0.1:18090/ >/dev/null && break; sleep 0.1; done
 
 admin() { curl -sf -X PUT -H "Authorization: Bearer $token" -H 'Content-Type: application/json' -d "$2" "127.0.0.1:18091/admin/v1/products/$1" >/dev/null; }
@@ -55,77 +59,110 @@ for u in a b c d e; do curl -s -X POST -H "X-User-ID: $u" 127.0.0.1:18091/api/v1
 tck=$(getconf CLK_TCK)
 ticks() { local t=0 p; for p in "$@"; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0))); done; echo "$t"; }
 busy() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8}' /proc/stat; }
-redis_pids() { local p; for p in ${ports//,/ }; do cat "$run/redis/$p/redis.pid"; done; }
+# The masters measured: those at $measured (the three of the side-by-side runs,
+# or the set of a scaling run).
+measured=$ports
+redis_pids() { local p; for p in ${measured//,/ }; do cat "$run/redis/$p/redis.pid"; done; }
+# execs: script executions (EVALSHA and EVAL calls) so far on the measured masters.
+execs() { local t=0 p n; for p in ${measured//,/ }; do
+  n=$(redis-cli -p "$p" INFO commandstats | awk -F'[=,:]' '/^cmdstat_(evalsha|eval):/ {s += $3} END {print s + 0}')
+  t=$((t + n)); done; echo "$t"; }
 
-# wrkrun URL SERVER_PID [script] -> "req/s p50ms p99ms server-us redis-us rest-us":
-# latency from wrk, and CPU microseconds per request spent by the server
+# wrkrun URL SERVER_PID [script] -> "req/s p50ms p99ms server-us redis-us rest-us execs":
+# latency from wrk, CPU microseconds per request spent by the server
 # process, by the Redis masters and by everything else (wrk, the kernel's
-# loopback networking, the other processes) while wrk ran.
+# loopback networking, the other processes) while wrk ran, and the script
+# executions per request on the masters.
 wrkrun() {
-  local out s0 r0 b0 s1 r1 b1
-  s0=$(ticks "$2"); r0=$(ticks $(redis_pids)); b0=$(busy)
+  local out s0 r0 b0 e0 s1 r1 b1 e1
+  s0=$(ticks "$2"); r0=$(ticks $(redis_pids)); b0=$(busy); e0=$(execs)
   out=$(wrk -t2 -c"$conns" -d"$dur" --latency ${3:+-s "$3"} "$1")
-  s1=$(ticks "$2"); r1=$(ticks $(redis_pids)); b1=$(busy)
+  s1=$(ticks "$2"); r1=$(ticks $(redis_pids)); b1=$(busy); e1=$(execs)
   echo "$out" >>"$run/wrk.log"
-  echo "$out" | awk -v s=$((s1 - s0)) -v r=$((r1 - r0)) -v b=$((b1 - b0)) -v tck="$tck" '
+  echo "$out" | awk -v s=$((s1 - s0)) -v r=$((r1 - r0)) -v b=$((b1 - b0)) -v e=$((e1 - e0)) -v tck="$tck" '
     function ms(v) { if (v ~ /us$/) return v / 1000; if (v ~ /ms$/) return v + 0; if (v ~ /s$/) return v * 1000; return v }
     function us(t) { return n > 0 ? t * 1e6 / tck / n : 0 }
     /requests in/ { n = $1 }
     /Requests\/sec/ { rps = $2 }
     $1 == "50%" { p50 = ms($2) } $1 == "99%" { p99 = ms($2) }
-    END { printf "%.0f %.2f %.2f %.0f %.0f %.0f\n", rps, p50, p99, us(s), us(r), us(b - s - r) }'
+    END { printf "%.0f %.2f %.2f %.0f %.0f %.0f %.2f\n", rps, p50, p99, us(s), us(r), us(b - s - r), (n > 0 ? e / n : 0) }'
 }
 # (a) is driven by the same wrk script as (c) and (d) (a POST with a new
 # X-User-ID each), so the ratios compare servers, not request generators;
 # the plain GET figure is kept for reference. The machine is shared and
-# noisy, so (a), (d), (c) and (c) with register starts run in interleaved
+# noisy, so (a), (d), (c) and (c) with random starts run in interleaved
 # rounds and the tables give medians; each ratio is the median of the
 # rounds' ratios (a round's runs are minutes apart at most). (d) runs before
-# (c): after (c) the order consumer works through its backlog (at the
-# default 500 orders/s) and shares the cores with (d) — a real sale's
-# condition. The coordinator is stopped (SIGSTOP) while (a) runs, so the
+# (c): after (c) the order consumer works through its backlog and shares
+# the cores with (d) — a real sale's condition. The coordinator is stopped (SIGSTOP) while (a) runs, so the
 # ceiling has the cores to itself.
 rdir=$run/rounds; mkdir -p "$rdir"
 read -r a0_rps a0_p50 a0_p99 _ _ _ < <(wrkrun http://127.0.0.1:18090/ "$ceiling")
 for r in $(seq 1 "$rounds"); do
-  echo "bench: round $r of $rounds: (a) HTTP ceiling, (d) after sell-out, (c) while stock lasts, (c) with register starts"
-  serve random
+  echo "bench: round $r of $rounds: (a) HTTP ceiling, (d) after sell-out, (c) while stock lasts, (c) with random starts"
+  serve home
   kill -STOP "$server"
   wrkrun http://127.0.0.1:18090/ "$ceiling" deploy/bench/purchase.lua >>"$rdir/a"
   kill -CONT "$server"
   wrkrun http://127.0.0.1:18091/api/v1/products/gone/purchase "$server" deploy/bench/purchase.lua >>"$rdir/d"
   wrkrun http://127.0.0.1:18091/api/v1/products/plenty/purchase "$server" deploy/bench/purchase.lua >>"$rdir/c"
-  serve register
+  serve random
   wrkrun http://127.0.0.1:18091/api/v1/products/plenty/purchase "$server" deploy/bench/purchase.lua >>"$rdir/cr"
 done
+serve home
 # med FILE: the median of each column of FILE's rounds.
 med() { awk '{ for (i = 1; i <= NF; i++) v[i, NR] = $i; n = NR; f = NF }
   END { for (i = 1; i <= f; i++) { m = 0; for (j = 1; j <= n; j++) col[j] = v[i, j]
         for (j = 2; j <= n; j++) { x = col[j]; k = j - 1; while (k >= 1 && col[k] > x) { col[k + 1] = col[k]; k-- } col[k + 1] = x }
         printf "%s%s", col[int((n + 1) / 2)], (i < f ? " " : "\n") } }' "$1"; }
-read -r a_rps a_p50 a_p99 a_cs a_cr a_co < <(med "$rdir/a")
-read -r d_rps d_p50 d_p99 d_cs d_cr d_co < <(med "$rdir/d")
-read -r c_rps c_p50 c_p99 c_cs c_cr c_co < <(med "$rdir/c")
-read -r cr_rps cr_p50 cr_p99 cr_cs cr_cr cr_co < <(med "$rdir/cr")
+read -r a_rps a_p50 a_p99 a_cs a_cr a_co _ < <(med "$rdir/a")
+read -r d_rps d_p50 d_p99 d_cs d_cr d_co _ < <(med "$rdir/d")
+read -r c_rps c_p50 c_p99 c_cs c_cr c_co c_ex < <(med "$rdir/c")
+read -r cr_rps cr_p50 cr_p99 cr_cs cr_cr cr_co cr_ex < <(med "$rdir/cr")
+# (e) fresh shards: round 1's (c), the product's hashes and streams growing
+# from empty; warm: the median of the later rounds.
+read -r _ _ _ fresh_cs fresh_cr _ fresh_ex < <(head -1 "$rdir/c")
+if [ "$rounds" -gt 1 ]; then tail -n +2 "$rdir/c" >"$rdir/c-warm"; else cp "$rdir/c" "$rdir/c-warm"; fi
+read -r _ _ _ warm_cs warm_cr _ warm_ex < <(med "$rdir/c-warm")
 # rratio X: the median over the rounds of X's req/s divided by (a)'s.
 rratio() { paste -d' ' <(cut -d' ' -f1 "$rdir/$1") <(cut -d' ' -f1 "$rdir/a") |
   awk '{ print ($2 > 0 ? $1 / $2 : 0) }' >"$rdir/ratio-$1"; med "$rdir/ratio-$1" | awk '{ printf "%.2f", $1 }'; }
 
-# (b) the reserve script alone on one shard, by EVALSHA.
+# (f) shard scaling: the purchase run of (c) on 1, 2 and 4 masters of their
+# own (fresh, so compare them with each other and with (e) fresh), one run each.
+scale_ports=(17779 17879,17979 18079,18179,18279,18379)
+for sp in "${scale_ports[@]}"; do
+  n=$(echo "$sp" | tr ',' '\n' | wc -l)
+  echo "bench: (f) the purchase run on $n shard(s)"
+  deploy/redis.sh start --ports "$sp" --dir "$run/redis" >/dev/null
+  measured=$sp
+  serve home "$sp"
+  admin "scale$n" '{"stock":100000000,"per_user_limit":1}'
+  wrkrun "http://127.0.0.1:18091/api/v1/products/scale$n/purchase" "$server" deploy/bench/purchase.lua >"$rdir/f$n"
+  deploy/redis.sh kill --ports "$sp" --dir "$run/redis" >/dev/null 2>&1 || true
+done
+measured=$ports
+serve home
+read -r f1_rps _ f1_p99 f1_cs f1_cr _ f1_ex < "$rdir/f1"
+read -r f2_rps _ f2_p99 f2_cs f2_cr _ f2_ex < "$rdir/f2"
+read -r f4_rps _ f4_p99 f4_cs f4_cr _ f4_ex < "$rdir/f4"
+
+# (b) the purchase script alone on one shard, by EVALSHA: one purchase (a
+# P step: claim and reserve) per execution, a new buyer each.
 port=${ports%%,*}
 rc() { redis-cli -p "$port" "$@"; }
 init=$(rc SCRIPT LOAD "$(cat lua/init.lua)")
-sha=$(rc SCRIPT LOAD "$(cat lua/purchase.lua lua/reserve.lua)")  # composed as lua/lua.go does
-rc EVALSHA "$init" 1 'ss:{p:rb}:stock' 100000000 1 0 0 '{"id":"rb"}' e 0 >/dev/null
+sha=$(rc SCRIPT LOAD "$(cat lua/purchase.lua)")
+rc EVALSHA "$init" 2 'ss:{p:rb}:stock' 'ss:{p:rb}:claims' 100000000 1 0 0 '{"id":"rb"}' e 0 >/dev/null
 now=$(date +%s%3N)
-evalsha=(EVALSHA "$sha" 4 'ss:{p:rb}:stock' 'ss:{p:rb}:holds' 'ss:{p:rb}:buyers' 'ss:{p:rb}:outbox' 'r__rand_int__' 'u__rand_int__' "$now" 0 rb)
-echo "bench: (b) redis-benchmark EVALSHA reserve.lua"
+evalsha=(EVALSHA "$sha" 4 'ss:{p:rb}:stock' 'ss:{p:rb}:claims' 'ss:{p:rb}:holds' 'ss:{p:rb}:outbox' "$now" 0 rb P 'u__rand_int__' 'r__rand_int__' '')
+echo "bench: (b) redis-benchmark EVALSHA purchase.lua"
 b_rps=$(redis-benchmark -p "$port" -c 50 -n 200000 -r 1000000000 -q "${evalsha[@]}" | awk '{for (i = 1; i <= NF; i++) if ($(i+1) == "requests") v = $i} END { print int(v) }')
 b_pipe=$(redis-benchmark -p "$port" -c 50 -n 400000 -P 16 -r 1000000000 -q "${evalsha[@]}" | awk '{for (i = 1; i <= NF; i++) if ($(i+1) == "requests") v = $i} END { print int(v) }')
 holds=$(rc HLEN 'ss:{p:rb}:holds'); outbox=$(rc XLEN 'ss:{p:rb}:outbox')
 hold_bytes=$(( $(rc MEMORY USAGE 'ss:{p:rb}:holds' SAMPLES 0) / holds ))
 outbox_bytes=$(( $(rc MEMORY USAGE 'ss:{p:rb}:outbox' SAMPLES 0) / outbox ))
-buyer_bytes=$(( $(rc MEMORY USAGE 'ss:{p:rb}:buyers' SAMPLES 0) / $(rc HLEN 'ss:{p:rb}:buyers') ))
+claim_bytes=$(( $(rc MEMORY USAGE 'ss:{p:rb}:claims' SAMPLES 0) / $(rc HLEN 'ss:{p:rb}:claims') ))
 
 echo "bench: load generator (race on a fresh product, then flood)"
 admin lg '{"stock":20000}'
@@ -172,9 +209,9 @@ request coalescing \`${SHARDSTOCK_COALESCE:-on}\`).
 |---|---:|---:|---:|
 | (a) HTTP ceiling: Go net/http, small JSON (wrk, the requests of (c) and (d)) | $a_rps | $a_p50 | $a_p99 |
 | (a) for reference: the same server, plain GET requests | $a0_rps | $a0_p50 | $a0_p99 |
-| (b) Redis ceiling: reserve.lua by EVALSHA on one shard, unpipelined / pipelined 16 | $b_rps / $b_pipe | | |
+| (b) Redis ceiling: purchase.lua (one purchase) by EVALSHA on one shard, unpipelined / pipelined 16 | $b_rps / $b_pipe | | |
 | (c) purchase path while stock lasts (wrk, a new buyer per request) | $c_rps | $c_p50 | $c_p99 |
-| (c) the same with \`SHARDSTOCK_START=register\` (two round trips per purchase) | $cr_rps | $cr_p50 | $cr_p99 |
+| (c) the same with \`SHARDSTOCK_START=random\` (claim at the home, reserve at a random shard) | $cr_rps | $cr_p50 | $cr_p99 |
 | (d) purchase path after sell-out (wrk) | $d_rps | $d_p50 | $d_p99 |
 | load generator, race (64 conns, stock 20,000) | $(lg "$lg_race" 'int(r["requests_per_second"])') | $(lg "$lg_race" 'r["latency_ms"]["p50"]') | $(lg "$lg_race" 'r["latency_ms"]["p99"]') |
 | load generator, sold-out flood (64 conns) | $(lg "$lg_flood" 'int(r["requests_per_second"])') | $(lg "$lg_flood" 'r["latency_ms"]["p50"]') | $(lg "$lg_flood" 'r["latency_ms"]["p99"]') |
@@ -182,10 +219,12 @@ request coalescing \`${SHARDSTOCK_COALESCE:-on}\`).
 | ratio | value | target |
 |---|---:|---|
 | c/a | $ca | ≥ 0.60 — $(pass "$ca" 0.60 ge) |
-| c/a with \`SHARDSTOCK_START=register\` | $cra | ≥ 0.60 — $(pass "$cra" 0.60 ge) |
+| c/a with \`SHARDSTOCK_START=random\` | $cra | ≥ 0.60 — $(pass "$cra" 0.60 ge) |
 | d/a | $da | ≥ 0.90 — $(pass "$da" 0.90 ge) |
-| c/b | $cb | (a purchase costs three script calls — two claims and the reserve — or two when it starts at the buyer's last claim register) |
+| c/b | $cb | (b is one purchase per script execution, unbatched) |
 | p99 of (c) at $conns connections | $c_p99 ms | ≤ 10 ms — $(pass "$c_p99" 10 le) |
+| coordinator CPU per purchase ÷ ceiling CPU per request | $(ratio "$c_cs" "$a_cs") | ≤ 2.0 — $(pass "$(ratio "$c_cs" "$a_cs")" 2.0 le) |
+| sold-out CPU ÷ ceiling CPU per request | $(ratio "$d_cs" "$a_cs") | ≤ 1.15 — $(pass "$(ratio "$d_cs" "$a_cs")" 1.15 le) |
 
 Where the CPU goes, in microseconds of CPU per request while wrk ran (from /proc; "everything else" is wrk,
 the kernel's loopback networking and any other process, steal excluded):
@@ -195,7 +234,24 @@ the kernel's loopback networking and any other process, steal excluded):
 | (a) HTTP ceiling | $a_cs | $a_cr | $a_co | $((a_cs + a_cr + a_co)) |
 | (d) purchase after sell-out | $d_cs | $d_cr | $d_co | $((d_cs + d_cr + d_co)) |
 | (c) purchase while stock lasts | $c_cs | $c_cr | $c_co | $((c_cs + c_cr + c_co)) |
-| (c) with \`SHARDSTOCK_START=register\` | $cr_cs | $cr_cr | $cr_co | $((cr_cs + cr_cr + cr_co)) |
+| (c) with \`SHARDSTOCK_START=random\` | $cr_cs | $cr_cr | $cr_co | $((cr_cs + cr_cr + cr_co)) |
+
+(e) Redis per purchase, from /proc and \`INFO commandstats\` (EVALSHA and EVAL calls, all masters):
+
+| shards | Redis CPU µs / purchase | script executions / purchase | coordinator CPU µs / purchase |
+|---|---:|---:|---:|
+| fresh (round 1 of (c): hashes and streams grow from empty) | $fresh_cr | $fresh_ex | $fresh_cs |
+| warm (median of the later rounds of (c)) | $warm_cr | $warm_ex | $warm_cs |
+| warm, \`SHARDSTOCK_START=random\` | $cr_cr | $cr_ex | $cr_cs |
+
+(f) Shard scaling: the run of (c) on 1, 2 and 4 fresh masters (one run each; on two cores the
+throughput cannot show scaling, the work per purchase can):
+
+| shards | purchases/s | p99 ms | Redis CPU µs / purchase | script executions / purchase | coordinator CPU µs / purchase |
+|---|---:|---:|---:|---:|---:|
+| 1 | $f1_rps | $f1_p99 | $f1_cr | $f1_ex | $f1_cs |
+| 2 | $f2_rps | $f2_p99 | $f2_cr | $f2_ex | $f2_cs |
+| 4 | $f4_rps | $f4_p99 | $f4_cr | $f4_ex | $f4_cs |
 
 Load generator race: $(lg "$lg_race" 'r["statuses"]'); invariants hold: $(lg "$lg_race" 'r["invariants_ok"]').
 
@@ -203,8 +259,8 @@ Coordinator RSS: $((rss_idle / 1024)) MiB after the runs above, $((rss_10k / 102
 connections (each answered one request, then idle).
 
 Redis memory after $holds reservations on one shard (MEMORY USAGE): $hold_bytes bytes per hold record,
-$outbox_bytes bytes per outbox entry (entries are deleted once turned into orders or relayed), $buyer_bytes bytes
-per buyer in the per-shard buyers hash.
+$outbox_bytes bytes per outbox entry (entries are deleted once turned into orders or relayed), $claim_bytes bytes
+per buyer in the home's claims hash (the per-user limit register).
 <!-- bench:end -->
 TABLE
 )

@@ -24,7 +24,7 @@ type fixture struct {
 func newFixture(t *testing.T) *fixture {
 	r := shardtest.Start(t, 3)
 	f := &fixture{t: t}
-	set, err := shard.Open(r.URLs(), shard.Config{Timeout: time.Second, Rand: func(int) int { return f.start }})
+	set, err := shard.Open(r.URLs(), shard.Config{Timeout: time.Second, Start: shard.StartRandom, Rand: func(int) int { return f.start }})
 	if err != nil {
 		t.Fatal(err)
 	}

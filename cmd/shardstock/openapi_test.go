@@ -47,7 +47,7 @@ func TestOpenAPIMatchesTheRoutes(t *testing.T) {
 	m.orders = order.NewService(nil, nil, nil, order.Config{})
 	m.registry = prometheus.NewRegistry()
 	m.buyers = flashsale.NewHandler(flashsale.Config{})
-	e := m.routes().(*echo.Echo)
+	e := m.router()
 	served := map[string]bool{}
 	param := regexp.MustCompile(`:(\w+)`)
 	for _, r := range e.Routes() {

@@ -340,7 +340,11 @@ func (m *Main) identity() flashsale.Identity {
 // URL is the base URL the server listens on.
 func (m *Main) URL() string { return "http://" + m.listener.Addr().String() }
 
-func (m *Main) routes() http.Handler {
+// routes is the server's handler: purchases in front of echo's router.
+func (m *Main) routes() http.Handler { return m.buyers.Purchases(m.router()) }
+
+// router is every route on echo, with its middleware.
+func (m *Main) router() *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = api.ErrorHandler(m.log)
@@ -375,7 +379,7 @@ func (m *Main) routes() http.Handler {
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	e.GET("/readyz", m.ready)
 	e.GET("/openapi.yaml", func(c echo.Context) error { return c.Blob(http.StatusOK, "application/yaml", api.OpenAPI) })
-	return m.buyers.Purchases(e)
+	return e
 }
 
 // ready answers 200 when at least one shard is up, else 503.
