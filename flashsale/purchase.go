@@ -270,6 +270,13 @@ func (h *Handler) purchase(w http.ResponseWriter, r *http.Request, id string) (i
 		return http.StatusOK, nil
 	}
 	shard, err := h.cfg.Reserver.ReserveRetryable(ctx, p, user, orderID, time.Time{})
+	if errors.Is(err, shardstock.ErrUnavailable) && ctx.Err() != nil {
+		// The buyer hung up: nobody would get the ticket. Not spooled; a
+		// unit a step in flight may have reserved becomes an order that
+		// times out.
+		h.cfg.Reserver.Abandon(ctx, p.ID, user, orderID)
+		return 0, err
+	}
 	if errors.Is(err, shardstock.ErrUnavailable) {
 		return http.StatusAccepted, h.spool(w, r, p.ID, user, orderID, err)
 	}

@@ -416,23 +416,170 @@ func (s *Store) insertBatch(ctx context.Context, rows []NewOrder, now time.Time)
 		return nil, err
 	}
 	defer tx.Rollback()
+	exists, err := existingIDs(ctx, tx, rows)
+	if err != nil {
+		return nil, err
+	}
+	seqs, err := seqsInUse(ctx, tx, rows)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]string, len(rows))
+	var fresh []insertValues
 	for i, r := range rows {
-		var one int
-		switch err := tx.QueryRowContext(ctx, `SELECT 1 FROM orders WHERE id = ?`, r.Event.ID).Scan(&one); {
-		case err == nil:
+		if exists[r.Event.ID] {
 			continue // exists: out[i] stays ""
-		case !errors.Is(err, sql.ErrNoRows):
-			return nil, fmt.Errorf("look up order %s: %w", r.Event.ID, err)
 		}
-		if out[i], err = insertRow(ctx, tx, r.Event, r.Limit, r.Status, now); err != nil {
-			return nil, fmt.Errorf("insert order %s: %w", r.Event.ID, err)
+		exists[r.Event.ID] = true // a repeat within the batch is a repeat too
+		v := insertValues{ev: r.Event, status: r.Status}
+		if v.status == shardstock.StatusAwaitingPayment {
+			v.seq = seqs.take(r.Event.ProductID, r.Event.UserID, r.Limit)
+			if !v.seq.Valid {
+				v.status = shardstock.StatusFailed
+			}
 		}
+		out[i] = v.status
+		fresh = append(fresh, v)
+	}
+	if err := insertAll(ctx, tx, fresh, now); err != nil {
+		return nil, fmt.Errorf("insert %d orders: %w", len(fresh), err)
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("commit %d orders: %w", len(rows), err)
 	}
 	return out, nil
+}
+
+// batchChunk bounds the rows of one statement (10 parameters a row, well
+// under SQLite's and MySQL's parameter limits).
+const batchChunk = 100
+
+// existingIDs returns which of the rows' reservation ids have an order row.
+func existingIDs(ctx context.Context, q dbtx, rows []NewOrder) (map[string]bool, error) {
+	out := make(map[string]bool, len(rows))
+	for lo := 0; lo < len(rows); lo += batchChunk {
+		chunk := rows[lo:min(lo+batchChunk, len(rows))]
+		args := make([]any, len(chunk))
+		for i, r := range chunk {
+			args[i] = r.Event.ID
+		}
+		if err := collect(ctx, q, `SELECT id FROM orders WHERE id IN (`+placeholders(len(chunk))+`)`, args, func(r *sql.Rows) error {
+			var id string
+			err := r.Scan(&id)
+			out[id] = true
+			return err
+		}); err != nil {
+			return nil, fmt.Errorf("look up orders: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// usedSeqs are the seqs the live orders of some buyers use, by product and
+// buyer.
+type usedSeqs map[[2]string]map[int64]bool
+
+// take returns the lowest seq in 1..limit the buyer's live orders do not
+// use and marks it used; invalid when all are.
+func (u usedSeqs) take(product, user string, limit int64) sql.NullInt64 {
+	k := [2]string{product, user}
+	if u[k] == nil {
+		u[k] = map[int64]bool{}
+	}
+	for n := int64(1); n <= limit; n++ {
+		if !u[k][n] {
+			u[k][n] = true
+			return sql.NullInt64{Int64: n, Valid: true}
+		}
+	}
+	return sql.NullInt64{}
+}
+
+// seqsInUse reads the seqs the batch's buyers' live orders use.
+func seqsInUse(ctx context.Context, q dbtx, rows []NewOrder) (usedSeqs, error) {
+	users := map[string][]any{} // product -> buyers
+	seen := map[[2]string]bool{}
+	for _, r := range rows {
+		k := [2]string{r.Event.ProductID, r.Event.UserID}
+		if r.Status == shardstock.StatusAwaitingPayment && !seen[k] {
+			seen[k] = true
+			users[k[0]] = append(users[k[0]], k[1])
+		}
+	}
+	out := usedSeqs{}
+	for product, us := range users {
+		for lo := 0; lo < len(us); lo += batchChunk {
+			chunk := us[lo:min(lo+batchChunk, len(us))]
+			args := append([]any{product}, chunk...)
+			err := collect(ctx, q, `SELECT user_id, seq FROM orders WHERE product_id = ? AND seq IS NOT NULL AND user_id IN (`+placeholders(len(chunk))+`)`, args, func(r *sql.Rows) error {
+				var user string
+				var seq int64
+				if err := r.Scan(&user, &seq); err != nil {
+					return err
+				}
+				k := [2]string{product, user}
+				if out[k] == nil {
+					out[k] = map[int64]bool{}
+				}
+				out[k][seq] = true
+				return nil
+			})
+			if err != nil {
+				return nil, fmt.Errorf("read seqs: %w", err)
+			}
+		}
+	}
+	return out, nil
+}
+
+type insertValues struct {
+	ev     shardstock.ReservationEvent
+	seq    sql.NullInt64
+	status string
+}
+
+// insertAll writes rows with multi-row INSERTs.
+func insertAll(ctx context.Context, q dbtx, rows []insertValues, now time.Time) error {
+	ms := now.UnixMilli()
+	for lo := 0; lo < len(rows); lo += batchChunk {
+		chunk := rows[lo:min(lo+batchChunk, len(rows))]
+		args := make([]any, 0, 10*len(chunk))
+		var b strings.Builder
+		b.WriteString(`INSERT INTO orders (id, product_id, user_id, shard, seq, status, reserved_at, created_at, updated_at, settle_pending) VALUES `)
+		for i, v := range chunk {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+			pending := 0
+			if v.status != shardstock.StatusAwaitingPayment {
+				pending = 1
+			}
+			args = append(args, v.ev.ID, v.ev.ProductID, v.ev.UserID, v.ev.Shard, v.seq, v.status, v.ev.AtMS, ms, ms, pending)
+		}
+		if _, err := q.ExecContext(ctx, b.String(), args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// placeholders is "?, ?, …" for n parameters.
+func placeholders(n int) string { return strings.TrimSuffix(strings.Repeat("?, ", n), ", ") }
+
+// collect runs query and calls row for each result row.
+func collect(ctx context.Context, q dbtx, query string, args []any, row func(*sql.Rows) error) error {
+	rs, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	defer rs.Close()
+	for rs.Next() {
+		if err := row(rs); err != nil {
+			return err
+		}
+	}
+	return rs.Err()
 }
 
 // freeSeq returns the lowest seq in 1..limit the buyer's live orders of the

@@ -76,7 +76,7 @@ var variables = []variable{
 	{"SHARDSTOCK_DB", "db", "sqlite:./data/orders.db", "order database: sqlite:PATH or mysql://user:pass@tcp(host:port)/db"},
 	{"SHARDSTOCK_PAY_TIMEOUT", "pay-timeout", "15m", "unpaid orders are cancelled after this"},
 	{"SHARDSTOCK_FAIL_FAST_AGE", "fail-fast-age", "30m", "a reservation older than this when consumed becomes a failed order and is released"},
-	{"SHARDSTOCK_ORDER_RATE", "order-rate", "500", "order creations per second per process"},
+	{"SHARDSTOCK_ORDER_RATE", "order-rate", "10000", "order creations per second per process (a guard for the database; make bench measures what the pipeline can do)"},
 	{"SHARDSTOCK_CLAIM_IDLE", "claim-idle", "30s", "outbox entries another coordinator left unprocessed this long are taken over"},
 	{"SHARDSTOCK_RATE_LIMITS", "rate-limits", flashsale.DefaultLimits, "buyer-side limits per second: global=N,product=N|auto,user=N,ip=N (0: none), or off"},
 	{"SHARDSTOCK_SPOOL_DIR", "spool-dir", "./data/spool", "directory of the disk spool for purchases no shard can take; off disables it (503 instead)"},
