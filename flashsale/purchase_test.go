@@ -36,7 +36,9 @@ func (r *outageReserver) ReserveRetryable(context.Context, *shardstock.Product, 
 	return -1, shardstock.ErrUnavailable
 }
 
-func (r *outageReserver) Abandon(_ context.Context, _, _, id string) { r.abandoned = append(r.abandoned, id) }
+func (r *outageReserver) Abandon(_ context.Context, _, _, id string) {
+	r.abandoned = append(r.abandoned, id)
+}
 
 type recordingSpool struct {
 	entries []ha.SpoolEntry
