@@ -28,7 +28,6 @@ type Store interface {
 	Counters(ctx context.Context, i int, product string) (shard.Counters, error)
 	Confirm(ctx context.Context, i int, product, id string) (bool, error)
 	Release(ctx context.Context, i int, product, id string) (bool, error)
-	ReleaseClaim(ctx context.Context, product, user, id string) error
 	Ping(ctx context.Context, i int) error
 	Shards() []*shard.Shard
 	Snapshot(ctx context.Context, products []string) []shard.ShardSnapshot

@@ -10,7 +10,9 @@ import (
 // Ledger is the order side of reconcile (order.Store).
 type Ledger interface {
 	CountsByShard(ctx context.Context, product string) (map[int]shardstock.OrderCounts, error)
-	Resettle(ctx context.Context, product string) (int64, error)
+	// Resettle marks the final orders of product held on shards for
+	// settlement again.
+	Resettle(ctx context.Context, product string, shards []int) (int64, error)
 }
 
 // ShardDrift compares one shard's counters with the orders that name it.
@@ -37,10 +39,12 @@ type Reconciliation struct {
 }
 
 // Reconcile compares each shard's counters of product with the order table.
-// With fix, it does what is safe: it marks every final order for settlement
-// again, so every paid unit is confirmed and every released one released
-// on its shard (settlements are idempotent, so this cannot double count).
-// It never edits counters directly.
+// A shard that does not answer is not compared (the report says so). With
+// fix, it does what is safe on the shards that answered and drift: it marks
+// their final orders for settlement again, so every paid unit is confirmed
+// and every released one released (settlements are idempotent, so this
+// cannot double count). It never edits counters directly, and never queues
+// work for a shard that is down.
 func (s *Service) Reconcile(ctx context.Context, product string, fix bool) (*Reconciliation, error) {
 	if s.ledger == nil {
 		return nil, fmt.Errorf("%w: no order ledger configured", shardstock.ErrUnavailable)
@@ -54,7 +58,11 @@ func (s *Service) Reconcile(ctx context.Context, product string, fix bool) (*Rec
 		return nil, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
 	}
 	r := &Reconciliation{Product: product, InSync: true, Actions: []string{}}
+	var drifting []int
 	for _, sh := range st.Shards {
+		if !sh.Up {
+			r.Actions = append(r.Actions, fmt.Sprintf("shard %d did not answer: not compared (reconcile again when it is back)", sh.Index))
+		}
 		d := ShardDrift{Index: sh.Index, Up: sh.Up, Orders: counts[sh.Index]}
 		if sh.Up && sh.Salable != nil {
 			d.Shard = &shardstock.Totals{Salable: *sh.Salable, Locked: *sh.Locked, Sold: *sh.Sold}
@@ -66,6 +74,9 @@ func (s *Service) Reconcile(ctx context.Context, product string, fix bool) (*Rec
 			r.Actions = append(r.Actions, fmt.Sprintf("shard %d holds no data for %s while orders name it: it lost its data; its allocation is given up", sh.Index, product))
 		}
 		r.InSync = r.InSync && sh.Up && !lostData && d.LockedDrift == 0 && d.SoldDrift == 0
+		if d.Shard != nil && (d.LockedDrift != 0 || d.SoldDrift != 0) {
+			drifting = append(drifting, sh.Index)
+		}
 		r.Shards = append(r.Shards, d)
 	}
 	if fix {
@@ -77,13 +88,13 @@ func (s *Service) Reconcile(ctx context.Context, product string, fix bool) (*Rec
 			return r, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
 		}
 	}
-	if fix && !r.InSync {
-		n, err := s.ledger.Resettle(ctx, product)
+	if fix && len(drifting) > 0 {
+		n, err := s.ledger.Resettle(ctx, product, drifting)
 		if err != nil {
 			return r, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
 		}
 		r.Resettled = n
-		r.Actions = append(r.Actions, fmt.Sprintf("marked %d final orders for settlement again", n))
+		r.Actions = append(r.Actions, fmt.Sprintf("marked %d final orders on shards %v for settlement again", n, drifting))
 	}
 	return r, nil
 }

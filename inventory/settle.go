@@ -9,9 +9,11 @@ import (
 )
 
 // Settle applies a settlement (pay result) to the shard that holds the
-// unit: confirm moves it locked -> sold; release moves it locked -> salable
-// and gives the buyer's claim back; release_duplicate releases a second
-// hold of one reservation and keeps the claim. Only a locked hold moves, so
+// unit, and to no other shard: confirm moves it locked -> sold; release
+// (and release_duplicate, a second hold of one reservation) moves it
+// locked -> salable. The buyer's per-user limit claim goes back through the
+// order service (order.Service.ReturnClaims), so a settlement never waits
+// for the buyer's home shard. Only a locked hold moves, so
 // duplicates and late arrivals change nothing. A hold in a state the order
 // row contradicts, or missing, is logged for reconcile and acknowledged
 // (retrying cannot change it). Errors are transport failures: the caller
@@ -29,11 +31,6 @@ func (s *Service) Settle(ctx context.Context, st shardstock.Settlement) error {
 			"order", st.OrderID, "product", st.ProductID, "shard", st.Shard, "action", st.Action, "err", err)
 	case err != nil:
 		return err
-	}
-	if st.Action == shardstock.Release {
-		if err := s.store.ReleaseClaim(ctx, st.ProductID, st.UserID, st.OrderID); err != nil {
-			return err
-		}
 	}
 	if s.cfg.OnSettle != nil {
 		s.cfg.OnSettle(st.Action)

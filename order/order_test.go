@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -452,4 +453,71 @@ func TestConcurrentBatchesOfOneBuyer(t *testing.T) {
 			t.Fatalf("counts %v, want 3 awaiting and 21 failed", counts)
 		}
 	})
+}
+
+// homeShards is a fake of the buyers' home shards for claim give-backs:
+// down makes every give-back fail, as a home that does not answer.
+type homeShards struct {
+	mu       sync.Mutex // guards returned
+	returned []string
+	down     atomic.Bool
+}
+
+func (h *homeShards) GiveBack(_ context.Context, _, _, id string) error {
+	if h.down.Load() {
+		return errors.New("home shard down")
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.returned = append(h.returned, id)
+	return nil
+}
+
+// The claims of cancelled and failed orders go back to their buyers'
+// homes after the settlement is published, durably: a home that does not
+// answer keeps the give-back in the order table for the next sweep, and no
+// settlement waits for it (settlements are published first, whatever the
+// homes do).
+func TestClaimsOfReleasedOrdersGoBackDurably(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store) {
+		h := newHarness(t, s, 1)
+		homes := &homeShards{}
+		h.svc.cfg.Claims = homes
+		h.ingest(h.event("c1", "carl", 0))
+		h.ingest(h.event("p1", "pia", 1))
+		h.ingest(h.event("f1", "carl", 2)) // over the limit: failed
+		if _, err := h.svc.Cancel(context.Background(), "c1", "carl"); err != nil {
+			t.Fatal(err)
+		}
+		h.svc.Pay(context.Background(), "p1", "pia", true)
+		homes.down.Store(true)
+		if err := h.svc.sweep(context.Background()); err == nil {
+			t.Fatal("give-backs to a down home were not reported")
+		}
+		if got := h.settler.all(); len(got) != 3 {
+			t.Fatalf("settlements published with the homes down: %v, want all 3", got)
+		}
+		if n, _ := s.ClaimsPending(context.Background(), 10); len(n) != 2 {
+			t.Fatalf("pending give-backs: %v, want c1 and f1", n)
+		}
+		// A new store on the same database (another coordinator, or this one
+		// restarted) finds them: the queue is the order table.
+		homes.down.Store(false)
+		other := NewService(s, h.settler, nil, Config{Claims: homes, Now: h.svc.cfg.Now})
+		if err := other.sweep(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Join(sorted(homes.returned), ","); got != "c1,f1" {
+			t.Fatalf("claims given back: %s, want c1,f1 (never the paid p1)", got)
+		}
+		if n, _ := s.ClaimsPending(context.Background(), 10); len(n) != 0 {
+			t.Fatalf("still pending after the homes returned: %v", n)
+		}
+	})
+}
+
+func sorted(xs []string) []string {
+	out := append([]string(nil), xs...)
+	slices.Sort(out)
+	return out
 }

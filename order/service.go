@@ -32,8 +32,17 @@ type HoldFinder interface {
 	FindHold(ctx context.Context, products []string, id string) (product, user string, shard int, found bool, err error)
 }
 
+// ClaimReturner gives a buyer's per-user limit claim back at the buyer's
+// home shard (shard.Set); an error means it must be tried again.
+type ClaimReturner interface {
+	GiveBack(ctx context.Context, product, user, id string) error
+}
+
 // Config tunes a Service; zero values mean the defaults.
 type Config struct {
+	// Claims, if set, gets the claims of cancelled and failed orders back
+	// (the sweep retries each until it succeeds); nil: claims are kept.
+	Claims      ClaimReturner
 	PayTimeout  time.Duration // unpaid orders are cancelled after this; default 15m
 	FailFastAge time.Duration // older reservations become failed orders; default 30m
 	Rate        float64       // order creations per second; default 500
@@ -349,7 +358,36 @@ func (s *Service) sweep(ctx context.Context) error {
 	if n > 0 {
 		s.cfg.Logger.Info("cancelled unpaid orders", "n", n, "pay_timeout", s.cfg.PayTimeout)
 	}
-	return s.SettleOnce(ctx)
+	if err := s.SettleOnce(ctx); err != nil {
+		return err
+	}
+	return s.ReturnClaims(ctx)
+}
+
+// ReturnClaims gives back the per-user limit claims of cancelled and failed
+// orders whose settlement was published, so their buyers may buy again. A
+// claim whose home shard does not answer stays marked for the next sweep
+// without holding up the others (and no settlement ever waits for it);
+// the errors are returned combined.
+func (s *Service) ReturnClaims(ctx context.Context) error {
+	if s.cfg.Claims == nil {
+		return nil
+	}
+	batch, err := s.store.ClaimsPending(ctx, 200)
+	if err != nil {
+		return err
+	}
+	var errs *multierror.Error
+	for _, o := range batch {
+		if err := s.cfg.Claims.GiveBack(ctx, o.ProductID, o.UserID, o.ID); err != nil {
+			errs = multierror.Append(errs, fmt.Errorf("order %s: give claim back: %w", o.ID, err))
+			continue
+		}
+		if err := s.store.MarkClaimReturned(ctx, o.ID); err != nil {
+			return err
+		}
+	}
+	return errs.ErrorOrNil()
 }
 
 // SettleOnce publishes the settlement of every order marked for it and

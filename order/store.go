@@ -170,7 +170,7 @@ func (s *Store) apply(ctx context.Context, file string) error {
 	}
 	src, _ := migrations.ReadFile(file)
 	for _, stmt := range splitSQL(string(src)) {
-		if _, err := s.db.ExecContext(ctx, stmt); err != nil {
+		if _, err := s.db.ExecContext(ctx, stmt); err != nil && !isDuplicateColumn(err) {
 			return fmt.Errorf("migration %s: %w", name, err)
 		}
 	}
@@ -199,7 +199,17 @@ func splitSQL(src string) []string {
 	return out
 }
 
-// isDuplicate reports a unique-key violation.
+// isDuplicateColumn reports an ADD COLUMN of a column that exists: another
+// process applied the same migration at the same time (migrations are not
+// transactional in MariaDB).
+func isDuplicateColumn(err error) bool {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		return me.Number == 1060
+	}
+	return strings.Contains(err.Error(), "duplicate column name")
+}
+
 // isLockConflict reports a transaction MariaDB/MySQL rolled back or gave up
 // on because of a concurrent one (deadlock, lock wait timeout): trying it
 // again is the documented remedy.
@@ -208,6 +218,7 @@ func isLockConflict(err error) bool {
 	return errors.As(err, &me) && (me.Number == 1213 || me.Number == 1205)
 }
 
+// isDuplicate reports a unique-key violation.
 func isDuplicate(err error) bool {
 	var me *mysql.MySQLError
 	if errors.As(err, &me) {
@@ -377,13 +388,13 @@ func insertRow(ctx context.Context, q dbtx, ev shardstock.ReservationEvent, limi
 	}
 	pending := 0
 	if status != shardstock.StatusAwaitingPayment {
-		pending = 1
+		pending = 1 // failed: the unit goes back on sale, the claim back to the buyer
 	}
 	ms := now.UnixMilli()
 	_, err := q.ExecContext(ctx, `INSERT INTO orders
-		(id, product_id, user_id, shard, seq, status, reserved_at, created_at, updated_at, settle_pending)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		ev.ID, ev.ProductID, ev.UserID, ev.Shard, seq, status, ev.AtMS, ms, ms, pending)
+		(id, product_id, user_id, shard, seq, status, reserved_at, created_at, updated_at, settle_pending, claim_pending)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		ev.ID, ev.ProductID, ev.UserID, ev.Shard, seq, status, ev.AtMS, ms, ms, pending, pending)
 	return status, err
 }
 
@@ -450,9 +461,9 @@ func (s *Store) insertBatch(ctx context.Context, rows []NewOrder, now time.Time)
 	return out, nil
 }
 
-// batchChunk bounds the rows of one statement (10 parameters a row, well
+// batchChunk bounds the rows of one statement (11 parameters a row, well
 // under SQLite's and MySQL's parameter limits).
-const batchChunk = 100
+const batchChunk = 90
 
 // existingIDs returns which of the rows' reservation ids have an order row.
 func existingIDs(ctx context.Context, q dbtx, rows []NewOrder) (map[string]bool, error) {
@@ -545,17 +556,17 @@ func insertAll(ctx context.Context, q dbtx, rows []insertValues, now time.Time) 
 		chunk := rows[lo:min(lo+batchChunk, len(rows))]
 		args := make([]any, 0, 10*len(chunk))
 		var b strings.Builder
-		b.WriteString(`INSERT INTO orders (id, product_id, user_id, shard, seq, status, reserved_at, created_at, updated_at, settle_pending) VALUES `)
+		b.WriteString(`INSERT INTO orders (id, product_id, user_id, shard, seq, status, reserved_at, created_at, updated_at, settle_pending, claim_pending) VALUES `)
 		for i, v := range chunk {
 			if i > 0 {
 				b.WriteByte(',')
 			}
-			b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+			b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
 			pending := 0
 			if v.status != shardstock.StatusAwaitingPayment {
 				pending = 1
 			}
-			args = append(args, v.ev.ID, v.ev.ProductID, v.ev.UserID, v.ev.Shard, v.seq, v.status, v.ev.AtMS, ms, ms, pending)
+			args = append(args, v.ev.ID, v.ev.ProductID, v.ev.UserID, v.ev.Shard, v.seq, v.status, v.ev.AtMS, ms, ms, pending, pending)
 		}
 		if _, err := q.ExecContext(ctx, b.String(), args...); err != nil {
 			return err
@@ -611,9 +622,10 @@ func freeSeq(ctx context.Context, q dbtx, product, user string, limit int64) (in
 // reports whether this call made the change.
 func (s *Store) Transition(ctx context.Context, id, user, status string, now time.Time) (bool, error) {
 	res, err := s.db.ExecContext(ctx, `UPDATE orders
-		SET status = ?, seq = CASE WHEN ? = 'paid' THEN seq ELSE NULL END, settle_pending = 1, updated_at = ?
+		SET status = ?, seq = CASE WHEN ? = 'paid' THEN seq ELSE NULL END, settle_pending = 1,
+		    claim_pending = CASE WHEN ? = 'paid' THEN 0 ELSE 1 END, updated_at = ?
 		WHERE id = ? AND user_id = ? AND status = 'awaiting_payment'`,
-		status, status, now.UnixMilli(), id, user)
+		status, status, status, now.UnixMilli(), id, user)
 	if err != nil {
 		return false, fmt.Errorf("order %s -> %s: %w", id, status, err)
 	}
@@ -625,7 +637,7 @@ func (s *Store) Transition(ctx context.Context, id, user, status string, now tim
 // reserved before cutoff, and returns how many.
 func (s *Store) CancelExpired(ctx context.Context, cutoff, now time.Time) (int64, error) {
 	res, err := s.db.ExecContext(ctx, `UPDATE orders
-		SET status = 'cancelled', seq = NULL, settle_pending = 1, updated_at = ?
+		SET status = 'cancelled', seq = NULL, settle_pending = 1, claim_pending = 1, updated_at = ?
 		WHERE status = 'awaiting_payment' AND reserved_at < ?`, now.UnixMilli(), cutoff.UnixMilli())
 	if err != nil {
 		return 0, fmt.Errorf("cancel expired: %w", err)
@@ -669,11 +681,46 @@ func (s *Store) MarkSettled(ctx context.Context, id, status string) error {
 	return nil
 }
 
-// Resettle marks every final order of product for settlement again (safe:
+// ClaimsPending lists up to limit cancelled or failed orders whose
+// settlement the transport took and whose buyer's per-user limit claim has
+// not been given back yet.
+func (s *Store) ClaimsPending(ctx context.Context, limit int) ([]shardstock.Order, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+orderColumns+` FROM orders WHERE claim_pending = 1 AND settle_pending = 0 LIMIT ?`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("claims pending: %w", err)
+	}
+	defer rows.Close()
+	var out []shardstock.Order
+	for rows.Next() {
+		o, err := scanOrder(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *o)
+	}
+	return out, rows.Err()
+}
+
+// MarkClaimReturned records that order id's claim was given back.
+func (s *Store) MarkClaimReturned(ctx context.Context, id string) error {
+	if _, err := s.db.ExecContext(ctx, `UPDATE orders SET claim_pending = 0 WHERE id = ?`, id); err != nil {
+		return fmt.Errorf("mark claim returned %s: %w", id, err)
+	}
+	return nil
+}
+
+// Resettle marks the final orders of product held on shards for settlement again (safe:
 // settlements are idempotent) and returns how many.
-func (s *Store) Resettle(ctx context.Context, product string) (int64, error) {
+func (s *Store) Resettle(ctx context.Context, product string, shards []int) (int64, error) {
+	if len(shards) == 0 {
+		return 0, nil
+	}
+	args := []any{product}
+	for _, sh := range shards {
+		args = append(args, sh)
+	}
 	res, err := s.db.ExecContext(ctx, `UPDATE orders SET settle_pending = 1
-		WHERE product_id = ? AND status IN ('paid', 'cancelled', 'failed')`, product)
+		WHERE product_id = ? AND status IN ('paid', 'cancelled', 'failed') AND shard IN (`+placeholders(len(shards))+`)`, args...)
 	if err != nil {
 		return 0, fmt.Errorf("resettle %s: %w", product, err)
 	}

@@ -141,12 +141,15 @@ func (s *Set) unclaim(ctx context.Context, product, user, id string) {
 	}
 }
 
-// ReleaseClaim gives the buyer's claim id on product back (after the order
-// was cancelled or failed), so the buyer may buy again. It never fails: a
-// home that does not answer gets the claim back when it does (the
-// settlement that calls it must not wait on a shard other than the holder).
-func (s *Set) ReleaseClaim(ctx context.Context, product, user, id string) error {
-	s.unclaim(ctx, product, user, id)
+// GiveBack gives the buyer's claim id on product back at the buyer's home
+// (after the order was cancelled or failed), so the buyer may buy again.
+// An error means the home did not answer: the caller (the order service's
+// sweep, order.ClaimReturner) keeps the give-back and tries it again.
+func (s *Set) GiveBack(ctx context.Context, product, user, id string) error {
+	_, err := s.runStep(ctx, s.home(user), step{product: product, op: opUnclaim, user: user, id: id})
+	if err != nil {
+		return fmt.Errorf("shard %d: give claim back: %w", s.Home(user), err)
+	}
 	return nil
 }
 

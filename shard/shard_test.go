@@ -583,7 +583,7 @@ func testFailoverWhenAShardDies(t *testing.T, start shard.Start) {
 	}
 }
 
-func TestFindHoldAndReleaseClaim(t *testing.T) {
+func TestFindHoldAndGiveBack(t *testing.T) {
 	f := newFixture(t, 3)
 	p := f.define(shardstock.Product{ID: "find", Stock: 6})
 	i, id, err := f.reserve(p, "ivy")
@@ -604,7 +604,7 @@ func TestFindHoldAndReleaseClaim(t *testing.T) {
 	if _, err := f.set.Release(f.ctx(), i, "find", id); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.set.ReleaseClaim(f.ctx(), "find", "ivy", id); err != nil {
+	if err := f.set.GiveBack(f.ctx(), "find", "ivy", id); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := f.reserve(p, "ivy"); err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -269,7 +270,8 @@ func redeliver(t *testing.T, m *Main, r *shardtest.Redis, product, paidID, cance
 // TestReconcileFindsAndFixesDrift: an order paid in SQL whose settlement
 // never reached its shard (simulated by clearing the mark without
 // publishing) shows as drift on exactly that shard; the fix re-sends the
-// settlements and the shard converges.
+// settlements of that shard only — a shard that is down meanwhile is named
+// and skipped — and the shard converges.
 func TestReconcileFindsAndFixesDrift(t *testing.T) {
 	r := shardtest.Start(t, 3)
 	m := startServer(t, r.URLs())
@@ -296,7 +298,8 @@ func TestReconcileFindsAndFixesDrift(t *testing.T) {
 			LockedDrift int64 `json:"locked_drift"`
 			SoldDrift   int64 `json:"sold_drift"`
 		} `json:"shards"`
-		Actions []string `json:"actions"`
+		Actions   []string `json:"actions"`
+		Resettled int64    `json:"resettled"`
 	}
 	get := func(method string) report {
 		rep := do(t, method, base+"/admin/v1/products/rec/reconcile", "", "Authorization", "Bearer "+testToken)
@@ -319,9 +322,15 @@ func TestReconcileFindsAndFixesDrift(t *testing.T) {
 	if rr.InSync {
 		t.Fatal("drift reported in sync")
 	}
-	if fixed := get("POST"); len(fixed.Actions) != 1 {
-		t.Fatalf("fix did nothing: %+v", fixed)
+	// Another shard is down while the fix runs: it is skipped and named,
+	// and only the drifting shard's one final order is sent again.
+	down := (o.Shard + 1) % 3
+	r.Kill(down)
+	fixed := get("POST")
+	if fixed.Resettled != 1 || len(fixed.Actions) != 2 || !strings.Contains(strings.Join(fixed.Actions, " "), fmt.Sprintf("shard %d did not answer", down)) {
+		t.Fatalf("fix with shard %d down: %+v", down, fixed)
 	}
+	r.Restart(down)
 	waitFor(t, 30*time.Second, "in sync after the fix", func() (bool, string) {
 		rr := get("GET")
 		return rr.InSync, fmt.Sprintf("%+v", rr)
@@ -329,4 +338,70 @@ func TestReconcileFindsAndFixesDrift(t *testing.T) {
 	if st := productStatus(t, base, "rec"); st.Totals.Sold != 1 || st.Totals.Locked != 9 {
 		t.Fatalf("after the fix: %+v", st.Totals)
 	}
+}
+
+// TestSettlementsDoNotWaitForAnUnrelatedShard (issue: one down shard stopped
+// settlements everywhere): with a buyer's home shard down, cancelling that
+// buyer's order held on a healthy shard releases the unit there at once,
+// another buyer's payment on a healthy shard is confirmed at once, and the
+// cancelled buyer's claim goes back when the home returns, so they may buy
+// again.
+func TestSettlementsDoNotWaitForAnUnrelatedShard(t *testing.T) {
+	r := shardtest.Start(t, 3)
+	m := startServer(t, r.URLs())
+	base := m.URL()
+	product := "settle"
+	putProduct(t, base, product, `{"stock":6}`)
+	// Shard 2 sells nothing: a buyer homed there is served by shard 0, the
+	// first after it, where a buyer homed at 0 is served too — both holds
+	// on one shard, so both settlements go through one settle stream.
+	opt, _ := redis.ParseURL(r.URLs()[2])
+	rc := redis.NewClient(opt)
+	defer rc.Close()
+	if err := rc.HSet(context.Background(), "ss:{p:settle}:stock", "salable", 0, "alloc", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	canceller, payer := "", ""
+	for k := 0; canceller == "" || payer == ""; k++ {
+		u := fmt.Sprintf("b%d", k)
+		switch m.set.Home(u) {
+		case 2:
+			canceller = cmp.Or(canceller, u)
+		case 0:
+			payer = cmp.Or(payer, u)
+		}
+	}
+	held := map[string]reply{}
+	for _, u := range []string{canceller, payer} {
+		if held[u] = purchase(t, base, product, u); held[u].status != 200 || held[u].body["shard"] != float64(0) {
+			t.Fatalf("%s: %d %s", u, held[u].status, held[u].raw)
+		}
+		id := held[u].str("order_id")
+		waitFor(t, 10*time.Second, "order "+id+" written", func() (bool, string) {
+			o, _ := m.store.Order(context.Background(), id)
+			return o != nil, fmt.Sprint(o)
+		})
+	}
+	r.Kill(2) // the canceller's home: their claim cannot go back now
+	if rep := orderCall(t, base, "cancel", held[canceller].str("order_id"), canceller, ""); rep.status != 202 {
+		t.Fatalf("cancel: %d %s", rep.status, rep.raw)
+	}
+	if rep := orderCall(t, base, "pay", held[payer].str("order_id"), payer, `{"result":"success"}`); rep.status != 202 {
+		t.Fatalf("pay: %d %s", rep.status, rep.raw)
+	}
+	waitFor(t, 5*time.Second, "both settlements applied on shard 0", func() (bool, string) {
+		sh := productStatus(t, base, product).Shards[0]
+		if sh.Locked == nil {
+			return false, "shard 0 did not answer"
+		}
+		return *sh.Locked == 0 && *sh.Sold == 1 && *sh.Salable == 1, fmt.Sprintf("salable %d locked %d sold %d", *sh.Salable, *sh.Locked, *sh.Sold)
+	})
+	if rep := purchase(t, base, product, canceller); rep.status == 200 {
+		t.Fatalf("bought with the home down: %s", rep.raw)
+	}
+	r.Restart(2)
+	waitFor(t, 15*time.Second, "the cancelled buyer buys again once the home is back", func() (bool, string) {
+		rep := purchase(t, base, product, canceller)
+		return rep.status == 200, fmt.Sprintf("%d %s", rep.status, rep.raw)
+	})
 }
