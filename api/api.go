@@ -57,6 +57,12 @@ func ErrorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 // the route and the request id, its details never sent. It returns the
 // status written.
 func WriteError(w http.ResponseWriter, r *http.Request, route string, err error, log *slog.Logger) int {
+	if e, ok := err.(*shardstock.Error); ok { // a sentinel itself (sold out, above all): nothing to look up
+		if a, ok := sentinels[e]; ok {
+			WriteJSON(w, a.status, a.body)
+			return a.status
+		}
+	}
 	status, body := errorResponse(err)
 	h := w.Header()
 	if status >= 500 {
@@ -79,6 +85,26 @@ func WriteJSON(w http.ResponseWriter, status int, body []byte) {
 	w.Header()["Content-Type"] = jsonType
 	w.WriteHeader(status)
 	w.Write(body)
+}
+
+// sentinels are the answers to the sentinel errors themselves (not wrapped,
+// no message of their own), encoded once. Rate limiting and the 5xx
+// errors are not among them: they set headers or are logged.
+var sentinels = func() map[*shardstock.Error]answer {
+	m := map[*shardstock.Error]answer{}
+	for _, e := range []*shardstock.Error{shardstock.ErrSoldOut, shardstock.ErrEnded, shardstock.ErrNotStarted,
+		shardstock.ErrLimitReached, shardstock.ErrNotFound, shardstock.ErrUnauthorized, shardstock.ErrInvalid,
+		shardstock.ErrTooLarge, shardstock.ErrUnsupported, shardstock.ErrConflict} {
+		status, body := errorResponse(e)
+		enc, _ := json.Marshal(body)
+		m[e] = answer{status, append(enc, '\n')}
+	}
+	return m
+}()
+
+type answer struct {
+	status int
+	body   []byte
 }
 
 // errorBodies keeps the encoded form of the error bodies seen so far: the

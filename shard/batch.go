@@ -45,10 +45,15 @@ type step struct {
 }
 
 type stepCall struct {
-	ctx  context.Context // the caller's: once done, the step is not sent
-	step step
-	done chan stepResult // buffered: the executor never blocks on a caller that left
+	ctx      context.Context // the caller's: once done, the step is not sent
+	deadline time.Time       // the step's own deadline: once past, it is not sent
+	step     step
+	done     chan stepResult // buffered: the executor never blocks on a caller that left
 }
+
+// errStepDeadline answers a step that waited past its deadline behind a
+// round trip that did not come back in time; it was not sent.
+var errStepDeadline = fmt.Errorf("waited past the per-call deadline, not sent: %w", context.DeadlineExceeded)
 
 type stepResult struct {
 	status string
@@ -75,10 +80,16 @@ func newBatcher(sh *Shard, script *redis.Script, cfg Config) *batcher {
 	return b
 }
 
-// run runs one step and returns its status; ctx bounds the wait.
+// run runs one step and returns its status. The wait ends with the
+// answer, with ctx, or with the per-call deadline: a step still queued when
+// its deadline passes is answered errStepDeadline unsent, and the round
+// trip carrying it has the deadline too, so a frozen shard holds a caller
+// about two deadlines at most. No timer per step: the executor keeps time.
 func (b *batcher) run(ctx context.Context, st step) (string, error) {
-	c := &stepCall{ctx: ctx, step: st, done: make(chan stepResult, 1)}
+	c := &stepCall{ctx: ctx, deadline: time.Now().Add(b.timeout), step: st, done: make(chan stepResult, 1)}
 	if b.queue == nil {
+		ctx, cancel := context.WithDeadline(ctx, c.deadline)
+		defer cancel()
 		b.exec(ctx, []*stepCall{c})
 		r := <-c.done
 		return r.status, r.err
@@ -103,13 +114,13 @@ func (b *batcher) loop() {
 		case <-b.stop:
 			return
 		case c := <-b.queue:
-			batch = addLive(batch[:0], c)
+			batch = b.addLive(batch[:0], c)
 		}
 	drain:
 		for len(batch) < maxBatch {
 			select {
 			case c := <-b.queue:
-				batch = addLive(batch, c)
+				batch = b.addLive(batch, c)
 			default:
 				break drain
 			}
@@ -122,11 +133,15 @@ func (b *batcher) loop() {
 	}
 }
 
-// addLive puts c in batch unless its caller left (its deadline passed
-// while a frozen shard held the round trip before it): a step nobody waits
-// for is not sent.
-func addLive(batch []*stepCall, c *stepCall) []*stepCall {
+// addLive puts c in batch unless its caller left or its deadline passed
+// (while a frozen shard held the round trip before it): a step nobody waits
+// for is not sent, and one past its deadline is answered so.
+func (b *batcher) addLive(batch []*stepCall, c *stepCall) []*stepCall {
 	if c.ctx.Err() != nil {
+		return batch
+	}
+	if !time.Now().Before(c.deadline) {
+		c.done <- stepResult{err: errStepDeadline}
 		return batch
 	}
 	return append(batch, c)

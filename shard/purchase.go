@@ -300,8 +300,6 @@ func (a *attempt) fail(sh *Shard, err error) {
 // runStep runs one purchase step on sh through its batcher under the
 // per-call deadline and reports the outcome to Health.
 func (s *Set) runStep(ctx context.Context, sh *Shard, st step) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
-	defer cancel()
 	status, err := sh.steps.run(ctx, st)
 	s.observe(sh.Index, err)
 	return status, err

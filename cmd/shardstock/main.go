@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -79,6 +80,13 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	}
 	m := NewMain(cfg, stdout)
 	redis.SetLogger(redisLog{m.log})
+	if getenv("GOGC") == "" {
+		// The server's live heap is small (tens of MiB) and every request
+		// allocates: collecting at 4x the live heap instead of 2x halves
+		// the collector's share of a purchase for a few MiB more. GOGC set
+		// in the environment wins.
+		debug.SetGCPercent(400)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := m.Run(ctx); err != nil {
