@@ -27,7 +27,8 @@ type Order struct {
 }
 
 // ReservationEvent is what a shard's outbox says about one reservation. The
-// reserve script writes it with the fields res, user, product, shard, at.
+// purchase script writes the fields res, user and at; the product and the
+// shard are those of the stream (ReservationFromOutbox).
 type ReservationEvent struct {
 	ID        string `json:"id"`
 	UserID    string `json:"user"`
@@ -39,7 +40,25 @@ type ReservationEvent struct {
 // At is the reservation time.
 func (e ReservationEvent) At() time.Time { return time.UnixMilli(e.AtMS) }
 
-// ReservationFromFields decodes an outbox stream entry's fields.
+// ReservationFromOutbox decodes an entry of the outbox stream of product on
+// shard: its fields res, user and at (and, in entries written by 0.6.0,
+// product and shard, which must then agree).
+func ReservationFromOutbox(f map[string]any, product string, shard int) (ReservationEvent, error) {
+	if _, ok := f["product"]; !ok {
+		f["product"] = product
+	}
+	if _, ok := f["shard"]; !ok {
+		f["shard"] = strconv.Itoa(shard)
+	}
+	e, err := ReservationFromFields(f)
+	if err == nil && (e.ProductID != product || e.Shard != shard) {
+		return e, fmt.Errorf("outbox entry of %s on shard %d names %s on shard %d", product, shard, e.ProductID, e.Shard)
+	}
+	return e, err
+}
+
+// ReservationFromFields decodes an outbox stream entry's fields, product and
+// shard included.
 func ReservationFromFields(f map[string]any) (ReservationEvent, error) {
 	str := func(k string) string { s, _ := f[k].(string); return s }
 	shard, err1 := strconv.Atoi(str("shard"))

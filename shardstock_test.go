@@ -136,3 +136,30 @@ func FuzzDecodeMessages(f *testing.F) {
 		}
 	})
 }
+
+// An outbox entry names the reservation; the stream names the product and
+// the shard. Entries that carry them too (0.6.0) must agree with the stream.
+func TestReservationFromOutbox(t *testing.T) {
+	cases := []struct {
+		name   string
+		fields map[string]any
+		ok     bool
+	}{
+		{"lean", map[string]any{"res": "r1", "user": "u", "at": "5"}, true},
+		{"0.6.0, agreeing", map[string]any{"res": "r1", "user": "u", "at": "5", "product": "p", "shard": "2"}, true},
+		{"0.6.0, another product", map[string]any{"res": "r1", "user": "u", "at": "5", "product": "q", "shard": "2"}, false},
+		{"0.6.0, another shard", map[string]any{"res": "r1", "user": "u", "at": "5", "product": "p", "shard": "1"}, false},
+		{"no user", map[string]any{"res": "r1", "at": "5"}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e, err := shardstock.ReservationFromOutbox(tc.fields, "p", 2)
+			if (err == nil) != tc.ok {
+				t.Fatalf("err = %v, want ok %v", err, tc.ok)
+			}
+			if tc.ok && (e.ID != "r1" || e.UserID != "u" || e.ProductID != "p" || e.Shard != 2 || e.AtMS != 5) {
+				t.Fatalf("decoded %+v", e)
+			}
+		})
+	}
+}

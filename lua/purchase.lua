@@ -5,6 +5,8 @@
 -- KEYS[1] stock hash  KEYS[2] claims hash (the per-user limit register of
 --   the buyers whose home this shard is)  KEYS[3] holds hash  KEYS[4] outbox
 -- ARGV[1] now, unix ms  ARGV[2] this shard's index  ARGV[3] product id
+-- (the outbox entry is res, user, at: the stream names the product and the
+-- shard)
 -- then four values per step: op, user id, reservation id, the unix ms the
 -- sale window is checked at ('' = now: a spooled purchase keeps the time it
 -- arrived). op is
@@ -81,7 +83,7 @@ local function take(user, id)
   if salable <= 0 then return 'empty' end
   salable, locked, moved = salable - 1, locked + 1, moved + 1
   redis.call('HSET', holds, id, 'L ' .. user .. ' ' .. now)
-  redis.call('XADD', outbox, '*', 'res', id, 'user', user, 'product', product, 'shard', shard, 'at', now)
+  redis.call('XADD', outbox, '*', 'res', id, 'user', user, 'at', now)
   return 'ok'
 end
 

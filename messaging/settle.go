@@ -71,7 +71,7 @@ func ReservationBatchHandler(log *slog.Logger, h func(context.Context, []shardst
 		evs := make([]shardstock.ReservationEvent, 0, len(es))
 		at := make([]int, 0, len(es)) // entry index of each event
 		for i, e := range es {
-			ev, err := shardstock.ReservationFromFields(e.Fields)
+			ev, err := shardstock.ReservationFromOutbox(e.Fields, shard.OutboxProduct(e.Stream), e.Shard)
 			if err != nil {
 				log.Error("dropping a malformed outbox entry", "shard", e.Shard, "stream", e.Stream, "id", e.ID, "err", err)
 				continue // handled: acknowledged with the others

@@ -1,5 +1,7 @@
 package shard
 
+import "strings"
+
 // productKeys are the Redis keys of one product on a shard. The product id
 // must have passed shardstock.ValidID before it gets here.
 type productKeys struct {
@@ -22,6 +24,15 @@ const productsKey = "ss:products"
 
 // OutboxKey is the outbox stream of product on every shard.
 func OutboxKey(product string) string { return keysFor(product).outbox }
+
+// OutboxProduct is the product of an outbox stream key ("" for another key).
+func OutboxProduct(key string) string {
+	p, ok := strings.CutPrefix(key, "ss:{p:")
+	if p, ok2 := strings.CutSuffix(p, "}:outbox"); ok && ok2 {
+		return p
+	}
+	return ""
+}
 
 // ProductsKey is the per-shard set of initialised product ids.
 const ProductsKey = productsKey

@@ -13,7 +13,7 @@
 //	ss:{p:P}:claims  hash   user -> space-separated claim ids: the per-user
 //	                        limit register of the buyers whose home this
 //	                        shard is (purchase.go); '#' -> the limit
-//	ss:{p:P}:outbox  stream one entry per reservation (res user product shard at)
+//	ss:{p:P}:outbox  stream one entry per reservation (res user at)
 //	ss:{p:P}:transfers hash transfer id -> "out N TO" or "in N FROM" (rebalance)
 //	ss:products      set    ids of the products initialised on this shard
 //
