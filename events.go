@@ -41,8 +41,10 @@ type ReservationEvent struct {
 func (e ReservationEvent) At() time.Time { return time.UnixMilli(e.AtMS) }
 
 // ReservationFromOutbox decodes an entry of the outbox stream of product on
-// shard: its fields res, user and at (and, in entries written by 0.6.0,
-// product and shard, which must then agree).
+// shard: its fields res, user and at. An entry that names its product and
+// shard itself (written by 0.6.0, or by hand) is taken as it says: one
+// naming a product the catalog lacks is then parked by the consumer for an
+// operator, not dropped.
 func ReservationFromOutbox(f map[string]any, product string, shard int) (ReservationEvent, error) {
 	if _, ok := f["product"]; !ok {
 		f["product"] = product
@@ -50,11 +52,7 @@ func ReservationFromOutbox(f map[string]any, product string, shard int) (Reserva
 	if _, ok := f["shard"]; !ok {
 		f["shard"] = strconv.Itoa(shard)
 	}
-	e, err := ReservationFromFields(f)
-	if err == nil && (e.ProductID != product || e.Shard != shard) {
-		return e, fmt.Errorf("outbox entry of %s on shard %d names %s on shard %d", product, shard, e.ProductID, e.Shard)
-	}
-	return e, err
+	return ReservationFromFields(f)
 }
 
 // ReservationFromFields decodes an outbox stream entry's fields, product and

@@ -746,3 +746,33 @@ func TestOnePurchaseIsOneScriptExecution(t *testing.T) {
 	f.checkConservation(p)
 	g.checkConservation(q)
 }
+
+// A purchase the spool will replay keeps its claim: no give-back is queued
+// for it, so none can erase the claim once the replay has reserved with the
+// same id (issue: claims that outlive or erase their attempts).
+func TestReplayedPurchaseKeepsItsClaim(t *testing.T) {
+	f := newFixture(t, 3)
+	p := f.define(shardstock.Product{ID: "replay", Stock: 30, PerUserLimit: 1})
+	user := userWithHome("r", 0, 3)
+	// The home has no unit left, so the purchase needs another shard.
+	if err := f.client(0).HSet(f.ctx(), "ss:{p:replay}:stock", "salable", 0, "alloc", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	f.redis.Kill(1)
+	f.redis.Kill(2)
+	if _, err := f.set.ReserveRetryable(f.ctx(), p, user, "X", time.Time{}); !errors.Is(err, shardstock.ErrUnavailable) {
+		t.Fatalf("every other shard down: %v, want ErrUnavailable", err)
+	}
+	if n := f.set.PendingGiveBacks(); n != 0 {
+		t.Fatalf("%d give-backs queued for a purchase the spool replays", n)
+	}
+	f.redis.Restart(1)
+	f.redis.Restart(2)
+	if _, err := f.set.ReserveRetryable(f.ctx(), p, user, "X", time.Time{}); err != nil {
+		t.Fatalf("replay: %v", err)
+	}
+	time.Sleep(1500 * time.Millisecond) // a give-back tick passes
+	if _, _, err := f.reserve(p, user); !errors.Is(err, shardstock.ErrLimitReached) {
+		t.Fatalf("after the replay reserved: %v, want ErrLimitReached", err)
+	}
+}
