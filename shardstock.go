@@ -17,6 +17,20 @@ type Product struct {
 	EndsAt       time.Time `json:"ends_at,omitzero"`
 	Title        string    `json:"title,omitempty"`
 	PriceCents   int64     `json:"price_cents,omitempty"`
+	// ShardCount is the number of shards the stock was split over when the
+	// product was first defined: the product lives on shards 0..ShardCount-1
+	// (its stock, its buyers' per-user limit registers), whatever the shard
+	// count of a coordinator later. 0, in definitions older than 0.7.0: every
+	// shard. Set by the server, never by the operator.
+	ShardCount int `json:"shard_count,omitempty"`
+}
+
+// Shards is the number of shards p lives on when the coordinator has n.
+func (p *Product) Shards(n int) int {
+	if p.ShardCount > 0 {
+		return p.ShardCount
+	}
+	return n
 }
 
 // Limits on a product definition.

@@ -38,8 +38,8 @@ type Catalog interface {
 type Reserver interface {
 	Reserve(ctx context.Context, p *shardstock.Product, user, id string) (int, error)
 	ReserveRetryable(ctx context.Context, p *shardstock.Product, user, id string, asOf time.Time) (int, error)
-	Abandon(ctx context.Context, product, user, id string)
-	KnownSoldOut(product string) bool
+	Abandon(ctx context.Context, p *shardstock.Product, user, id string)
+	KnownSoldOut(p *shardstock.Product) bool
 }
 
 // Identity extracts the buyer's user id from a request, or returns
@@ -254,7 +254,7 @@ func (h *Handler) purchase(w http.ResponseWriter, r *http.Request, id string) (i
 	if err := p.Open(now); err != nil {
 		return 0, err
 	}
-	if h.cfg.Reserver.KnownSoldOut(p.ID) {
+	if h.cfg.Reserver.KnownSoldOut(p) {
 		return 0, shardstock.ErrSoldOut // after a sell-out most traffic ends here: no limit, no Redis
 	}
 	if err := h.allow(w, r, p, user, now); err != nil {
@@ -274,11 +274,11 @@ func (h *Handler) purchase(w http.ResponseWriter, r *http.Request, id string) (i
 		// The buyer hung up: nobody would get the ticket. Not spooled; a
 		// unit a step in flight may have reserved becomes an order that
 		// times out.
-		h.cfg.Reserver.Abandon(ctx, p.ID, user, orderID)
+		h.cfg.Reserver.Abandon(ctx, p, user, orderID)
 		return 0, err
 	}
 	if errors.Is(err, shardstock.ErrUnavailable) {
-		return http.StatusAccepted, h.spool(w, r, p.ID, user, orderID, err)
+		return http.StatusAccepted, h.spool(w, r, p, user, orderID, err)
 	}
 	if err != nil {
 		return 0, err
@@ -325,10 +325,10 @@ func (r Reserved) encode() []byte {
 // spool writes a purchase no shard could take to the disk spool and answers
 // 202 with a ticket; when the spool cannot take it either, 503, and the
 // purchase's claim is given back (it will not be replayed).
-func (h *Handler) spool(w http.ResponseWriter, r *http.Request, product, user, orderID string, cause error) error {
-	e := ha.SpoolEntry{Ticket: "T" + h.cfg.NewID(), ProductID: product, UserID: user, OrderID: orderID, AtMS: h.cfg.Now().UnixMilli()}
+func (h *Handler) spool(w http.ResponseWriter, r *http.Request, p *shardstock.Product, user, orderID string, cause error) error {
+	e := ha.SpoolEntry{Ticket: "T" + h.cfg.NewID(), ProductID: p.ID, UserID: user, OrderID: orderID, AtMS: h.cfg.Now().UnixMilli()}
 	if err := h.cfg.Spool.Append(e); err != nil {
-		h.cfg.Reserver.Abandon(r.Context(), product, user, orderID)
+		h.cfg.Reserver.Abandon(r.Context(), p, user, orderID)
 		h.cfg.Logger.Warn("purchase not spooled", "err", err, "cause", cause)
 		return fmt.Errorf("%w: spool: %w", shardstock.ErrUnavailable, err)
 	}

@@ -29,8 +29,8 @@ func (r benchReserver) Reserve(context.Context, *shardstock.Product, string, str
 func (r benchReserver) ReserveRetryable(context.Context, *shardstock.Product, string, string, time.Time) (int, error) {
 	return 1, nil
 }
-func (benchReserver) Abandon(context.Context, string, string, string) {}
-func (r benchReserver) KnownSoldOut(string) bool                      { return r.soldOut }
+func (benchReserver) Abandon(context.Context, *shardstock.Product, string, string) {}
+func (r benchReserver) KnownSoldOut(*shardstock.Product) bool                      { return r.soldOut }
 
 // discard is a ResponseWriter that keeps only the status, reused across
 // requests like net/http's own.

@@ -36,7 +36,7 @@ func (r *outageReserver) ReserveRetryable(context.Context, *shardstock.Product, 
 	return -1, shardstock.ErrUnavailable
 }
 
-func (r *outageReserver) Abandon(_ context.Context, _, _, id string) {
+func (r *outageReserver) Abandon(_ context.Context, _ *shardstock.Product, _, id string) {
 	r.abandoned = append(r.abandoned, id)
 }
 

@@ -118,6 +118,9 @@ func (s *Service) Define(ctx context.Context, p shardstock.Product) (bool, error
 		return false, err
 	}
 	p.StartsAt, p.EndsAt = p.StartsAt.UTC(), p.EndsAt.UTC()
+	if err := s.placeOnShards(ctx, &p); err != nil {
+		return false, err
+	}
 	def, err := json.Marshal(p)
 	if err != nil {
 		return false, fmt.Errorf("encode definition: %w", err)
@@ -136,8 +139,30 @@ func (s *Service) Define(ctx context.Context, p shardstock.Product) (bool, error
 	return created, nil
 }
 
-// allocate initialises p on every shard not yet on record, and records
-// each. A shard on record that no longer holds p lost its data: it is not
+// placeOnShards sets the shards p lives on: those of its first definition
+// when there is one (a repeat after the coordinators gained a shard still
+// describes the product as it was split), else every shard of this
+// coordinator. A product is never split again over another shard count:
+// the shards that hold its units, and its buyers' homes, stay where they are.
+func (s *Service) placeOnShards(ctx context.Context, p *shardstock.Product) error {
+	stored, err := s.catalog.ProductDefinition(ctx, p.ID)
+	if err != nil {
+		return fmt.Errorf("%w: catalog: %w", shardstock.ErrUnavailable, err)
+	}
+	if stored == "" {
+		p.ShardCount = s.store.Len()
+		return nil
+	}
+	var old shardstock.Product
+	if err := json.Unmarshal([]byte(stored), &old); err != nil {
+		return fmt.Errorf("decode definition of %s: %w", p.ID, err)
+	}
+	p.ShardCount = old.ShardCount
+	return nil
+}
+
+// allocate initialises p on every shard it lives on not yet on record, and
+// records each. A shard on record that no longer holds p lost its data: it is not
 // initialised again (its units may have been sold already) and the call
 // answers ErrConflict naming it, the other shards being completed.
 //
@@ -146,7 +171,10 @@ func (s *Service) Define(ctx context.Context, p shardstock.Product) (bool, error
 // them are logged and reconcile reports the drift), and nothing it sold is
 // ever sold again. Conservation then holds on every shard that kept its data.
 func (s *Service) allocate(ctx context.Context, p shardstock.Product, def string) error {
-	n := s.store.Len()
+	n := p.Shards(s.store.Len())
+	if n > s.store.Len() {
+		return fmt.Errorf("%w: %s is split over %d shards and this coordinator has %d (SHARDSTOCK_SHARDS)", shardstock.ErrUnavailable, p.ID, n, s.store.Len())
+	}
 	alloc := shardstock.SplitStock(p.Stock, n, spreadOffset(p.ID, n))
 	epoch := newEpoch()
 	known, err := s.catalog.InitialisedShards(ctx, p.ID)

@@ -463,7 +463,7 @@ type homeShards struct {
 	down     atomic.Bool
 }
 
-func (h *homeShards) GiveBack(_ context.Context, _, _, id string) error {
+func (h *homeShards) GiveBack(_ context.Context, _ *shardstock.Product, _, id string) error {
 	if h.down.Load() {
 		return errors.New("home shard down")
 	}

@@ -35,7 +35,7 @@ type HoldFinder interface {
 // ClaimReturner gives a buyer's per-user limit claim back at the buyer's
 // home shard (shard.Set); an error means it must be tried again.
 type ClaimReturner interface {
-	GiveBack(ctx context.Context, product, user, id string) error
+	GiveBack(ctx context.Context, p *shardstock.Product, user, id string) error
 }
 
 // Config tunes a Service; zero values mean the defaults.
@@ -75,13 +75,13 @@ func (c *Config) fill() {
 
 // Service is the order service. Safe for concurrent use.
 type Service struct {
-	store   *Store
-	settler Settler
-	holds   HoldFinder
-	limiter *rate.Limiter
-	cfg     Config
-	kick    chan struct{} // wakes the settlement sweep
-	limits  sync.Map      // product id -> per-user limit (definitions never change)
+	store    *Store
+	settler  Settler
+	holds    HoldFinder
+	limiter  *rate.Limiter
+	cfg      Config
+	kick     chan struct{} // wakes the settlement sweep
+	products sync.Map      // product id -> *shardstock.Product (definitions never change)
 }
 
 // NewService returns a Service; holds may be nil (no pending lookups).
@@ -222,23 +222,31 @@ func (s *Service) duplicate(ctx context.Context, o *shardstock.Order, ev shardst
 }
 
 func (s *Service) limit(ctx context.Context, product string) (int64, error) {
-	if v, ok := s.limits.Load(product); ok {
-		return v.(int64), nil
-	}
-	def, err := s.store.ProductDefinition(ctx, product)
+	p, err := s.product(ctx, product)
 	if err != nil {
 		return 0, err
 	}
+	return max(p.PerUserLimit, 1), nil
+}
+
+// product is product's definition, cached: a definition never changes.
+func (s *Service) product(ctx context.Context, product string) (*shardstock.Product, error) {
+	if v, ok := s.products.Load(product); ok {
+		return v.(*shardstock.Product), nil
+	}
+	def, err := s.store.ProductDefinition(ctx, product)
+	if err != nil {
+		return nil, err
+	}
 	if def == "" {
-		return 0, fmt.Errorf("reservation for %s: %w", product, ErrUnknownProduct)
+		return nil, fmt.Errorf("reservation for %s: %w", product, ErrUnknownProduct)
 	}
 	var p shardstock.Product
 	if err := json.Unmarshal([]byte(def), &p); err != nil {
-		return 0, fmt.Errorf("product %s: %w", product, err)
+		return nil, fmt.Errorf("product %s: %w", product, err)
 	}
-	limit := max(p.PerUserLimit, 1)
-	s.limits.Store(product, limit)
-	return limit, nil
+	s.products.Store(product, &p)
+	return &p, nil
 }
 
 // Get returns order id if user owns it. Without a row yet, a hold of the
@@ -379,7 +387,11 @@ func (s *Service) ReturnClaims(ctx context.Context) error {
 	}
 	var errs *multierror.Error
 	for _, o := range batch {
-		if err := s.cfg.Claims.GiveBack(ctx, o.ProductID, o.UserID, o.ID); err != nil {
+		p, err := s.product(ctx, o.ProductID)
+		if err == nil {
+			err = s.cfg.Claims.GiveBack(ctx, p, o.UserID, o.ID)
+		}
+		if err != nil {
 			errs = multierror.Append(errs, fmt.Errorf("order %s: give claim back: %w", o.ID, err))
 			continue
 		}

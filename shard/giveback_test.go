@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shardstock/shardstock"
 	"github.com/shardstock/shardstock/shard/shardtest"
 )
 
@@ -24,7 +25,7 @@ func TestClaimGivenBackWhenItsRegisterReturns(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.Kill(0)
-	s.unclaim(ctx, "gb", "u", "c1")
+	s.unclaim(ctx, &shardstock.Product{ID: "gb"}, "u", "c1")
 	if n := s.PendingGiveBacks(); n != 1 {
 		t.Fatalf("%d claims waiting to be given back, want 1", n)
 	}

@@ -85,20 +85,38 @@ func ParseStart(s string) (Start, error) {
 	return 0, fmt.Errorf("unknown start policy %q (want home or random)", s)
 }
 
-// Home is the index of user's home shard: where the user's purchases
-// start and where the user's per-user limit register is.
-func (s *Set) Home(user string) int { return s.home(user).Index }
+// Home is the index of user's home shard for a product that lives on every
+// shard: where the user's purchases start and the user's per-user limit
+// register is. HomeOf is the same for product p.
+func (s *Set) Home(user string) int { return s.home(user, len(s.shards)).Index }
 
-func (s *Set) home(user string) *Shard {
-	h := fnv.New32a()
-	h.Write([]byte(user))
-	return s.shards[h.Sum32()%uint32(len(s.shards))]
+// HomeOf is user's home shard for product p (which lives on its first
+// p.Shards shards).
+func (s *Set) HomeOf(p *shardstock.Product, user string) int {
+	return s.home(user, p.Shards(len(s.shards))).Index
 }
 
-// KnownSoldOut reports, without a Redis call, that every shard answered
-// empty for product within the last EmptyTTL.
-func (s *Set) KnownSoldOut(product string) bool {
-	return s.empty.known(product, len(s.shards), s.cfg.Now())
+// home is user's home among the first n shards.
+func (s *Set) home(user string, n int) *Shard {
+	h := fnv.New32a()
+	h.Write([]byte(user))
+	return s.shards[h.Sum32()%uint32(n)]
+}
+
+// KnownSoldOut reports, without a Redis call, that every shard of p
+// answered empty within the last EmptyTTL.
+func (s *Set) KnownSoldOut(p *shardstock.Product) bool {
+	return s.empty.known(p.ID, p.Shards(len(s.shards)), s.cfg.Now())
+}
+
+// shardsOf is how many shards p lives on, or ErrUnavailable when this
+// coordinator has fewer (it was started with a shorter SHARDSTOCK_SHARDS).
+func (s *Set) shardsOf(p *shardstock.Product) (int, error) {
+	n := p.Shards(len(s.shards))
+	if n > len(s.shards) {
+		return 0, fmt.Errorf("%w: product %s lives on %d shards, this coordinator has %d", shardstock.ErrUnavailable, p.ID, n, len(s.shards))
+	}
+	return n, nil
 }
 
 // Reserve holds one unit of product p for user under reservation id and
@@ -124,17 +142,21 @@ func (s *Set) ReserveRetryable(ctx context.Context, p *shardstock.Product, user,
 }
 
 func (s *Set) reserve(ctx context.Context, p *shardstock.Product, user, id string, asOf time.Time, keep bool) (int, error) {
-	skip, soldOut := s.empty.plan(p.ID, len(s.shards), s.cfg.Now())
+	n, err := s.shardsOf(p)
+	if err != nil {
+		return -1, err
+	}
+	skip, soldOut := s.empty.plan(p.ID, n, s.cfg.Now())
 	if soldOut {
 		return -1, shardstock.ErrSoldOut
 	}
-	a := attempt{set: s, p: p, user: user, id: id, skip: skip}
+	a := attempt{set: s, p: p, n: n, user: user, id: id, skip: skip}
 	if !asOf.IsZero() {
 		a.asOf = strconv.FormatInt(asOf.UnixMilli(), 10)
 	}
 	idx, err := a.walk(ctx)
 	if err != nil && a.claimed && !a.uncertain && (!keep || a.final) {
-		s.unclaim(ctx, p.ID, user, id)
+		s.unclaim(ctx, p, user, id)
 	}
 	return idx, err
 }
@@ -143,6 +165,7 @@ func (s *Set) reserve(ctx context.Context, p *shardstock.Product, user, id strin
 type attempt struct {
 	set      *Set
 	p        *shardstock.Product
+	n        int // the shards p lives on: 0..n-1
 	user, id string
 	asOf     string // unix ms the sale window is checked at; "": now
 	skip     uint64 // shards known empty
@@ -157,8 +180,8 @@ type attempt struct {
 }
 
 func (a *attempt) walk(ctx context.Context) (int, error) {
-	n := len(a.set.shards)
-	home := a.set.home(a.user)
+	n := a.n
+	home := a.set.home(a.user, n)
 	first, op := home, opPurchase
 	if a.set.cfg.Start == StartRandom {
 		if first = a.set.shards[a.set.cfg.Rand(n)]; first != home {
@@ -273,7 +296,7 @@ func (a *attempt) reserved(sh *Shard) {
 }
 
 func (a *attempt) emptyAt(sh *Shard) {
-	a.set.empty.mark(a.p.ID, sh.Index, len(a.set.shards), a.set.cfg.Now())
+	a.set.empty.mark(a.p.ID, sh.Index, a.n, a.set.cfg.Now())
 	a.empties++
 }
 

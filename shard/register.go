@@ -71,9 +71,10 @@ func (s *Set) rebuild(ctx context.Context, p *shardstock.Product, home *Shard) e
 		return errRegisterLost
 	}
 	claims := map[string][]string{}
+	n := p.Shards(len(s.shards))
 	for _, sh := range s.shards {
 		if sh != home {
-			if err := s.scanHolds(ctx, sh, p.ID, home, claims); err != nil {
+			if err := s.scanHolds(ctx, sh, p.ID, home, n, claims); err != nil {
 				return fmt.Errorf("register rebuild: shard %d: %w", sh.Index, err)
 			}
 		}
@@ -83,7 +84,7 @@ func (s *Set) rebuild(ctx context.Context, p *shardstock.Product, home *Shard) e
 		return fmt.Errorf("register rebuild: orders: %w", err)
 	}
 	for _, o := range live {
-		if s.home(o.UserID) == home {
+		if s.home(o.UserID, n) == home {
 			claims[o.UserID] = append(claims[o.UserID], o.ID)
 		}
 	}
@@ -102,9 +103,9 @@ func (s *Set) rebuild(ctx context.Context, p *shardstock.Product, home *Shard) e
 	return nil
 }
 
-// scanHolds adds the locked or sold holds on sh of buyers whose home is
-// home to claims.
-func (s *Set) scanHolds(ctx context.Context, sh *Shard, product string, home *Shard, claims map[string][]string) error {
+// scanHolds adds the locked or sold holds on sh of buyers whose home (among
+// the first n shards) is home to claims.
+func (s *Set) scanHolds(ctx context.Context, sh *Shard, product string, home *Shard, n int, claims map[string][]string) error {
 	key := keysFor(product).holds
 	var cursor uint64
 	for {
@@ -119,7 +120,7 @@ func (s *Set) scanHolds(ctx context.Context, sh *Shard, product string, home *Sh
 		}
 		for i := 0; i+1 < len(kv); i += 2 {
 			f := strings.Fields(kv[i+1])
-			if len(f) >= 2 && (f[0] == "L" || f[0] == "S") && s.home(f[1]) == home {
+			if len(f) >= 2 && (f[0] == "L" || f[0] == "S") && s.home(f[1], n) == home {
 				claims[f[1]] = append(claims[f[1]], kv[i])
 			}
 		}
@@ -132,12 +133,12 @@ func (s *Set) scanHolds(ctx context.Context, sh *Shard, product string, home *Sh
 // unclaim gives claim id of user back at the user's home. It runs even if
 // the buyer went away; when the home does not answer the claim is given
 // back later (giveback.go), and the answer never changes.
-func (s *Set) unclaim(ctx context.Context, product, user, id string) {
-	home := s.home(user)
-	if _, err := s.runStep(callCtx(ctx), home, step{product: product, op: opUnclaim, user: user, id: id}); err != nil {
+func (s *Set) unclaim(ctx context.Context, p *shardstock.Product, user, id string) {
+	home := s.home(user, p.Shards(len(s.shards)))
+	if _, err := s.runStep(callCtx(ctx), home, step{product: p.ID, op: opUnclaim, user: user, id: id}); err != nil {
 		s.cfg.Logger.Warn("claim could not be given back yet; retrying when its register answers",
 			"shard", home.Index, "user", user, "claim", id, "err", err)
-		s.queueGiveBack(giveBack{sh: home, product: product, user: user, id: id})
+		s.queueGiveBack(giveBack{sh: home, product: p.ID, user: user, id: id})
 	}
 }
 
@@ -145,10 +146,14 @@ func (s *Set) unclaim(ctx context.Context, product, user, id string) {
 // (after the order was cancelled or failed), so the buyer may buy again.
 // An error means the home did not answer: the caller (the order service's
 // sweep, order.ClaimReturner) keeps the give-back and tries it again.
-func (s *Set) GiveBack(ctx context.Context, product, user, id string) error {
-	_, err := s.runStep(ctx, s.home(user), step{product: product, op: opUnclaim, user: user, id: id})
+func (s *Set) GiveBack(ctx context.Context, p *shardstock.Product, user, id string) error {
+	n, err := s.shardsOf(p)
 	if err != nil {
-		return fmt.Errorf("shard %d: give claim back: %w", s.Home(user), err)
+		return err
+	}
+	home := s.home(user, n)
+	if _, err := s.runStep(ctx, home, step{product: p.ID, op: opUnclaim, user: user, id: id}); err != nil {
+		return fmt.Errorf("shard %d: give claim back: %w", home.Index, err)
 	}
 	return nil
 }
@@ -157,9 +162,9 @@ func (s *Set) GiveBack(ctx context.Context, product, user, id string) error {
 // ErrUnavailable and will not be tried again after all (the spool refused
 // it). The claim stays when some shard holds the id or cannot say whether
 // it does: that unit may exist, and its order will come.
-func (s *Set) Abandon(ctx context.Context, product, user, id string) {
-	if _, _, _, found, err := s.FindHold(callCtx(ctx), []string{product}, id); found || err != nil {
+func (s *Set) Abandon(ctx context.Context, p *shardstock.Product, user, id string) {
+	if _, _, _, found, err := s.FindHold(callCtx(ctx), []string{p.ID}, id); found || err != nil {
 		return
 	}
-	s.unclaim(ctx, product, user, id)
+	s.unclaim(ctx, p, user, id)
 }

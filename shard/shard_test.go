@@ -604,7 +604,7 @@ func TestFindHoldAndGiveBack(t *testing.T) {
 	if _, err := f.set.Release(f.ctx(), i, "find", id); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.set.GiveBack(f.ctx(), "find", "ivy", id); err != nil {
+	if err := f.set.GiveBack(f.ctx(), p, "ivy", id); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := f.reserve(p, "ivy"); err != nil {

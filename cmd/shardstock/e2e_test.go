@@ -647,3 +647,47 @@ func TestSlowClientCannotHoldAConnection(t *testing.T) {
 		t.Fatalf("64 KiB of headers: %d", rep.status)
 	}
 }
+
+// TestRedefineAfterAShardWasAdded (issue: crash-consistent shards, item 2):
+// coordinators restarted with one more shard URL and the same PUT again
+// answer 200 without splitting the stock a second time — the product stays
+// on the shards it was defined on, Σ alloc stays the stock, its buyers'
+// homes stay where they were (the per-user limit holds), and the new shard
+// sells none of it.
+func TestRedefineAfterAShardWasAdded(t *testing.T) {
+	r := shardtest.Start(t, 4)
+	db := "sqlite:" + t.TempDir() + "/orders.db"
+	sameDB := func(c *Config) { c.DB = db }
+	three := startServer(t, r.URLs()[:3], sameDB)
+	def := `{"stock":1000,"per_user_limit":1}`
+	if rep := putProduct(t, three.URL(), "grow", def); rep.status != 201 {
+		t.Fatalf("define on 3 shards: %d %s", rep.status, rep.raw)
+	}
+	before := buy(t, three.URL(), "grow", "early", 30)
+	four := startServer(t, r.URLs(), sameDB)
+	if rep := putProduct(t, four.URL(), "grow", def); rep.status != 200 {
+		t.Fatalf("the same definition on 4 shards: %d %s", rep.status, rep.raw)
+	}
+	st := productStatus(t, four.URL(), "grow")
+	var alloc int64
+	for _, sh := range st.Shards {
+		if sh.Alloc != nil {
+			alloc += *sh.Alloc
+		}
+	}
+	if alloc != 1000 || st.Shards[3].Alloc != nil {
+		t.Fatalf("after the repeat on 4 shards: Σ alloc %d (want 1000), shard 3 %+v (want no allocation)", alloc, st.Shards[3])
+	}
+	for _, user := range before {
+		if rep := purchase(t, four.URL(), "grow", user); rep.status != 409 {
+			t.Fatalf("%s bought again through the 4-shard coordinator: %d %s", user, rep.status, rep.raw)
+		}
+	}
+	for k := 0; k < 30; k++ {
+		rep := purchase(t, four.URL(), "grow", fmt.Sprintf("late%d", k))
+		if rep.status != 200 || rep.body["shard"] == float64(3) {
+			t.Fatalf("purchase through the 4-shard coordinator: %d %s", rep.status, rep.raw)
+		}
+	}
+	checkShards(t, productStatus(t, four.URL(), "grow"))
+}
