@@ -33,6 +33,8 @@ type Store interface {
 	Snapshot(ctx context.Context, products []string) []shard.ShardSnapshot
 	TransferOut(ctx context.Context, i int, product, id string, units int64, to int) (int64, error)
 	TransferIn(ctx context.Context, i int, product, id string, units int64, from int) error
+	RestoreHold(ctx context.Context, i int, o shardstock.Order, atMS int64) (bool, error)
+	RepairRegister(ctx context.Context, p *shardstock.Product, i int) error
 }
 
 var _ Store = (*shard.Set)(nil)

@@ -15,6 +15,7 @@ type Transfers interface {
 	StartTransfer(ctx context.Context, t shardstock.Transfer) error
 	MarkTransfer(ctx context.Context, id, state string, moved int64) error
 	UnfinishedTransfers(ctx context.Context) ([]shardstock.Transfer, error)
+	ShardTransfers(ctx context.Context, shard int) ([]shardstock.Transfer, error)
 	SetDrained(ctx context.Context, shard int, drained bool) error
 	DrainedShards(ctx context.Context) (map[int]bool, error)
 }

@@ -13,6 +13,9 @@ type Ledger interface {
 	// Resettle marks the final orders of product held on shards for
 	// settlement again.
 	Resettle(ctx context.Context, product string, shards []int) (int64, error)
+	// LiveOrders lists the orders of product held on shard that are
+	// awaiting payment or paid.
+	LiveOrders(ctx context.Context, product string, shard int) ([]shardstock.Order, error)
 }
 
 // ShardDrift compares one shard's counters with the orders that name it.

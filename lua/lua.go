@@ -22,6 +22,8 @@ var (
 	releaseSrc string
 	//go:embed register.lua
 	registerSrc string
+	//go:embed restore_hold.lua
+	restoreHoldSrc string
 	//go:embed transfer_out.lua
 	transferOutSrc string
 	//go:embed transfer_in.lua
@@ -35,7 +37,7 @@ type Scripts struct {
 	// for one product on one shard.
 	Purchase                *redis.Script
 	Init, Confirm, Release  *redis.Script
-	Register                *redis.Script
+	Register, RestoreHold   *redis.Script
 	TransferOut, TransferIn *redis.Script
 }
 
@@ -47,6 +49,7 @@ func NewScripts() *Scripts {
 		Confirm:     redis.NewScript(confirmSrc),
 		Release:     redis.NewScript(releaseSrc),
 		Register:    redis.NewScript(registerSrc),
+		RestoreHold: redis.NewScript(restoreHoldSrc),
 		TransferOut: redis.NewScript(transferOutSrc),
 		TransferIn:  redis.NewScript(transferInSrc),
 	}

@@ -3,6 +3,7 @@ package order
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
@@ -32,8 +33,19 @@ func (s *Store) MarkTransfer(ctx context.Context, id, state string, moved int64)
 
 // UnfinishedTransfers lists the transfers not done, oldest first.
 func (s *Store) UnfinishedTransfers(ctx context.Context) ([]shardstock.Transfer, error) {
+	return s.transfers(ctx, `WHERE state <> 'done'`)
+}
+
+// ShardTransfers lists the transfers from or to shard whose units left
+// their source (state out or done), oldest first: what a shard that lost
+// its last writes must have applied.
+func (s *Store) ShardTransfers(ctx context.Context, shard int) ([]shardstock.Transfer, error) {
+	return s.transfers(ctx, `WHERE state IN ('out', 'done') AND (from_shard = ? OR to_shard = ?)`, shard, shard)
+}
+
+func (s *Store) transfers(ctx context.Context, where string, args ...any) ([]shardstock.Transfer, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT id, product_id, from_shard, to_shard, wanted, moved, state
-		FROM transfers WHERE state <> 'done' ORDER BY created_at`)
+		FROM transfers `+where+` ORDER BY created_at`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("unfinished transfers: %w", err)
 	}
@@ -75,4 +87,35 @@ func (s *Store) DrainedShards(ctx context.Context) (map[int]bool, error) {
 		return nil, fmt.Errorf("drained shards: %w", err)
 	}
 	return out, nil
+}
+
+// SyncedRunID is the run id shard had when it was last resynced ("" when
+// never).
+func (s *Store) SyncedRunID(ctx context.Context, shard int) (string, error) {
+	var run string
+	err := s.db.QueryRowContext(ctx, `SELECT run_id FROM shard_runs WHERE shard = ?`, shard).Scan(&run)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("synced run id of shard %d: %w", shard, err)
+	}
+	return run, nil
+}
+
+// RecordSynced records that shard, running as run, was resynced.
+func (s *Store) RecordSynced(ctx context.Context, shard int, run string) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `DELETE FROM shard_runs WHERE shard = ?`, shard); err != nil {
+		return fmt.Errorf("record resync of shard %d: %w", shard, err)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO shard_runs (shard, run_id, synced_at) VALUES (?, ?, ?)`,
+		shard, run, time.Now().UnixMilli()); err != nil && !isDuplicate(err) {
+		return fmt.Errorf("record resync of shard %d: %w", shard, err)
+	}
+	return tx.Commit()
 }

@@ -156,6 +156,12 @@ type group struct {
 
 // exec runs batch: one script execution per product, all in one round trip.
 func (b *batcher) exec(ctx context.Context, batch []*stepCall) {
+	if b.sh.fence.closed.Load() { // the shard restarted while these waited
+		for _, c := range batch {
+			c.done <- stepResult{err: errFenced}
+		}
+		return
+	}
 	if b.onBatch != nil {
 		b.onBatch(len(batch))
 	}

@@ -323,6 +323,10 @@ func (a *attempt) fail(sh *Shard, err error) {
 // runStep runs one purchase step on sh through its batcher under the
 // per-call deadline and reports the outcome to Health.
 func (s *Set) runStep(ctx context.Context, sh *Shard, st step) (string, error) {
+	if sh.fence.closed.Load() {
+		s.observe(sh.Index, errFenced)
+		return "", errFenced
+	}
 	status, err := sh.steps.run(ctx, st)
 	s.observe(sh.Index, err)
 	return status, err

@@ -57,12 +57,15 @@ func (s *Set) rebuildRegister(ctx context.Context, p *shardstock.Product, home *
 		return errRegisterLost
 	}
 	_, err, _ := s.rebuilds.Do(fmt.Sprintf("%s/%d", p.ID, home.Index), func() (any, error) {
-		return nil, s.rebuild(callCtx(ctx), p, home)
+		return nil, s.rebuild(callCtx(ctx), p, home, false)
 	})
 	return err
 }
 
-func (s *Set) rebuild(ctx context.Context, p *shardstock.Product, home *Shard) error {
+// rebuild writes p's register on home from the holds on the other shards
+// and the order table's live orders held on home: once, or with merge into
+// the register that is there (a shard back without its last writes).
+func (s *Set) rebuild(ctx context.Context, p *shardstock.Product, home *Shard, merge bool) error {
 	on, err := s.cfg.Ledger.InitialisedShards(ctx, p.ID)
 	if err != nil {
 		return fmt.Errorf("register rebuild: catalog: %w", err)
@@ -88,7 +91,11 @@ func (s *Set) rebuild(ctx context.Context, p *shardstock.Product, home *Shard) e
 			claims[o.UserID] = append(claims[o.UserID], o.ID)
 		}
 	}
-	args := []any{p.PerUserLimit}
+	mode := "create"
+	if merge {
+		mode = "merge"
+	}
+	args := []any{mode, p.PerUserLimit}
 	for user, ids := range claims {
 		args = append(args, user, strings.Join(ids, " "))
 	}
@@ -96,7 +103,7 @@ func (s *Set) rebuild(ctx context.Context, p *shardstock.Product, home *Shard) e
 	if err != nil {
 		return fmt.Errorf("register rebuild: shard %d: %w", home.Index, err)
 	}
-	if v == int64(1) {
+	if v == int64(1) && !merge {
 		s.cfg.Logger.Warn("per-user limit register rebuilt on a shard that lost its data",
 			"shard", home.Index, "product", p.ID, "buyers", len(claims))
 	}

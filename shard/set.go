@@ -59,6 +59,10 @@ type Config struct {
 	// Ledger, if set, lets a per-user limit register lost with its shard's
 	// data be rebuilt (register.go); nil: such buyers stay unavailable.
 	Ledger Ledger
+	// Resync, if set, fences a shard whose run id is not the one last
+	// resynced and is told so (shard index, new run id), to bring it back
+	// in line with SQL and call Synced (resync.go). It must not block.
+	Resync func(shard int, runID string)
 	// Health is told the outcome of every call and asked which shards to
 	// skip; default: every shard is tried.
 	Health Health
@@ -107,6 +111,7 @@ type Shard struct {
 	Addr   string // host:port/db, never a password
 	Client *redis.Client
 	steps  *batcher // runs the purchase steps (batch.go)
+	fence  fence    // restart fence (resync.go)
 }
 
 // Set is the shard set. It is safe for concurrent use.
@@ -132,6 +137,9 @@ func Open(urls []string, cfg Config) (*Set, error) {
 		if err != nil {
 			s.Close()
 			return nil, fmt.Errorf("shard %d: %w", i, err)
+		}
+		if cfg.Resync != nil {
+			opt.OnConnect = s.onConnect(i)
 		}
 		sh := newShard(i, opt, cfg)
 		sh.steps = newBatcher(sh, s.scripts.Purchase, cfg)
@@ -206,7 +214,7 @@ func notSent(err error) bool {
 	if errors.As(err, &op) && op.Op == "dial" {
 		return true
 	}
-	return errors.Is(err, errShardDown) || errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, redis.ErrClosed)
+	return errors.Is(err, errShardDown) || errors.Is(err, errFenced) || errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, redis.ErrClosed)
 }
 
 // callCtx detaches ctx from the caller's cancellation for clean-up work

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shardstock/shardstock"
 	"github.com/shardstock/shardstock/flashsale"
 	"github.com/shardstock/shardstock/inventory"
 	"github.com/shardstock/shardstock/order"
@@ -471,7 +472,11 @@ func TestWipedShardIsNeverInitialisedAgain(t *testing.T) {
 	first := buy(t, base, "wipe", "before", 6)
 	before := productStatus(t, base, "wipe").Shards[1]
 	r.Wipe(1)
-	rep := putProduct(t, base, "wipe", def)
+	var rep reply
+	waitFor(t, 10*time.Second, "the restarted shard resynced", func() (bool, string) {
+		rep = putProduct(t, base, "wipe", def) // 503 while it is fenced
+		return rep.status != 503, rep.raw
+	})
 	if rep.status != 409 || !strings.Contains(rep.str("message"), "lost") {
 		t.Fatalf("re-defining over a wiped shard: %d %s", rep.status, rep.raw)
 	}
@@ -690,4 +695,78 @@ func TestRedefineAfterAShardWasAdded(t *testing.T) {
 		}
 	}
 	checkShards(t, productStatus(t, four.URL(), "grow"))
+}
+
+// TestShardBackWithoutItsLastWrites (issue: crash-consistent shards, item
+// 1): a shard's AOF is cut back to an earlier point — a machine crash that
+// lost the writes since — after it reserved units that became orders, and
+// after a rebalance moved units off it. Back, it is fenced until resynced
+// from SQL: the holds of its live orders are restored and the transfers'
+// source side re-applied, so Σ alloc stays the stock, every shard keeps
+// salable + locked + sold = alloc, and selling everything sells the stock
+// exactly once. Without the resync the lost holds and the lost transfer_out
+// made those units salable a second time.
+func TestShardBackWithoutItsLastWrites(t *testing.T) {
+	r := shardtest.Start(t, 3)
+	m := startServer(t, r.URLs())
+	base := m.URL()
+	const stock = 60
+	putProduct(t, base, "crash", fmt.Sprintf(`{"stock":%d,"per_user_limit":1}`, stock))
+	homedAt0 := func(prefix string, n int) []string {
+		var out []string
+		for k := 0; len(out) < n; k++ {
+			if u := fmt.Sprintf("%s%d", prefix, k); m.set.Home(u) == 0 {
+				out = append(out, u)
+			}
+		}
+		return out
+	}
+	sold := 0
+	buyAll := func(users []string) {
+		for _, u := range users {
+			if rep := purchase(t, base, "crash", u); rep.status != 200 {
+				t.Fatalf("%s: %d %s", u, rep.status, rep.raw)
+			}
+			sold++
+		}
+	}
+	buyAll(homedAt0("early", 3))
+	r.Checkpoint(0)
+	buyAll(homedAt0("lost", 5)) // reserved on shard 0 after the checkpoint
+	waitFor(t, 10*time.Second, "the orders written", func() (bool, string) {
+		c := statusCounts(t, m, "crash")
+		return c[shardstock.StatusAwaitingPayment] == int64(sold), fmt.Sprint(c)
+	})
+	rep := do(t, "POST", base+"/admin/v1/products/crash/rebalance", "", "Authorization", "Bearer "+testToken)
+	if rep.status != 200 {
+		t.Fatalf("rebalance: %d %s", rep.status, rep.raw)
+	}
+	r.Rewind(0) // back to the checkpoint: 5 holds and the rebalance's transfer_out are gone
+	waitFor(t, 10*time.Second, "shard 0 resynced", func() (bool, string) {
+		st := productStatus(t, base, "crash").Shards[0]
+		return st.Up && st.Locked != nil && *st.Locked == 8, fmt.Sprintf("%+v", st)
+	})
+	st := productStatus(t, base, "crash")
+	var alloc int64
+	for _, sh := range st.Shards {
+		alloc += *sh.Alloc
+	}
+	if alloc != stock {
+		t.Fatalf("after the resync: Σ alloc %d, stock %d", alloc, stock)
+	}
+	checkShards(t, st)
+	for k := 0; ; k++ {
+		rep := purchase(t, base, "crash", fmt.Sprintf("rest%d", k))
+		if rep.status == 410 {
+			break
+		}
+		if rep.status != 200 || k > 2*stock {
+			t.Fatalf("selling the rest: %d %s", rep.status, rep.raw)
+		}
+		sold++
+	}
+	if sold != stock {
+		t.Fatalf("sold %d units of a stock of %d", sold, stock)
+	}
+	checkShards(t, productStatus(t, base, "crash"))
 }

@@ -55,6 +55,9 @@ type Main struct {
 	closeErr  error
 	stopLoops context.CancelFunc
 	loops     sync.WaitGroup // background loops; Close waits for them
+	resyncs   chan resyncRequest
+	resyncCtx context.Context // the resync loop's; cancelled by Close
+	stopSync  context.CancelFunc
 	served    chan error
 }
 
@@ -89,7 +92,9 @@ func (m *Main) Run(ctx context.Context) error {
 	for i := range m.cfg.Shards {
 		m.metrics.RedisErrors.WithLabelValues(strconv.Itoa(i))
 	}
+	m.resyncs = make(chan resyncRequest, 256)
 	set, err := shard.Open(m.cfg.Shards, shard.Config{Timeout: m.cfg.ShardTimeout, Logger: m.log, Coalesce: m.cfg.Coalesce, Start: m.cfg.Start, Ledger: m.store,
+		Resync: m.requestResync,
 		Health: countedHealth{m.health, m.metrics}, OnFailover: m.metrics.Failovers.Inc,
 		OnBatch: func(n int) { m.metrics.PipelineCalls.Observe(float64(n)) }})
 	if err != nil {
@@ -110,6 +115,7 @@ func (m *Main) Run(ctx context.Context) error {
 		}})
 	m.registry.MustRegister(&metrics.ShardCollector{Source: m.inv, Limits: m.inv, Breakers: m.breakerStates},
 		&metrics.OrderCollector{Orders: m.store, TTL: time.Second})
+	m.startResyncs()
 	settler, err := m.openTransport(ctx)
 	if err != nil {
 		return err
@@ -424,6 +430,9 @@ func (m *Main) close() error {
 	}
 	if m.stopLoops != nil {
 		m.stopLoops()
+	}
+	if m.stopSync != nil {
+		m.stopSync()
 	}
 	// The loops (the relay among them) stop using the producer before the
 	// broker connection closes.

@@ -1,0 +1,138 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/shardstock/shardstock"
+)
+
+// Crash-consistent shards. With appendfsync everysec a shard whose machine
+// crashes comes back from an AOF without up to its last second of writes:
+// holds whose orders SQL already has (their units would sell a second
+// time), the source side of a transfer whose destination kept its side
+// (the units would exist twice), settlements SQL marked done, claims. A
+// shard that restarted may therefore not sell again until it has been
+// brought back in line with SQL, which is the truth (inventory.Resync does
+// that from the order table and the transfer log).
+//
+// The fence. Every Redis process has a run id, new at each start. When
+// Config.Resync is set, each new connection to a shard first reads the
+// shard's run id (go-redis OnConnect, before any command on the
+// connection); a run id other than the last one resynced fences the shard
+// and asks for a resync: the connection is refused (errFenced, certainly
+// not sent) unless it is the resync's own (ResyncContext), and purchase
+// steps are not sent while the shard is fenced. A restarted shard has no
+// old connection left, so no command reaches it unchecked. Resynced shards
+// (Synced) answer normally again; a coordinator that starts, or one whose
+// shard moved to another address, asks once per shard and is answered from
+// the record of resynced run ids (the order table) without redoing the work.
+
+// errFenced: the shard restarted and is not resynced yet; nothing was sent.
+var errFenced = errors.New("shard restarted and is not back in line with the order table yet (fenced until resynced)")
+
+// fence is one shard's restart fence.
+type fence struct {
+	mu     sync.Mutex // guards synced and seen
+	synced string     // run id last resynced; "": none yet
+	seen   string     // run id the last new connection found
+	closed atomic.Bool
+}
+
+type resyncKey struct{}
+
+// ResyncContext marks ctx as the resync's own: its connections pass a fenced
+// shard's check.
+func ResyncContext(ctx context.Context) context.Context {
+	return context.WithValue(ctx, resyncKey{}, true)
+}
+
+// onConnect is the OnConnect hook of shard i: it compares the shard's run
+// id with the last one resynced.
+func (s *Set) onConnect(i int) func(context.Context, *redis.Conn) error {
+	return func(ctx context.Context, cn *redis.Conn) error {
+		info, err := cn.Info(ctx, "server").Result()
+		if err != nil {
+			return err
+		}
+		run := runID(info)
+		f := &s.shards[i].fence
+		f.mu.Lock()
+		same := run != "" && run == f.synced
+		f.seen = run
+		f.mu.Unlock()
+		if same {
+			return nil
+		}
+		if !f.closed.Swap(true) {
+			s.cfg.Logger.Warn("shard restarted (new run id): fenced until it is back in line with the order table",
+				"shard", i, "run_id", run)
+		}
+		s.cfg.Resync(i, run)
+		if ctx.Value(resyncKey{}) != nil {
+			return nil
+		}
+		return errFenced
+	}
+}
+
+func runID(info string) string {
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "run_id:"); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// Synced records that shard i, running as run, is back in line with SQL:
+// its fence opens, unless the shard restarted again meanwhile (a connection
+// found another run id since): that run is resynced in turn.
+func (s *Set) Synced(i int, run string) {
+	f := &s.shards[i].fence
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.synced = run
+	if f.seen == run {
+		f.closed.Store(false)
+	}
+}
+
+// Fenced reports whether shard i is fenced (restarted, not resynced yet).
+func (s *Set) Fenced(i int) bool { return s.shards[i].fence.closed.Load() }
+
+// RestoreHold puts back on shard i the hold of a live order (paid: sold)
+// that the shard lost; restored is false when the hold was there.
+func (s *Set) RestoreHold(ctx context.Context, i int, o shardstock.Order, atMS int64) (restored bool, err error) {
+	k := keysFor(o.ProductID)
+	state := "L"
+	if o.Status == shardstock.StatusPaid {
+		state = "S"
+	}
+	v, err := s.run(ctx, s.shards[i], s.scripts.RestoreHold, []string{k.stock, k.holds}, o.ID, o.UserID, atMS, state)
+	if err != nil {
+		return false, fmt.Errorf("shard %d: restore hold %s: %w", i, o.ID, err)
+	}
+	switch v {
+	case "ok":
+		return true, nil
+	case "exists":
+		return false, nil
+	}
+	return false, fmt.Errorf("shard %d: restore hold %s: %v", i, o.ID, v)
+}
+
+// RepairRegister adds to p's register on shard i the claims it lost (from
+// the holds on the other shards and the order table), keeping those it has.
+func (s *Set) RepairRegister(ctx context.Context, p *shardstock.Product, i int) error {
+	if s.cfg.Ledger == nil {
+		return errRegisterLost
+	}
+	return s.rebuild(ctx, p, s.shards[i], true)
+}
