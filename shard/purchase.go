@@ -56,9 +56,10 @@ import (
 // shards and the order table (register.go). Behind this, the order
 // table's unique (product, user, seq) key stays a last guard.
 //
-// Known limit: with appendfsync everysec, a machine crash of h(u) may lose
-// the last second of its writes, claims included, while the units they
-// claimed sit on other shards; `always` closes that window.
+// A machine crash of h(u) can lose the last second of its writes, claims
+// included, while the units they claimed sit on other shards: the restart
+// fence (resync.go) keeps h(u) out of every purchase until its registers
+// are repaired from the other shards' holds and the order table.
 
 // Start is a policy for the first shard a purchase reserves on.
 type Start int

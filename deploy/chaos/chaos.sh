@@ -8,6 +8,8 @@
 #   deploy/chaos/chaos.sh shard-thaw PORT           SIGCONT a frozen shard
 #   deploy/chaos/chaos.sh shard-restart PORT        start a killed shard again from its AOF
 #   deploy/chaos/chaos.sh shard-wipe PORT           SIGKILL a shard, delete its data, start it empty
+#   deploy/chaos/chaos.sh shard-crash PORT [SECS]   a machine crash: the shard comes back from its AOF as it was SECS
+#                                                   (default 1) before, without the writes since (appendfsync everysec)
 #   deploy/chaos/chaos.sh broker-restart [SECS]     stop the RocketMQ broker, wait SECS (default 5), start it
 #   deploy/chaos/chaos.sh db-restart [SECS]         SIGKILL MariaDB, wait SECS (default 5), start it
 #   deploy/chaos/chaos.sh coordinator-kill PID      SIGKILL a coordinator process (restart it yourself, or with:)
@@ -31,6 +33,14 @@ case "$action" in
   shard-thaw) need "${1:-}"; say "SIGCONT shard :$1"; "$deploy/redis.sh" thaw --ports "$1" ;;
   shard-restart) need "${1:-}"; say "start shard :$1 from its AOF"; "$deploy/redis.sh" start --ports "$1" ;;
   shard-wipe) need "${1:-}"; say "wipe shard :$1 (kill, delete data, start empty)"; "$deploy/redis.sh" wipe --ports "$1" ;;
+  shard-crash)
+    need "${1:-}"; d=${SHARDSTOCK_REDIS_DIR:-$deploy/../run/redis}/$1
+    [ -d "$d/appendonlydir" ] || { echo "chaos.sh: no AOF at $d/appendonlydir (set SHARDSTOCK_REDIS_DIR)" >&2; exit 1; }
+    rm -rf "$d/crash-copy"; cp -a "$d/appendonlydir" "$d/crash-copy"
+    say "shard :$1 AOF copied; crash in ${2:-1}s"; sleep "${2:-1}"
+    "$deploy/redis.sh" kill --ports "$1" >/dev/null
+    rm -rf "$d/appendonlydir"; mv "$d/crash-copy" "$d/appendonlydir"
+    say "machine crash of shard :$1: restarted from its AOF without its last ${2:-1}s"; "$deploy/redis.sh" start --ports "$1" >/dev/null ;;
   broker-restart)
     say "stop the RocketMQ broker"; "$deploy/rocketmq.sh" stop-broker
     sleep "${1:-5}"; say "start the RocketMQ broker"; "$deploy/rocketmq.sh" start-broker ;;
