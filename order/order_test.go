@@ -521,3 +521,27 @@ func sorted(xs []string) []string {
 	slices.Sort(out)
 	return out
 }
+
+// Ids that differ only in case are different ids, in every store, as they
+// are in Redis (issue: MariaDB compared them case-insensitively): "bob" and
+// "Bob" both hold a unit under a limit of 1, "BOB" cannot cancel bob's
+// order, and an order id in another case is not found.
+func TestIdsAreComparedExactly(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store) {
+		h := newHarness(t, s, 1)
+		h.ingest(h.event("o-bob", "bob", 0))
+		h.ingest(h.event("o-Bob", "Bob", 1))
+		if a, b := h.status("o-bob"), h.status("o-Bob"); a != shardstock.StatusAwaitingPayment || b != shardstock.StatusAwaitingPayment {
+			t.Fatalf("bob %s, Bob %s: both must await payment (two buyers, limit 1 each)", a, b)
+		}
+		if _, err := h.svc.Cancel(context.Background(), "o-bob", "BOB"); !errors.Is(err, shardstock.ErrNotFound) {
+			t.Fatalf("BOB cancelling bob's order: %v, want ErrNotFound", err)
+		}
+		if h.status("o-bob") != shardstock.StatusAwaitingPayment {
+			t.Fatal("BOB's cancel changed bob's order")
+		}
+		if o, err := s.Order(context.Background(), "O-BOB"); err != nil || o != nil {
+			t.Fatalf("order id in another case: %v %v", o, err)
+		}
+	})
+}

@@ -169,6 +169,9 @@ func (s *Store) apply(ctx context.Context, file string) error {
 		return nil
 	}
 	src, _ := migrations.ReadFile(file)
+	if d := migrationDialect(name); d != "" && d != s.dialect {
+		src = nil // another database's migration: recorded, nothing to run
+	}
 	for _, stmt := range splitSQL(string(src)) {
 		if _, err := s.db.ExecContext(ctx, stmt); err != nil && !isDuplicateColumn(err) {
 			return fmt.Errorf("migration %s: %w", name, err)
@@ -180,6 +183,16 @@ func (s *Store) apply(ctx context.Context, file string) error {
 		return fmt.Errorf("migration %s: record: %w", name, err)
 	}
 	return nil
+}
+
+// migrationDialect is the database a migration is for ("0007_x.mysql.sql":
+// mysql), "" when it is for every one.
+func migrationDialect(name string) string {
+	parts := strings.Split(strings.TrimSuffix(name, ".sql"), ".")
+	if len(parts) == 2 {
+		return parts[1]
+	}
+	return ""
 }
 
 // splitSQL splits a migration into statements, dropping -- comments.
