@@ -108,6 +108,10 @@ type shardReader struct {
 	c         *redis.Client
 	groups    map[string]bool // streams whose group exists
 	lastClaim time.Time
+	// claimFrom is where each stream's next XAUTOCLAIM starts: the cursor
+	// the last one returned ("0-0" once a scan is through), so parked or
+	// busy entries at the head never hide the ones behind them.
+	claimFrom map[string]string
 	backoff   time.Duration // after a transport error
 	// A stream whose entry failed in the handler is left alone until
 	// heldUntil, so it holds up neither itself (no spinning) nor the
@@ -228,12 +232,20 @@ func (r *shardReader) read(ctx context.Context, streams []string, id string, blo
 
 // claim takes over entries other consumers left pending too long.
 func (r *shardReader) claim(ctx context.Context, streams []string) error {
+	if r.claimFrom == nil {
+		r.claimFrom = map[string]string{}
+	}
 	for _, s := range streams {
-		msgs, _, err := r.c.XAutoClaim(ctx, &redis.XAutoClaimArgs{Stream: s, Group: r.g.Group,
-			Consumer: r.g.Consumer, MinIdle: r.g.ClaimIdle, Start: "0", Count: r.g.Count}).Result()
+		from := r.claimFrom[s]
+		if from == "" {
+			from = "0-0"
+		}
+		msgs, next, err := r.c.XAutoClaim(ctx, &redis.XAutoClaimArgs{Stream: s, Group: r.g.Group,
+			Consumer: r.g.Consumer, MinIdle: r.g.ClaimIdle, Start: from, Count: r.g.Count}).Result()
 		if err != nil && !errors.Is(err, redis.Nil) {
 			return fmt.Errorf("xautoclaim %s: %w", s, err)
 		}
+		r.claimFrom[s] = next
 		if len(msgs) > 0 {
 			r.g.Logger.Info("claimed entries left pending by another consumer", "shard", r.shard, "stream", s, "n", len(msgs))
 		}

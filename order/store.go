@@ -56,7 +56,11 @@ func openSQLite(path string) (*Store, error) {
 		return nil, fmt.Errorf("sqlite: %w", err)
 	}
 	// WAL with synchronous=FULL: a committed order survives a machine crash.
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)")
+	// Transactions begin IMMEDIATE: a batch reads, then writes, and a
+	// deferred transaction of a second process sharing the file could only
+	// fail SQLITE_BUSY at its first write, without waiting (busy_timeout
+	// applies to taking the write lock, which IMMEDIATE does up front).
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate")
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: %w", err)
 	}
