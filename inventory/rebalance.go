@@ -8,6 +8,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/shardstock/shardstock"
+	"github.com/shardstock/shardstock/shard"
 )
 
 // Transfers is the durable transfer log and drain list (order.Store).
@@ -69,7 +70,11 @@ func (s *Service) finish(ctx context.Context, t shardstock.Transfer) (int64, err
 		return 0, err
 	}
 	if n > 0 {
-		if err := s.store.TransferIn(ctx, t.To, t.ProductID, t.ID, n, t.From); err != nil {
+		err := s.store.TransferIn(ctx, t.To, t.ProductID, t.ID, n, t.From)
+		if errors.Is(err, shard.ErrNotOnShard) {
+			return s.reverse(ctx, t, n)
+		}
+		if err != nil {
 			return 0, err
 		}
 	}
@@ -79,10 +84,32 @@ func (s *Service) finish(ctx context.Context, t shardstock.Transfer) (int64, err
 	return n, s.cfg.Transfers.MarkTransfer(ctx, t.ID, "done", n)
 }
 
+// reverse puts the n units of transfer t back on its source, because its
+// destination lost the product (its data): a recorded step, under its own
+// transfer id on the source, so a repeat adds nothing. The transfer ends
+// "reversed" and moves nothing.
+func (s *Service) reverse(ctx context.Context, t shardstock.Transfer, n int64) (int64, error) {
+	if err := s.store.TransferIn(ctx, t.From, t.ProductID, reversalID(t.ID), n, t.To); err != nil {
+		return 0, fmt.Errorf("reverse onto shard %d: %w", t.From, err)
+	}
+	s.cfg.Logger.Warn("transfer reversed: its destination lost the product", "id", t.ID, "product", t.ProductID,
+		"from", t.From, "to", t.To, "units", n)
+	return 0, s.cfg.Transfers.MarkTransfer(ctx, t.ID, "reversed", n)
+}
+
+// reversalID is the id under which a reversed transfer's units went back
+// to its source.
+func reversalID(id string) string { return id + "-back" }
+
 // Resume finishes every unfinished transfer and returns them; those that
 // still cannot finish (a shard down) are left for the next call, their
 // errors combined.
 func (s *Service) Resume(ctx context.Context) ([]shardstock.Transfer, error) {
+	return s.resume(ctx, "")
+}
+
+// resume is Resume for the transfers of product ("": every product).
+func (s *Service) resume(ctx context.Context, product string) ([]shardstock.Transfer, error) {
 	if s.cfg.Transfers == nil {
 		return nil, nil
 	}
@@ -93,6 +120,9 @@ func (s *Service) Resume(ctx context.Context) ([]shardstock.Transfer, error) {
 	var errs error
 	var done []shardstock.Transfer
 	for _, t := range open {
+		if product != "" && t.ProductID != product {
+			continue
+		}
 		n, err := s.finish(ctx, t)
 		if err != nil {
 			errs = errors.Join(errs, fmt.Errorf("transfer %s: %w", t.ID, err))
@@ -111,21 +141,28 @@ type Rebalance struct {
 	Resumed   []shardstock.Transfer `json:"resumed"`
 	Transfers []shardstock.Transfer `json:"transfers"`
 	Shards    []ShardStock          `json:"shards"`
+	// Stuck lists the product's unfinished transfers that could not finish
+	// now (a shard down): they do not stop the rebalance, and the next one
+	// tries them again.
+	Stuck []string `json:"stuck,omitempty"`
 }
 
 // Rebalance spreads product's salable units evenly over the live shards
 // that are not drained, and moves every salable unit off drained ones.
-// Shards that cannot answer keep their units. Errors: ErrNotFound,
-// ErrUnavailable (with the transfers done so far in the report).
+// Shards that cannot answer keep their units. It first finishes the
+// product's own interrupted transfers; one that cannot finish now is
+// reported (Stuck) and holds up nothing — another product's never does.
+// Errors: ErrNotFound, ErrUnavailable (with the transfers done so far in
+// the report).
 func (s *Service) Rebalance(ctx context.Context, product string) (*Rebalance, error) {
 	if s.cfg.Transfers == nil {
 		return nil, fmt.Errorf("%w: no transfer log configured", shardstock.ErrUnavailable)
 	}
 	rep := &Rebalance{Product: product, Resumed: []shardstock.Transfer{}, Transfers: []shardstock.Transfer{}}
-	resumed, err := s.Resume(ctx)
+	resumed, err := s.resume(ctx, product)
 	rep.Resumed = append(rep.Resumed, resumed...)
 	if err != nil {
-		return rep, fmt.Errorf("%w: unfinished transfers: %w", shardstock.ErrUnavailable, err)
+		rep.Stuck = append(rep.Stuck, err.Error())
 	}
 	st, err := s.Status(ctx, product)
 	if err != nil {
@@ -226,10 +263,11 @@ func (s *Service) Drain(ctx context.Context, shard int, drained bool) (map[strin
 	if err != nil {
 		return moved, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
 	}
+	var errs error
 	for _, id := range ids {
 		rep, err := s.Rebalance(ctx, id)
 		if err != nil {
-			return moved, err
+			errs = errors.Join(errs, err) // the other products still drain
 		}
 		for _, t := range rep.Transfers {
 			if t.From == shard {
@@ -237,5 +275,5 @@ func (s *Service) Drain(ctx context.Context, shard int, drained bool) (map[strin
 			}
 		}
 	}
-	return moved, nil
+	return moved, errs
 }

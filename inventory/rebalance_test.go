@@ -15,6 +15,7 @@ import (
 
 type fixture struct {
 	t     *testing.T
+	redis *shardtest.Redis
 	set   *shard.Set
 	store *order.Store
 	svc   *Service
@@ -23,7 +24,7 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	r := shardtest.Start(t, 3)
-	f := &fixture{t: t}
+	f := &fixture{t: t, redis: r}
 	set, err := shard.Open(r.URLs(), shard.Config{Timeout: time.Second, Start: shard.StartRandom, Rand: func(int) int { return f.start }})
 	if err != nil {
 		t.Fatal(err)
@@ -174,5 +175,62 @@ func TestDrainMovesUnitsOffAndPurchasesSkipIt(t *testing.T) {
 	f.svc.Rebalance(context.Background(), "dr")
 	if _, salable := f.totals("dr"); salable[1] == 0 || spread(salable) > 1 {
 		t.Fatalf("after undrain and rebalance: %v", salable)
+	}
+}
+
+// A transfer whose destination lost the product (wiped between its two
+// steps) can never finish: it is reversed onto its source as a recorded
+// step, and until then it holds up neither another product's rebalance nor
+// a drain (issue: crash-consistent shards, item 4).
+func TestStuckTransferIsReversedAndBlocksNothing(t *testing.T) {
+	f := newFixture(t)
+	f.define("stuck", 30, 8)
+	f.define("other", 30, 8)
+	f.svc.hook = func(s string) error {
+		if s == "marked" {
+			return errors.New("crash after marked")
+		}
+		return nil
+	}
+	if _, err := f.svc.Rebalance(context.Background(), "stuck"); err == nil {
+		t.Fatal("the crash was not reported")
+	}
+	f.svc.hook = nil
+	open, _ := f.store.UnfinishedTransfers(context.Background())
+	if len(open) != 1 {
+		t.Fatalf("unfinished: %+v", open)
+	}
+	tr := open[0]
+	f.redis.Wipe(tr.To) // the destination loses its data: transfer_in can never succeed
+	rep, err := f.svc.Rebalance(context.Background(), "other")
+	if err != nil || len(rep.Stuck) != 0 {
+		t.Fatalf("another product's rebalance: %v %+v", err, rep)
+	}
+	if _, err := f.svc.Drain(context.Background(), tr.From, true); err != nil {
+		t.Fatalf("drain with a transfer stuck: %v", err)
+	}
+	if left, _ := f.store.UnfinishedTransfers(context.Background()); len(left) != 0 {
+		t.Fatalf("the stuck transfer was neither finished nor reversed: %+v", left)
+	}
+	// The reversed units are back on the source (then drained off it with
+	// the rest): on the shards that kept their data, conservation holds and
+	// Σ alloc is the stock minus the lost shard's allocation.
+	var alloc, lost int64
+	for i := 0; i < 3; i++ {
+		c, err := f.set.Counters(context.Background(), i, "stuck")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !c.Known {
+			lost++
+			continue
+		}
+		if c.Salable+c.Locked+c.Sold != c.Alloc {
+			t.Fatalf("shard %d breaks conservation: %+v", i, c)
+		}
+		alloc += c.Alloc
+	}
+	if lost != 1 || alloc != 30-10 {
+		t.Fatalf("after the reversal: Σ alloc %d on the %d shards that kept their data, want 20 (30 minus the lost shard's 10)", alloc, 3-lost)
 	}
 }

@@ -58,6 +58,9 @@ func (s *Service) resyncTransfers(ctx context.Context, i int) error {
 		switch {
 		case t.From == i:
 			_, err = s.store.TransferOut(ctx, i, t.ProductID, t.ID, t.Moved, t.To)
+			if err == nil && t.State == "reversed" {
+				err = s.store.TransferIn(ctx, i, t.ProductID, reversalID(t.ID), t.Moved, t.To)
+			}
 		case t.To == i && t.State == "done":
 			err = s.store.TransferIn(ctx, i, t.ProductID, t.ID, t.Moved, t.From)
 		}

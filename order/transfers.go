@@ -33,14 +33,14 @@ func (s *Store) MarkTransfer(ctx context.Context, id, state string, moved int64)
 
 // UnfinishedTransfers lists the transfers not done, oldest first.
 func (s *Store) UnfinishedTransfers(ctx context.Context) ([]shardstock.Transfer, error) {
-	return s.transfers(ctx, `WHERE state <> 'done'`)
+	return s.transfers(ctx, `WHERE state NOT IN ('done', 'reversed')`)
 }
 
 // ShardTransfers lists the transfers from or to shard whose units left
-// their source (state out or done), oldest first: what a shard that lost
-// its last writes must have applied.
+// their source (state out, done or reversed), oldest first: what a shard
+// that lost its last writes must have applied.
 func (s *Store) ShardTransfers(ctx context.Context, shard int) ([]shardstock.Transfer, error) {
-	return s.transfers(ctx, `WHERE state IN ('out', 'done') AND (from_shard = ? OR to_shard = ?)`, shard, shard)
+	return s.transfers(ctx, `WHERE state IN ('out', 'done', 'reversed') AND (from_shard = ? OR to_shard = ?)`, shard, shard)
 }
 
 func (s *Store) transfers(ctx context.Context, where string, args ...any) ([]shardstock.Transfer, error) {
