@@ -30,6 +30,13 @@ type ShardDrift struct {
 	// SoldDrift = sold - paid orders: above zero never happens; below zero
 	// while confirmations are on their way.
 	SoldDrift int64 `json:"sold_drift"`
+	// AllocDrift = alloc - what SQL says the shard was given (its share of
+	// the split plus the transfers in, minus those out); SalableDrift =
+	// salable - (that allocation - awaiting - paid orders). Zero when the
+	// shard kept every write; otherwise units exist twice or went missing
+	// (a restarted shard is resynced before it sells: see Resync).
+	AllocDrift   int64 `json:"alloc_drift"`
+	SalableDrift int64 `json:"salable_drift"`
 }
 
 // Reconciliation is the report of one product.
@@ -61,6 +68,10 @@ func (s *Service) Reconcile(ctx context.Context, product string, fix bool) (*Rec
 		return nil, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
 	}
 	r := &Reconciliation{Product: product, InSync: true, Actions: []string{}}
+	given, err := s.allocations(ctx, &st.Product)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
+	}
 	var drifting []int
 	for _, sh := range st.Shards {
 		if !sh.Up {
@@ -71,12 +82,19 @@ func (s *Service) Reconcile(ctx context.Context, product string, fix bool) (*Rec
 			d.Shard = &shardstock.Totals{Salable: *sh.Salable, Locked: *sh.Locked, Sold: *sh.Sold}
 			d.LockedDrift = *sh.Locked - d.Orders.AwaitingPayment
 			d.SoldDrift = *sh.Sold - d.Orders.Paid
+			if given != nil {
+				d.AllocDrift = *sh.Alloc - given[sh.Index]
+				d.SalableDrift = *sh.Salable - (given[sh.Index] - d.Orders.AwaitingPayment - d.Orders.Paid)
+			}
 		}
 		lostData := sh.Up && d.Shard == nil && d.Orders.AwaitingPayment+d.Orders.Paid > 0
 		if lostData {
 			r.Actions = append(r.Actions, fmt.Sprintf("shard %d holds no data for %s while orders name it: it lost its data; its allocation is given up", sh.Index, product))
 		}
-		r.InSync = r.InSync && sh.Up && !lostData && d.LockedDrift == 0 && d.SoldDrift == 0
+		if d.AllocDrift != 0 {
+			r.Actions = append(r.Actions, fmt.Sprintf("shard %d holds %d units more than the split and the transfers gave it (alloc drift): look before selling on", sh.Index, d.AllocDrift))
+		}
+		r.InSync = r.InSync && sh.Up && !lostData && d.LockedDrift == 0 && d.SoldDrift == 0 && d.AllocDrift == 0 && d.SalableDrift == 0
 		if d.Shard != nil && (d.LockedDrift != 0 || d.SoldDrift != 0) {
 			drifting = append(drifting, sh.Index)
 		}
@@ -100,4 +118,37 @@ func (s *Service) Reconcile(ctx context.Context, product string, fix bool) (*Rec
 		r.Actions = append(r.Actions, fmt.Sprintf("marked %d final orders on shards %v for settlement again", n, drifting))
 	}
 	return r, nil
+}
+
+// allocations is what SQL says each shard of p was given: its share of the
+// split, plus the transfers that reached it, minus those that left it (a
+// reversed transfer's units came back). nil without a transfer log.
+func (s *Service) allocations(ctx context.Context, p *shardstock.Product) (map[int]int64, error) {
+	if s.cfg.Transfers == nil {
+		return nil, nil
+	}
+	n := p.Shards(s.store.Len())
+	given := map[int]int64{}
+	for i, a := range shardstock.SplitStock(p.Stock, n, spreadOffset(p.ID, n)) {
+		given[i] = a
+	}
+	for i := 0; i < n; i++ {
+		ts, err := s.cfg.Transfers.ShardTransfers(ctx, i)
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range ts {
+			if t.ProductID != p.ID || t.From != i {
+				continue // each transfer once, from its source's list
+			}
+			given[t.From] -= t.Moved
+			switch t.State {
+			case "done":
+				given[t.To] += t.Moved
+			case "reversed":
+				given[t.From] += t.Moved
+			}
+		}
+	}
+	return given, nil
 }
