@@ -700,9 +700,10 @@ func TestRedefineAfterAShardWasAdded(t *testing.T) {
 // TestShardBackWithoutItsLastWrites (issue: crash-consistent shards, item
 // 1): a shard's AOF is cut back to an earlier point — a machine crash that
 // lost the writes since — after it reserved units that became orders, and
-// after a rebalance moved units off it. Back, it is fenced until resynced
-// from SQL: the holds of its live orders are restored and the transfers'
-// source side re-applied, so Σ alloc stays the stock, every shard keeps
+// after a rebalance moved units off it and after it confirmed a payment.
+// Back, it is fenced until resynced from SQL: the holds of its live orders
+// are restored, the transfers' source side re-applied and the settlement
+// sent again, so Σ alloc stays the stock, every shard keeps
 // salable + locked + sold = alloc, and selling everything sells the stock
 // exactly once. Without the resync the lost holds and the lost transfer_out
 // made those units salable a second time.
@@ -722,29 +723,47 @@ func TestShardBackWithoutItsLastWrites(t *testing.T) {
 		return out
 	}
 	sold := 0
-	buyAll := func(users []string) {
+	buyAll := func(users []string) map[string]string {
+		orders := map[string]string{}
 		for _, u := range users {
-			if rep := purchase(t, base, "crash", u); rep.status != 200 {
+			rep := purchase(t, base, "crash", u)
+			if rep.status != 200 {
 				t.Fatalf("%s: %d %s", u, rep.status, rep.raw)
 			}
+			orders[u] = rep.str("order_id")
 			sold++
 		}
+		return orders
 	}
-	buyAll(homedAt0("early", 3))
+	early := buyAll(homedAt0("early", 3))
+	waitFor(t, 10*time.Second, "the early orders written", func() (bool, string) {
+		c := statusCounts(t, m, "crash")
+		return c[shardstock.StatusAwaitingPayment] == 3, fmt.Sprint(c)
+	})
 	r.Checkpoint(0)
+	for u, id := range early { // one payment, confirmed on shard 0 after the checkpoint
+		if rep := orderCall(t, base, "pay", id, u, `{"result":"success"}`); rep.status != 202 {
+			t.Fatalf("pay: %d %s", rep.status, rep.raw)
+		}
+		break
+	}
+	waitFor(t, 10*time.Second, "the payment confirmed on shard 0", func() (bool, string) {
+		st := productStatus(t, base, "crash").Shards[0]
+		return *st.Sold == 1, fmt.Sprintf("%+v", st)
+	})
 	buyAll(homedAt0("lost", 5)) // reserved on shard 0 after the checkpoint
 	waitFor(t, 10*time.Second, "the orders written", func() (bool, string) {
 		c := statusCounts(t, m, "crash")
-		return c[shardstock.StatusAwaitingPayment] == int64(sold), fmt.Sprint(c)
+		return c[shardstock.StatusAwaitingPayment] == int64(sold-1), fmt.Sprint(c)
 	})
 	rep := do(t, "POST", base+"/admin/v1/products/crash/rebalance", "", "Authorization", "Bearer "+testToken)
 	if rep.status != 200 {
 		t.Fatalf("rebalance: %d %s", rep.status, rep.raw)
 	}
-	r.Rewind(0) // back to the checkpoint: 5 holds and the rebalance's transfer_out are gone
+	r.Rewind(0) // back to the checkpoint: the confirm, 5 holds and the rebalance's transfer_out are gone
 	waitFor(t, 10*time.Second, "shard 0 resynced", func() (bool, string) {
 		st := productStatus(t, base, "crash").Shards[0]
-		return st.Up && st.Locked != nil && *st.Locked == 8, fmt.Sprintf("%+v", st)
+		return st.Up && st.Locked != nil && *st.Locked == 7 && *st.Sold == 1, fmt.Sprintf("%+v", st)
 	})
 	st := productStatus(t, base, "crash")
 	var alloc int64
