@@ -24,6 +24,10 @@ type Order struct {
 	ProductID string `json:"product_id"`
 	Shard     int    `json:"shard"`
 	Status    string `json:"status"`
+	// PayBy is when an order awaiting payment is cancelled if unpaid: the
+	// payment timeout after its row was written (zero: not known, as for a
+	// pending reservation or a row from before 0.7.0).
+	PayBy time.Time `json:"pay_by,omitzero"`
 }
 
 // ReservationEvent is what a shard's outbox says about one reservation. The

@@ -545,3 +545,35 @@ func TestIdsAreComparedExactly(t *testing.T) {
 		}
 	})
 }
+
+// The payment window starts when the order is written — when the buyer can
+// pay — not when the unit was reserved: a reservation that reached the
+// order table 20 minutes late (a database outage longer than the 15-minute
+// payment timeout, shorter than the 30-minute fail-fast age) is payable for
+// a whole window, shown to the buyer as pay_by (issue: the order pipeline
+// under partial outages, item 3).
+func TestPaymentWindowStartsWhenTheOrderIsWritten(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store) {
+		h := newHarness(t, s, 5)
+		late := h.event("late", "lou", 0)
+		late.AtMS -= (20 * time.Minute).Milliseconds()
+		h.ingest(late)
+		if err := h.svc.sweep(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		o, err := h.svc.Get(context.Background(), "late", "lou")
+		if err != nil || o.Status != shardstock.StatusAwaitingPayment {
+			t.Fatalf("written late, swept at once: %+v %v, want awaiting payment", o, err)
+		}
+		if want := time.UnixMilli(h.now.Load()).Add(15 * time.Minute); !o.PayBy.Equal(want) {
+			t.Fatalf("pay_by %v, want %v (written + the payment timeout)", o.PayBy, want)
+		}
+		h.now.Add((15*time.Minute + time.Second).Milliseconds())
+		if err := h.svc.sweep(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if h.status("late") != shardstock.StatusCancelled {
+			t.Fatalf("after its window: %s, want cancelled", h.status("late"))
+		}
+	})
+}

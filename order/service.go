@@ -117,7 +117,8 @@ func (s *Service) Ingest(ctx context.Context, ev shardstock.ReservationEvent) er
 			return err
 		}
 	}
-	written, err := s.store.Insert(ctx, ev, limit, status, s.cfg.Now())
+	now := s.cfg.Now()
+	written, err := s.store.Insert(ctx, ev, limit, status, now, now.Add(s.cfg.PayTimeout))
 	if errors.Is(err, errExists) {
 		return s.Ingest(ctx, ev)
 	}
@@ -162,7 +163,8 @@ func (s *Service) IngestBatch(ctx context.Context, evs []shardstock.ReservationE
 		}
 		fresh -= n
 	}
-	written, err := s.store.InsertBatch(ctx, rows, s.cfg.Now())
+	now := s.cfg.Now()
+	written, err := s.store.InsertBatch(ctx, rows, now, now.Add(s.cfg.PayTimeout))
 	if err != nil {
 		if ctx.Err() != nil {
 			return 0, err

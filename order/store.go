@@ -332,12 +332,16 @@ func (s *Store) ProductIDs(ctx context.Context) ([]string, error) {
 	return ids, rows.Err()
 }
 
-const orderColumns = `id, user_id, product_id, shard, status`
+const orderColumns = `id, user_id, product_id, shard, status, pay_by`
 
 func scanOrder(row interface{ Scan(...any) error }) (*shardstock.Order, error) {
 	var o shardstock.Order
-	if err := row.Scan(&o.ID, &o.UserID, &o.ProductID, &o.Shard, &o.Status); err != nil {
+	var payBy sql.NullInt64
+	if err := row.Scan(&o.ID, &o.UserID, &o.ProductID, &o.Shard, &o.Status, &payBy); err != nil {
 		return nil, err
+	}
+	if payBy.Valid && o.Status == shardstock.StatusAwaitingPayment {
+		o.PayBy = time.UnixMilli(payBy.Int64).UTC()
 	}
 	return &o, nil
 }
@@ -362,9 +366,9 @@ var errExists = errors.New("order exists")
 // none is free the order is written as failed instead (the per-user limit's
 // last guard) and marked for settlement. It returns the status written, or
 // errExists when the reservation id has a row already.
-func (s *Store) Insert(ctx context.Context, ev shardstock.ReservationEvent, limit int64, status string, now time.Time) (string, error) {
+func (s *Store) Insert(ctx context.Context, ev shardstock.ReservationEvent, limit int64, status string, now, payBy time.Time) (string, error) {
 	for attempt := 0; ; attempt++ {
-		written, err := s.insertOnce(ctx, ev, limit, status, now)
+		written, err := s.insertOnce(ctx, ev, limit, status, now, payBy)
 		if err == nil || !(isDuplicate(err) || isLockConflict(err)) || attempt >= 5 {
 			return written, err
 		}
@@ -380,8 +384,8 @@ func (s *Store) Insert(ctx context.Context, ev shardstock.ReservationEvent, limi
 	}
 }
 
-func (s *Store) insertOnce(ctx context.Context, ev shardstock.ReservationEvent, limit int64, status string, now time.Time) (string, error) {
-	return insertRow(ctx, s.db, ev, limit, status, now)
+func (s *Store) insertOnce(ctx context.Context, ev shardstock.ReservationEvent, limit int64, status string, now, payBy time.Time) (string, error) {
+	return insertRow(ctx, s.db, ev, limit, status, now, payBy)
 }
 
 // dbtx is what one insert needs: the database, or a transaction.
@@ -390,7 +394,7 @@ type dbtx interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 
-func insertRow(ctx context.Context, q dbtx, ev shardstock.ReservationEvent, limit int64, status string, now time.Time) (string, error) {
+func insertRow(ctx context.Context, q dbtx, ev shardstock.ReservationEvent, limit int64, status string, now, payBy time.Time) (string, error) {
 	var seq sql.NullInt64
 	if status == shardstock.StatusAwaitingPayment {
 		free, err := freeSeq(ctx, q, ev.ProductID, ev.UserID, limit)
@@ -409,10 +413,18 @@ func insertRow(ctx context.Context, q dbtx, ev shardstock.ReservationEvent, limi
 	}
 	ms := now.UnixMilli()
 	_, err := q.ExecContext(ctx, `INSERT INTO orders
-		(id, product_id, user_id, shard, seq, status, reserved_at, created_at, updated_at, settle_pending, claim_pending)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		ev.ID, ev.ProductID, ev.UserID, ev.Shard, seq, status, ev.AtMS, ms, ms, pending, pending)
+		(id, product_id, user_id, shard, seq, status, reserved_at, created_at, updated_at, settle_pending, claim_pending, pay_by)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		ev.ID, ev.ProductID, ev.UserID, ev.Shard, seq, status, ev.AtMS, ms, ms, pending, pending, payByOf(status, payBy))
 	return status, err
+}
+
+// payByOf is the pay_by column of a row written with status.
+func payByOf(status string, payBy time.Time) sql.NullInt64 {
+	if status != shardstock.StatusAwaitingPayment {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: payBy.UnixMilli(), Valid: true}
 }
 
 // NewOrder is one row for InsertBatch: a reservation, the product's
@@ -429,16 +441,16 @@ type NewOrder struct {
 // that has a row already (left as it is). Any error rolls the whole batch
 // back — a seq taken meanwhile by another process included — and the caller
 // falls back to Insert, row by row.
-func (s *Store) InsertBatch(ctx context.Context, rows []NewOrder, now time.Time) ([]string, error) {
+func (s *Store) InsertBatch(ctx context.Context, rows []NewOrder, now, payBy time.Time) ([]string, error) {
 	for attempt := 0; ; attempt++ {
-		out, err := s.insertBatch(ctx, rows, now)
+		out, err := s.insertBatch(ctx, rows, now, payBy)
 		if err == nil || !isLockConflict(err) || attempt >= 3 {
 			return out, err
 		}
 	}
 }
 
-func (s *Store) insertBatch(ctx context.Context, rows []NewOrder, now time.Time) ([]string, error) {
+func (s *Store) insertBatch(ctx context.Context, rows []NewOrder, now, payBy time.Time) ([]string, error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, err
@@ -469,7 +481,7 @@ func (s *Store) insertBatch(ctx context.Context, rows []NewOrder, now time.Time)
 		out[i] = v.status
 		fresh = append(fresh, v)
 	}
-	if err := insertAll(ctx, tx, fresh, now); err != nil {
+	if err := insertAll(ctx, tx, fresh, now, payBy); err != nil {
 		return nil, fmt.Errorf("insert %d orders: %w", len(fresh), err)
 	}
 	if err := tx.Commit(); err != nil {
@@ -478,9 +490,9 @@ func (s *Store) insertBatch(ctx context.Context, rows []NewOrder, now time.Time)
 	return out, nil
 }
 
-// batchChunk bounds the rows of one statement (11 parameters a row, well
+// batchChunk bounds the rows of one statement (12 parameters a row, well
 // under SQLite's and MySQL's parameter limits).
-const batchChunk = 90
+const batchChunk = 80
 
 // existingIDs returns which of the rows' reservation ids have an order row.
 func existingIDs(ctx context.Context, q dbtx, rows []NewOrder) (map[string]bool, error) {
@@ -567,23 +579,23 @@ type insertValues struct {
 }
 
 // insertAll writes rows with multi-row INSERTs.
-func insertAll(ctx context.Context, q dbtx, rows []insertValues, now time.Time) error {
+func insertAll(ctx context.Context, q dbtx, rows []insertValues, now, payBy time.Time) error {
 	ms := now.UnixMilli()
 	for lo := 0; lo < len(rows); lo += batchChunk {
 		chunk := rows[lo:min(lo+batchChunk, len(rows))]
 		args := make([]any, 0, 10*len(chunk))
 		var b strings.Builder
-		b.WriteString(`INSERT INTO orders (id, product_id, user_id, shard, seq, status, reserved_at, created_at, updated_at, settle_pending, claim_pending) VALUES `)
+		b.WriteString(`INSERT INTO orders (id, product_id, user_id, shard, seq, status, reserved_at, created_at, updated_at, settle_pending, claim_pending, pay_by) VALUES `)
 		for i, v := range chunk {
 			if i > 0 {
 				b.WriteByte(',')
 			}
-			b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+			b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
 			pending := 0
 			if v.status != shardstock.StatusAwaitingPayment {
 				pending = 1
 			}
-			args = append(args, v.ev.ID, v.ev.ProductID, v.ev.UserID, v.ev.Shard, v.seq, v.status, v.ev.AtMS, ms, ms, pending, pending)
+			args = append(args, v.ev.ID, v.ev.ProductID, v.ev.UserID, v.ev.Shard, v.seq, v.status, v.ev.AtMS, ms, ms, pending, pending, payByOf(v.status, payBy))
 		}
 		if _, err := q.ExecContext(ctx, b.String(), args...); err != nil {
 			return err
@@ -650,12 +662,14 @@ func (s *Store) Transition(ctx context.Context, id, user, status string, now tim
 	return n == 1, err
 }
 
-// CancelExpired cancels every order still awaiting payment that was
-// reserved before cutoff, and returns how many.
+// CancelExpired cancels every order still awaiting payment whose payment
+// deadline (pay_by) passed by now, and returns how many. Rows from before
+// pay_by keep the old rule: reserved before cutoff.
 func (s *Store) CancelExpired(ctx context.Context, cutoff, now time.Time) (int64, error) {
 	res, err := s.db.ExecContext(ctx, `UPDATE orders
 		SET status = 'cancelled', seq = NULL, settle_pending = 1, claim_pending = 1, updated_at = ?
-		WHERE status = 'awaiting_payment' AND reserved_at < ?`, now.UnixMilli(), cutoff.UnixMilli())
+		WHERE status = 'awaiting_payment' AND (pay_by < ? OR (pay_by IS NULL AND reserved_at < ?))`,
+		now.UnixMilli(), now.UnixMilli(), cutoff.UnixMilli())
 	if err != nil {
 		return 0, fmt.Errorf("cancel expired: %w", err)
 	}
