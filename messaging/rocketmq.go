@@ -22,6 +22,10 @@ import (
 const (
 	TopicReservations = "shardstock_reservations"
 	TopicSettlements  = "shardstock_settlements"
+	// TopicDeadReservations keeps, one by one, reservations the order
+	// service can never write (a product not in its catalog): for an
+	// operator, out of the way of the valid ones.
+	TopicDeadReservations = "shardstock_reservations_dead"
 )
 
 // RocketMQConfig locates the broker.
@@ -68,7 +72,7 @@ type RocketMQ struct {
 // cannot start on a topic the name server does not know yet).
 func OpenRocketMQ(ctx context.Context, cfg RocketMQConfig) (*RocketMQ, error) {
 	rlog.SetLogLevel("error")
-	if err := createTopics(ctx, cfg, cfg.name(TopicReservations), cfg.name(TopicSettlements)); err != nil {
+	if err := createTopics(ctx, cfg, cfg.name(TopicReservations), cfg.name(TopicSettlements), cfg.name(TopicDeadReservations)); err != nil {
 		return nil, err
 	}
 	p, err := rmq.NewProducer(
@@ -165,7 +169,22 @@ func (r *RocketMQ) Subscribe(group, topic string, h MessageHandler) error {
 // SubscribeBatch is Subscribe for a handler that takes up to max messages
 // at once. A handler error hands every message of the call back to the
 // broker, so the handler must be idempotent for the ones it had handled.
+//
+// A topic created a moment ago may not have reached the name server's
+// routes yet ("route info not found"): the start is tried again for up to
+// 20 s before it fails with that error.
 func (r *RocketMQ) SubscribeBatch(group, topic string, max int, h func(ctx context.Context, bodies [][]byte) error) error {
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		err := r.subscribeBatch(group, topic, max, h)
+		if err == nil || !strings.Contains(err.Error(), "route info not found") || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+func (r *RocketMQ) subscribeBatch(group, topic string, max int, h func(ctx context.Context, bodies [][]byte) error) error {
 	c, err := rmq.NewPushConsumer(
 		consumer.WithConsumeMessageBatchMaxSize(max),
 		consumer.WithNameServer([]string{r.cfg.NameServer}),
@@ -195,6 +214,7 @@ func (r *RocketMQ) SubscribeBatch(group, topic string, max int, h func(ctx conte
 		return fmt.Errorf("rocketmq subscribe %s: %w", topic, err)
 	}
 	if err := c.Start(); err != nil {
+		c.Shutdown()
 		return fmt.Errorf("rocketmq consumer %s start: %w", group, err)
 	}
 	r.mu.Lock()

@@ -368,6 +368,12 @@ func (e permanentError) Unwrap() error { return e.error }
 // Permanent marks err as one UntilDone must not retry.
 func Permanent(err error) error { return permanentError{err} }
 
+// IsPermanent reports whether err was marked Permanent.
+func IsPermanent(err error) bool {
+	var perm permanentError
+	return errors.As(err, &perm)
+}
+
 // UntilDone calls f until it succeeds or ctx is done, backing off from 50ms
 // to 5s between tries: a consumer that cannot write (its database is down)
 // blocks instead of dropping or spinning. It returns f's last error when

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shardstock/shardstock"
+	"github.com/shardstock/shardstock/messaging"
 	"github.com/shardstock/shardstock/order"
 	"github.com/shardstock/shardstock/shard"
 	"github.com/shardstock/shardstock/shard/shardtest"
@@ -328,5 +329,66 @@ func TestSpooledPurchaseIsServedAfterTheWindowCloses(t *testing.T) {
 	})
 	if st := productStatus(t, base, "closing"); st.Totals.Locked != 1 || st.Totals.Salable != 4 {
 		t.Fatalf("after the replay: %+v, want 1 locked and 4 salable", st.Totals)
+	}
+}
+
+// TestPoisonMessageGoesAloneToTheDeadLetterTopic (RocketMQ): a reservation
+// the order service can never write (its product is not in the catalog),
+// delivered in one call with valid ones, goes alone to the dead-letter
+// topic; the valid ones after it are written at once, not after the
+// broker's retry delays (issue: the order pipeline under partial outages,
+// item 4).
+func TestPoisonMessageGoesAloneToTheDeadLetterTopic(t *testing.T) {
+	mq, db := testRocketMQ(t), freshMySQL(t)
+	r := shardtest.Start(t, 3)
+	m := startServer(t, r.URLs(), func(c *Config) { c.MQ, c.DB = mq, db })
+	putProduct(t, m.URL(), "dl", `{"stock":10}`)
+	rc, err := messaging.ParseRocketMQ(mq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc.Instance = "poison-test"
+	ctx := context.Background()
+	bus, err := messaging.OpenRocketMQ(ctx, rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { bus.Close() })
+	var keys []string
+	var bodies [][]byte
+	for _, ev := range []shardstock.ReservationEvent{
+		{ID: "v1", UserID: "u1", ProductID: "dl", AtMS: time.Now().UnixMilli()},
+		{ID: "v2", UserID: "u2", ProductID: "dl", AtMS: time.Now().UnixMilli()},
+		{ID: "x1", UserID: "u9", ProductID: "ghost", AtMS: time.Now().UnixMilli()},
+		{ID: "v3", UserID: "u3", ProductID: "dl", AtMS: time.Now().UnixMilli()},
+		{ID: "v4", UserID: "u4", ProductID: "dl", AtMS: time.Now().UnixMilli()},
+	} {
+		keys, bodies = append(keys, ev.ID), append(bodies, ev.Encode())
+	}
+	if err := bus.PublishBatch(ctx, messaging.TopicReservations, keys, bodies); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 8*time.Second, "the valid reservations written (the broker's first retry is 10 s away)", func() (bool, string) {
+		c := statusCounts(t, m, "dl")
+		return c[shardstock.StatusAwaitingPayment] == 4, fmt.Sprint(c)
+	})
+	dead := make(chan string, 8)
+	if err := bus.Subscribe("dead-check", messaging.TopicDeadReservations, func(_ context.Context, b []byte) error {
+		ev, _ := shardstock.DecodeReservation(b)
+		dead <- ev.ID
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case id := <-dead:
+		if id != "x1" {
+			t.Fatalf("dead-lettered %q, want x1", id)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the poison message never reached the dead-letter topic")
+	}
+	if o, _ := m.store.Order(ctx, "x1"); o != nil {
+		t.Fatalf("the poison message became an order: %+v", o)
 	}
 }

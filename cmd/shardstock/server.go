@@ -273,13 +273,22 @@ func (m *Main) subscribe(ctx context.Context) error {
 			}
 			evs = append(evs, ev)
 		}
-		// A permanent error hands the messages back to the broker (retry
-		// topic, then dead-letter queue) instead of blocking the queue; the
-		// ones already written are repeats when they come back.
+		// A reservation that can never be written (a permanent error) goes
+		// alone to the dead-letter topic, and the ones after it are written
+		// now; any other error retries what is left of the call.
 		return messaging.UntilDone(ctx, m.log, "order consumer", func() error {
-			n, err := m.ingestBatch(ctx, evs)
-			evs = evs[n:]
-			return err
+			for len(evs) > 0 {
+				n, err := m.ingestBatch(ctx, evs)
+				evs = evs[n:]
+				if err == nil || !messaging.IsPermanent(err) || len(evs) == 0 {
+					return err
+				}
+				if err := m.deadLetter(ctx, evs[0], err); err != nil {
+					return err
+				}
+				evs = evs[1:]
+			}
+			return nil
 		})
 	})
 	if err != nil {
@@ -296,6 +305,17 @@ func (m *Main) subscribe(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("SHARDSTOCK_MQ: %w", err)
 	}
+	return nil
+}
+
+// deadLetter puts a reservation the order service can never write on the
+// dead-letter topic, with why in the log.
+func (m *Main) deadLetter(ctx context.Context, ev shardstock.ReservationEvent, cause error) error {
+	if err := m.rmq.Publish(ctx, messaging.TopicDeadReservations, ev.ID, ev.Encode()); err != nil {
+		return fmt.Errorf("dead-letter %s: %w", ev.ID, err)
+	}
+	m.log.Error("reservation moved to the dead-letter topic", "order", ev.ID, "product", ev.ProductID,
+		"topic", messaging.TopicDeadReservations, "err", cause)
 	return nil
 }
 
