@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -390,5 +391,43 @@ func TestPoisonMessageGoesAloneToTheDeadLetterTopic(t *testing.T) {
 	}
 	if o, _ := m.store.Order(ctx, "x1"); o != nil {
 		t.Fatalf("the poison message became an order: %+v", o)
+	}
+}
+
+// TestBuyerWhoHungUpIsNotSpooled (issue: crash-consistent shards, item 5):
+// a buyer whose home shard is frozen gives up before the per-call deadline
+// and closes the connection. Nobody would receive a ticket, so the purchase
+// is not spooled (and not replayed into a unit held for nobody); a buyer
+// who waits gets the ticket.
+func TestBuyerWhoHungUpIsNotSpooled(t *testing.T) {
+	r := shardtest.Start(t, 3)
+	m := startServer(t, r.URLs(), func(c *Config) { c.SpoolDir, c.ShardTimeout = t.TempDir(), time.Second })
+	base := m.URL()
+	putProduct(t, base, "hang", `{"stock":30}`)
+	homedAt := func(prefix string, i int) string {
+		for k := 0; ; k++ {
+			if u := fmt.Sprintf("%s%d", prefix, k); m.set.Home(u) == i {
+				return u
+			}
+		}
+	}
+	r.Freeze(1)
+	defer r.Thaw(1)
+	impatient := &http.Client{Timeout: 200 * time.Millisecond}
+	req, _ := http.NewRequest("POST", base+"/api/v1/products/hang/purchase", nil)
+	req.Header.Set("X-User-ID", homedAt("gone", 1))
+	if resp, err := impatient.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatalf("the frozen home answered within 200 ms: %d", resp.StatusCode)
+	}
+	time.Sleep(1500 * time.Millisecond) // past the per-call deadline: the purchase has ended
+	if d := m.spool.Depth(); d != 0 {
+		t.Fatalf("%d purchases spooled for a buyer who hung up", d)
+	}
+	if rep := purchase(t, base, "hang", homedAt("patient", 1)); rep.status != 202 || rep.str("ticket") == "" {
+		t.Fatalf("a buyer who waits: %d %s, want 202 with a ticket", rep.status, rep.raw)
+	}
+	if d := m.spool.Depth(); d != 1 {
+		t.Fatalf("spool depth %d, want 1 (the buyer who waited)", d)
 	}
 }
