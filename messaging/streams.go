@@ -64,6 +64,9 @@ type GroupReader struct {
 	// OnError, if set, is called for every failure that leaves entries to
 	// retry (metrics).
 	OnError func()
+	// OnParked, if set, is called for every entry parked (a Permanent
+	// handler error: left pending for an operator; metrics).
+	OnParked func()
 }
 
 // ConsumerName returns a consumer name unique to this process.
@@ -293,6 +296,9 @@ func (r *shardReader) handle(ctx context.Context, stream string, msgs []redis.XM
 		var perm permanentError
 		if errors.As(err, &perm) {
 			r.parked[stream+" "+e.ID] = true
+			if r.g.OnParked != nil {
+				r.g.OnParked()
+			}
 			r.g.Logger.Error("stream consumer: entry cannot be processed; left pending for an operator",
 				"group", r.g.Group, "shard", r.shard, "stream", stream, "id", e.ID, "err", err)
 			todo = todo[n+1:]

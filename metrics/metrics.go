@@ -20,6 +20,7 @@ type Metrics struct {
 	Failovers       prometheus.Counter
 	RedisErrors     *prometheus.CounterVec        // by shard
 	ConsumerErrors  *prometheus.CounterVec        // by consumer group
+	ParkedEntries   *prometheus.CounterVec        // by consumer group
 	Settlements     *prometheus.CounterVec        // by action
 	OrdersIngested  *prometheus.CounterVec        // by status written
 	RateLimited     *prometheus.CounterVec        // by scope
@@ -43,6 +44,8 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help: "Failed Redis calls (transport errors, deadlines, script errors) by shard."}, []string{"shard"}),
 		ConsumerErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shardstock_consumer_errors_total",
 			Help: "Stream consumer and relay failures (entries retried later) by consumer group."}, []string{"group"}),
+		ParkedEntries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shardstock_stream_parked_entries_total",
+			Help: "Stream entries that can never be processed (left pending for an operator; see XPENDING), by consumer group."}, []string{"group"}),
 		Settlements: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shardstock_settlements_applied_total",
 			Help: "Settlements applied to a holder shard, by action."}, []string{"action"}),
 		OrdersIngested: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shardstock_orders_ingested_total",
@@ -64,6 +67,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	}
 	for _, g := range []string{"orders", "relay", "inventory"} {
 		m.ConsumerErrors.WithLabelValues(g)
+		m.ParkedEntries.WithLabelValues(g)
 	}
 	for _, a := range []string{"confirm", "release", "release_duplicate"} {
 		m.Settlements.WithLabelValues(a)
@@ -71,7 +75,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	for _, s := range []string{"awaiting_payment", "failed"} {
 		m.OrdersIngested.WithLabelValues(s)
 	}
-	reg.MustRegister(m.Purchases, m.PurchaseSeconds, m.Failovers, m.RedisErrors, m.ConsumerErrors, m.Settlements,
+	reg.MustRegister(m.Purchases, m.PurchaseSeconds, m.Failovers, m.RedisErrors, m.ConsumerErrors, m.ParkedEntries, m.Settlements,
 		m.OrdersIngested, m.RateLimited, m.PipelineCalls, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

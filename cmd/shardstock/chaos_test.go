@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/shardstock/shardstock/order"
 	"github.com/shardstock/shardstock/shard/shardtest"
 )
@@ -141,12 +143,73 @@ func TestChaos(t *testing.T) {
 		}
 	}
 	port := func(i int) string { return fmt.Sprint(r.Ports[i]) }
+	// While shard 0 is down, a payment of an order held on another shard is
+	// confirmed there within seconds (settlements wait for no other shard).
+	var settle struct {
+		wg    sync.WaitGroup
+		shard int
+		took  time.Duration
+		ok    bool
+		why   string
+	}
+	settleDuringOutage := func() {
+		defer settle.wg.Done()
+		st, err := order.Open(db)
+		if err != nil {
+			settle.why = err.Error()
+			return
+		}
+		defer st.Close()
+		mu.Lock()
+		var cands []response
+		for _, rp := range responses {
+			if rp.status == 200 && rp.shard > 0 {
+				cands = append(cands, rp)
+			}
+		}
+		mu.Unlock()
+		for _, rp := range cands {
+			if o, _ := st.Order(context.Background(), rp.order); o == nil || o.Status != "awaiting_payment" {
+				continue
+			}
+			start := time.Now()
+			req, _ := http.NewRequest("POST", a+"/api/v1/orders/"+rp.order+"/pay", strings.NewReader(`{"result":"success"}`))
+			req.Header.Set("X-User-ID", rp.user)
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := cl.Do(req)
+			if err != nil {
+				continue
+			}
+			resp.Body.Close()
+			if resp.StatusCode != 202 {
+				continue
+			}
+			settle.shard = int(rp.shard)
+			opt, _ := redis.ParseURL(r.URLs()[settle.shard])
+			rc := redis.NewClient(opt)
+			defer rc.Close()
+			for time.Since(start) < 5*time.Second {
+				if h, _ := rc.HGet(context.Background(), "ss:{p:chaos}:holds", rp.order).Result(); strings.HasPrefix(h, "S ") {
+					settle.ok, settle.took = true, time.Since(start)
+					return
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			settle.why = "not confirmed on its shard within 5 s"
+			return
+		}
+		settle.why = "no order awaiting payment on shards 1 and 2 yet"
+	}
 	var crashFrom, crashTo time.Time // shard 1's lost writes were answered between these
 	schedule := []struct {
 		at time.Duration
 		do func()
 	}{
-		{3 * time.Second, func() { chaos("shard-kill", port(0)) }},
+		{3 * time.Second, func() {
+			chaos("shard-kill", port(0))
+			settle.wg.Add(1)
+			go settleDuringOutage()
+		}},
 		{7 * time.Second, func() { chaos("shard-restart", port(0)) }},
 		{10 * time.Second, func() { chaos("shard-freeze", port(1), "4") }},
 		{16 * time.Second, func() { chaos("broker-restart", "3") }},
@@ -173,6 +236,7 @@ func TestChaos(t *testing.T) {
 	time.Sleep(time.Until(start.Add(44 * time.Second)))
 	stop.Store(true)
 	wg.Wait()
+	settle.wg.Wait()
 	loadTook := time.Since(start)
 
 	// Every spooled purchase is resolved and every reservation relayed.
@@ -303,6 +367,7 @@ func TestChaos(t *testing.T) {
 	over, err := store.Query(ctx, `SELECT user_id, COUNT(*) FROM orders WHERE product_id = 'chaos' AND status IN ('awaiting_payment', 'paid') GROUP BY user_id HAVING COUNT(*) > 2`)
 	check(err == nil && len(over) == 0, "per-user limit %d held in the order table (%d buyers over it)", limit, len(over))
 	check(statuses[500] == 0, "no 500 answers (%d)", statuses[500])
+	check(settle.ok, "a payment on shard %d confirmed there in %s while shard 0 was down %s", settle.shard, settle.took.Round(time.Millisecond), settle.why)
 
 	report := &strings.Builder{}
 	fmt.Fprintf(report, "shardstock chaos run — %s\n", time.Now().UTC().Format(time.RFC3339))

@@ -214,6 +214,9 @@ func TestPoisonEntryHoldsUpNothingElse(t *testing.T) {
 	})
 	exactlyOnce(t, m, "pa", a)
 	exactlyOnce(t, m, "pb", b)
+	if v := metricValue(t, base, `shardstock_stream_parked_entries_total{group="orders"}`); v != "3" {
+		t.Fatalf("parked entries metric: %q, want 3 (one per shard)", v)
+	}
 	for i := range r.Ports {
 		c := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", r.Ports[i])})
 		n, err := c.XPending(context.Background(), shard.OutboxKey("pa"), "orders").Result()

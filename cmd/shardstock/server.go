@@ -224,7 +224,8 @@ func (m *Main) startLoops() error {
 		outbox.Group, outbox.HandleBatch = "orders", messaging.ReservationBatchHandler(m.log, m.ingestBatch)
 		settle := &messaging.GroupReader{Clients: m.clients(), Streams: messaging.SettleStreams, Group: "inventory",
 			Handle: messaging.SettlementHandler(m.log, m.inv.Settle), ClaimIdle: m.cfg.ClaimIdle, Logger: m.log,
-			OnError: m.metrics.ConsumerErrors.WithLabelValues("inventory").Inc}
+			OnError:  m.metrics.ConsumerErrors.WithLabelValues("inventory").Inc,
+			OnParked: m.metrics.ParkedEntries.WithLabelValues("inventory").Inc}
 		m.loops.Go(func() { settle.Run(ctx) })
 	} else {
 		outbox.Group, outbox.HandleBatch = "relay", messaging.ReservationBatchHandler(m.log, m.relay)
@@ -233,6 +234,7 @@ func (m *Main) startLoops() error {
 		}
 	}
 	outbox.OnError = m.metrics.ConsumerErrors.WithLabelValues(outbox.Group).Inc
+	outbox.OnParked = m.metrics.ParkedEntries.WithLabelValues(outbox.Group).Inc
 	m.loops.Go(func() { outbox.Run(ctx) })
 	return nil
 }
@@ -300,7 +302,12 @@ func (m *Main) subscribe(ctx context.Context) error {
 			m.log.Error("dropping a malformed settlement message", "err", err)
 			return nil
 		}
-		return messaging.UntilDone(ctx, m.log, "settlement consumer", func() error { return m.inv.Settle(ctx, st) })
+		// A settlement whose shard does not answer goes back to the broker
+		// (its retry topic) after a few seconds of tries, so it holds up
+		// neither the queue nor the other shards' settlements behind it.
+		tries, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		return messaging.UntilDone(tries, m.log, "settlement consumer", func() error { return m.inv.Settle(tries, st) })
 	})
 	if err != nil {
 		return fmt.Errorf("SHARDSTOCK_MQ: %w", err)
