@@ -119,3 +119,22 @@ func (s *Store) RecordSynced(ctx context.Context, shard int, run string) error {
 	}
 	return tx.Commit()
 }
+
+// RecordTransaction puts a payment provider's transaction id on record for
+// order id, once. It returns the order the id was on record for before
+// (id itself for a repeat), or "" when this call recorded it.
+func (s *Store) RecordTransaction(ctx context.Context, transaction, id string) (string, error) {
+	_, err := s.db.ExecContext(ctx, `INSERT INTO payment_transactions (transaction_id, order_id, created_at) VALUES (?, ?, ?)`,
+		transaction, id, time.Now().UnixMilli())
+	if err == nil {
+		return "", nil
+	}
+	if !isDuplicate(err) {
+		return "", fmt.Errorf("record transaction: %w", err)
+	}
+	var was string
+	if err := s.db.QueryRowContext(ctx, `SELECT order_id FROM payment_transactions WHERE transaction_id = ?`, transaction).Scan(&was); err != nil {
+		return "", fmt.Errorf("record transaction: %w", err)
+	}
+	return was, nil
+}

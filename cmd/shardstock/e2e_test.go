@@ -582,7 +582,7 @@ func TestHMACModeAndSignedPayments(t *testing.T) {
 	r := shardtest.Start(t, 3)
 	m := startServer(t, r.URLs(), func(c *Config) { c.UserAuth, c.HMACSecret, c.PaySecret = "hmac", secret, paySecret })
 	base := m.URL()
-	putProduct(t, base, "tok", `{"stock":5}`)
+	putProduct(t, base, "tok", `{"stock":5,"per_user_limit":2,"price_cents":990}`)
 	alice, _ := flashsale.MintToken(secret, "alice", time.Hour, time.Now())
 	mallory, _ := flashsale.MintToken(secret, "mallory", time.Hour, time.Now())
 	forged, _ := flashsale.MintToken([]byte(strings.Repeat("x", 32)), "alice", time.Hour, time.Now())
@@ -604,22 +604,59 @@ func TestHMACModeAndSignedPayments(t *testing.T) {
 	if o := do(t, "GET", base+"/api/v1/orders/"+id, "", "Authorization", "Bearer "+mallory); o.status != 404 {
 		t.Fatalf("another user's token reads the order: %d", o.status)
 	}
-	body := `{"result":"success"}`
-	payAs := func(tok, sig string) reply {
+	// A signed callback binds the order, the result, the amount, the
+	// provider's transaction id and the time (issue: payments that cannot
+	// be forged or replayed).
+	callback := func(order, result string, amount int64, txn string, at time.Time) string {
+		return fmt.Sprintf(`{"result":%q,"order_id":%q,"amount_cents":%d,"transaction_id":%q,"timestamp":%d}`,
+			result, order, amount, txn, at.Unix())
+	}
+	payAs := func(tok, id, body, sig string) reply {
 		return do(t, "POST", base+"/api/v1/orders/"+id+"/pay", body, "Authorization", "Bearer "+tok,
 			"Content-Type", "application/json", "X-Signature", sig)
 	}
-	if p := payAs(alice, ""); p.status != 401 {
+	sign := func(body string) string { return order.SignPayment(paySecret, []byte(body)) }
+	good := callback(id, "success", 990, "txn-1", time.Now())
+	if p := payAs(alice, id, good, ""); p.status != 401 {
 		t.Fatalf("unsigned payment callback: %d %s", p.status, p.raw)
 	}
-	if p := payAs(alice, order.SignPayment(paySecret, []byte(`{"result":"fail"}`))); p.status != 401 {
+	if p := payAs(alice, id, good, sign(callback(id, "fail", 990, "txn-1", time.Now()))); p.status != 401 {
 		t.Fatalf("signature of another body: %d %s", p.status, p.raw)
 	}
-	if p := payAs(mallory, order.SignPayment(paySecret, []byte(body))); p.status != 404 {
+	old := `{"result":"success"}` // 0.6.0's body: the same bytes for every order
+	if p := payAs(alice, id, old, sign(old)); p.status != 401 {
+		t.Fatalf("a signed body that names no order: %d %s", p.status, p.raw)
+	}
+	refused := map[string]string{
+		"signed for another order": callback("01OTHERORDER00000000000000", "success", 990, "txn-2", time.Now()),
+		"another amount":           callback(id, "success", 1, "txn-3", time.Now()),
+		"a stale timestamp":        callback(id, "success", 990, "txn-4", time.Now().Add(-6*time.Minute)),
+		"no transaction id":        callback(id, "success", 990, "", time.Now()),
+	}
+	for why, body := range refused {
+		if p := payAs(alice, id, body, sign(body)); p.status != 401 {
+			t.Fatalf("callback with %s: %d %s", why, p.status, p.raw)
+		}
+	}
+	if p := payAs(mallory, id, good, sign(good)); p.status != 404 {
 		t.Fatalf("signed callback for another user's order: %d %s", p.status, p.raw)
 	}
-	if p := payAs(alice, order.SignPayment(paySecret, []byte(body))); p.status != 202 || p.str("status") != "paid" {
+	if p := payAs(alice, id, good, sign(good)); p.status != 202 || p.str("status") != "paid" {
 		t.Fatalf("signed payment: %d %s", p.status, p.raw)
+	}
+	if p := payAs(alice, id, good, sign(good)); p.status != 202 || p.str("status") != "paid" {
+		t.Fatalf("the same transaction again: %d %s, want an idempotent 202", p.status, p.raw)
+	}
+	// The same transaction id for another order of alice's is a replay.
+	rep = do(t, "POST", base+"/api/v1/products/tok/purchase", "", "Authorization", "Bearer "+alice)
+	second := rep.str("order_id")
+	waitFor(t, 20*time.Second, "the second order", func() (bool, string) {
+		o := do(t, "GET", base+"/api/v1/orders/"+second, "", "Authorization", "Bearer "+alice)
+		return o.str("status") == "awaiting_payment", o.raw
+	})
+	replay := callback(second, "success", 990, "txn-1", time.Now())
+	if p := payAs(alice, second, replay, sign(replay)); p.status != 401 {
+		t.Fatalf("a transaction id that paid another order: %d %s", p.status, p.raw)
 	}
 }
 
