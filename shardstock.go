@@ -23,6 +23,10 @@ type Product struct {
 	// count of a coordinator later. 0, in definitions older than 0.7.0: every
 	// shard. Set by the server, never by the operator.
 	ShardCount int `json:"shard_count,omitempty"`
+	// Split is each shard's allocation at the first definition (shards
+	// drained then get none); nil in definitions older than 0.7.0, whose
+	// split is SplitStock over every shard. Set by the server.
+	Split []int64 `json:"split,omitempty"`
 }
 
 // Shards is the number of shards p lives on when the coordinator has n.

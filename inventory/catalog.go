@@ -153,14 +153,54 @@ func (s *Service) placeOnShards(ctx context.Context, p *shardstock.Product) erro
 	}
 	if stored == "" {
 		p.ShardCount = s.store.Len()
-		return nil
+		return s.splitOverLiveShards(ctx, p)
 	}
 	var old shardstock.Product
 	if err := json.Unmarshal([]byte(stored), &old); err != nil {
 		return fmt.Errorf("decode definition of %s: %w", p.ID, err)
 	}
-	p.ShardCount = old.ShardCount
+	p.ShardCount, p.Split = old.ShardCount, old.Split
 	return nil
+}
+
+// splitOverLiveShards sets the first definition's split: the stock spread
+// over the shards that are not drained (a drained shard gets no unit, but is
+// still initialised: it keeps the per-user limit registers of its buyers).
+func (s *Service) splitOverLiveShards(ctx context.Context, p *shardstock.Product) error {
+	n := p.ShardCount
+	drained := map[int]bool{}
+	if s.cfg.Transfers != nil {
+		d, err := s.cfg.Transfers.DrainedShards(ctx)
+		if err != nil {
+			return fmt.Errorf("%w: drained shards: %w", shardstock.ErrUnavailable, err)
+		}
+		drained = d
+	}
+	var live []int
+	for i := 0; i < n; i++ {
+		if !drained[i] {
+			live = append(live, i)
+		}
+	}
+	if len(live) == 0 {
+		live = make([]int, n) // every shard drained: spread over all of them
+		for i := range live {
+			live[i] = i
+		}
+	}
+	p.Split = make([]int64, n)
+	for k, a := range shardstock.SplitStock(p.Stock, len(live), spreadOffset(p.ID, len(live))) {
+		p.Split[live[k]] = a
+	}
+	return nil
+}
+
+// split is p's allocation per shard (its first definition's).
+func split(p *shardstock.Product, n int) []int64 {
+	if len(p.Split) == n {
+		return p.Split
+	}
+	return shardstock.SplitStock(p.Stock, n, spreadOffset(p.ID, n))
 }
 
 // allocate initialises p on every shard it lives on not yet on record, and
@@ -177,7 +217,7 @@ func (s *Service) allocate(ctx context.Context, p shardstock.Product, def string
 	if n > s.store.Len() {
 		return fmt.Errorf("%w: %s is split over %d shards and this coordinator has %d (SHARDSTOCK_SHARDS)", shardstock.ErrUnavailable, p.ID, n, s.store.Len())
 	}
-	alloc := shardstock.SplitStock(p.Stock, n, spreadOffset(p.ID, n))
+	alloc := split(&p, n)
 	epoch := newEpoch()
 	known, err := s.catalog.InitialisedShards(ctx, p.ID)
 	if err != nil {

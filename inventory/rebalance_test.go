@@ -234,3 +234,26 @@ func TestStuckTransferIsReversedAndBlocksNothing(t *testing.T) {
 		t.Fatalf("after the reversal: Σ alloc %d on the %d shards that kept their data, want 20 (30 minus the lost shard's 10)", alloc, 3-lost)
 	}
 }
+
+// A product defined while a shard is drained puts none of its units there
+// (issue: define must respect drains), and its buyers homed on the drained
+// shard still buy (their register is there; the units are elsewhere).
+func TestDefineRespectsDrains(t *testing.T) {
+	f := newFixture(t)
+	if _, err := f.svc.Drain(context.Background(), 2, true); err != nil {
+		t.Fatal(err)
+	}
+	p := f.define("late", 30, 0)
+	alloc, _ := f.totals("late")
+	c, err := f.set.Counters(context.Background(), 2, "late")
+	if err != nil || alloc != 30 || !c.Known || c.Alloc != 0 {
+		t.Fatalf("defined with shard 2 drained: Σ alloc %d, shard 2 %+v %v; want 30 and none on shard 2", alloc, c, err)
+	}
+	for k := 0; k < 12; k++ {
+		u := fmt.Sprintf("d%d", k)
+		i, err := f.set.Reserve(context.Background(), p, u, "late-"+u)
+		if err != nil || i == 2 {
+			t.Fatalf("purchase of %s (home %d): shard %d, %v", u, f.set.Home(u), i, err)
+		}
+	}
+}

@@ -129,7 +129,7 @@ func (s *Service) allocations(ctx context.Context, p *shardstock.Product) (map[i
 	}
 	n := p.Shards(s.store.Len())
 	given := map[int]int64{}
-	for i, a := range shardstock.SplitStock(p.Stock, n, spreadOffset(p.ID, n)) {
+	for i, a := range split(p, n) {
 		given[i] = a
 	}
 	for i := 0; i < n; i++ {
