@@ -686,20 +686,24 @@ func (s *Store) Unsettled(ctx context.Context, limit int, skip []int) ([]shardst
 			args = append(args, sh)
 		}
 	}
-	rows, err := s.db.QueryContext(ctx, q+` LIMIT ?`, append(args, limit)...)
+	out, err := s.orders(ctx, q+` LIMIT ?`, append(args, limit)...)
 	if err != nil {
 		return nil, fmt.Errorf("unsettled: %w", err)
 	}
-	defer rows.Close()
+	return out, nil
+}
+
+// orders runs a query of orderColumns and scans its rows.
+func (s *Store) orders(ctx context.Context, q string, args ...any) ([]shardstock.Order, error) {
 	var out []shardstock.Order
-	for rows.Next() {
-		o, err := scanOrder(rows)
-		if err != nil {
-			return nil, err
+	err := collect(ctx, s.db, q, args, func(r *sql.Rows) error {
+		o, err := scanOrder(r)
+		if err == nil {
+			out = append(out, *o)
 		}
-		out = append(out, *o)
-	}
-	return out, rows.Err()
+		return err
+	})
+	return out, err
 }
 
 // MarkSettled clears the settlement mark of order id if it is still in
@@ -716,20 +720,11 @@ func (s *Store) MarkSettled(ctx context.Context, id, status string) error {
 // settlement the transport took and whose buyer's per-user limit claim has
 // not been given back yet.
 func (s *Store) ClaimsPending(ctx context.Context, limit int) ([]shardstock.Order, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+orderColumns+` FROM orders WHERE claim_pending = 1 AND settle_pending = 0 LIMIT ?`, limit)
+	out, err := s.orders(ctx, `SELECT `+orderColumns+` FROM orders WHERE claim_pending = 1 AND settle_pending = 0 LIMIT ?`, limit)
 	if err != nil {
 		return nil, fmt.Errorf("claims pending: %w", err)
 	}
-	defer rows.Close()
-	var out []shardstock.Order
-	for rows.Next() {
-		o, err := scanOrder(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, *o)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // MarkClaimReturned records that order id's claim was given back.
@@ -762,21 +757,12 @@ func (s *Store) Resettle(ctx context.Context, product string, shards []int) (int
 // payment or paid (the order table's side of a per-user limit register
 // rebuild, shard.Ledger).
 func (s *Store) LiveOrders(ctx context.Context, product string, shard int) ([]shardstock.Order, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT id, user_id, status FROM orders WHERE product_id = ? AND shard = ? AND status IN (?, ?)`,
+	out, err := s.orders(ctx, `SELECT `+orderColumns+` FROM orders WHERE product_id = ? AND shard = ? AND status IN (?, ?)`,
 		product, shard, shardstock.StatusAwaitingPayment, shardstock.StatusPaid)
 	if err != nil {
 		return nil, fmt.Errorf("live orders: %w", err)
 	}
-	defer rows.Close()
-	var out []shardstock.Order
-	for rows.Next() {
-		o := shardstock.Order{ProductID: product, Shard: shard}
-		if err := rows.Scan(&o.ID, &o.UserID, &o.Status); err != nil {
-			return nil, err
-		}
-		out = append(out, o)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // CountsByShard counts a product's orders per shard and status.
