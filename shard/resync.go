@@ -65,14 +65,19 @@ func (s *Set) onConnect(i int) func(context.Context, *redis.Conn) error {
 		f := &s.shards[i].fence
 		f.mu.Lock()
 		same := run != "" && run == f.synced
+		first := f.synced == ""
 		f.seen = run
 		f.mu.Unlock()
 		if same {
 			return nil
 		}
 		if !f.closed.Swap(true) {
-			s.cfg.Logger.Warn("shard restarted (new run id): fenced until it is back in line with the order table",
-				"shard", i, "run_id", run)
+			if first {
+				s.cfg.Logger.Info("shard first seen: checking its run id against the order table before it sells", "shard", i, "run_id", run)
+			} else {
+				s.cfg.Logger.Warn("shard restarted (new run id): fenced until it is back in line with the order table",
+					"shard", i, "run_id", run)
+			}
 		}
 		s.cfg.Resync(i, run)
 		if ctx.Value(resyncKey{}) != nil {
