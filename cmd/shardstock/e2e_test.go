@@ -220,7 +220,8 @@ func TestFailoverWhenAShardStopsMidSale(t *testing.T) {
 				}
 				user := fmt.Sprintf("u%d", n)
 				rep := purchase(t, m.URL(), "fo", user)
-				if rep.status == 503 && n >= 300 && m.set.Home(user) == 1 {
+				// (a purchase taken just before the kill may end after it)
+				if rep.status == 503 && n >= 300-16 && m.set.Home(user) == 1 {
 					homeless.Add(1)
 					continue
 				}
