@@ -152,14 +152,9 @@ func TestChaos(t *testing.T) {
 		ok    bool
 		why   string
 	}
-	settleDuringOutage := func() {
-		defer settle.wg.Done()
-		st, err := order.Open(db)
-		if err != nil {
-			settle.why = err.Error()
-			return
-		}
-		defer st.Close()
+	// payOne pays one order awaiting payment on shard 1 or 2 and waits for
+	// its confirmation there; tried is false when there was none yet.
+	payOne := func(st *order.Store) (tried, done bool) {
 		mu.Lock()
 		var cands []response
 		for _, rp := range responses {
@@ -191,12 +186,27 @@ func TestChaos(t *testing.T) {
 			for time.Since(start) < 5*time.Second {
 				if h, _ := rc.HGet(context.Background(), "ss:{p:chaos}:holds", rp.order).Result(); strings.HasPrefix(h, "S ") {
 					settle.ok, settle.took = true, time.Since(start)
-					return
+					return true, true
 				}
 				time.Sleep(50 * time.Millisecond)
 			}
 			settle.why = "not confirmed on its shard within 5 s"
+			return true, false
+		}
+		return false, false
+	}
+	settleDuringOutage := func() {
+		defer settle.wg.Done()
+		st, err := order.Open(db)
+		if err != nil {
+			settle.why = err.Error()
 			return
+		}
+		defer st.Close()
+		for deadline := time.Now().Add(2500 * time.Millisecond); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			if tried, _ := payOne(st); tried {
+				return
+			}
 		}
 		settle.why = "no order awaiting payment on shards 1 and 2 yet"
 	}
