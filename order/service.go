@@ -383,25 +383,37 @@ func (s *Service) ReturnClaims(ctx context.Context) error {
 	if s.cfg.Claims == nil {
 		return nil
 	}
-	batch, err := s.store.ClaimsPending(ctx, 200)
-	if err != nil {
-		return err
-	}
+	const batchSize = 200
 	var errs *multierror.Error
+	for {
+		batch, err := s.store.ClaimsPending(ctx, batchSize)
+		if err != nil {
+			return err
+		}
+		if done, err := s.returnClaims(ctx, batch, &errs); err != nil || done || len(batch) < batchSize {
+			return errors.Join(err, errs.ErrorOrNil())
+		}
+	}
+}
+
+// returnClaims gives back the claims of batch; done is true when one could
+// not be given back (the rest waits for the next sweep).
+func (s *Service) returnClaims(ctx context.Context, batch []shardstock.Order, errs **multierror.Error) (done bool, err error) {
 	for _, o := range batch {
 		p, err := s.product(ctx, o.ProductID)
 		if err == nil {
 			err = s.cfg.Claims.GiveBack(ctx, p, o.UserID, o.ID)
 		}
 		if err != nil {
-			errs = multierror.Append(errs, fmt.Errorf("order %s: give claim back: %w", o.ID, err))
+			*errs = multierror.Append(*errs, fmt.Errorf("order %s: give claim back: %w", o.ID, err))
+			done = true
 			continue
 		}
 		if err := s.store.MarkClaimReturned(ctx, o.ID); err != nil {
-			return err
+			return true, err
 		}
 	}
-	return errs.ErrorOrNil()
+	return done, nil
 }
 
 // SettleOnce publishes the settlement of every order marked for it and

@@ -213,10 +213,12 @@ func TestOrderPipeline(t *testing.T) {
 			if rec.status != 200 || rec.body["in_sync"] != true {
 				t.Fatalf("reconcile: %d %s", rec.status, rec.raw)
 			}
-			// Released units sell again, to buyers whose orders were cancelled too.
-			if rep := purchase(t, base, "pipe", orders[ids[700]]); rep.status != 200 {
-				t.Fatalf("a buyer whose order was cancelled cannot buy again: %d %s", rep.status, rep.raw)
-			}
+			// Released units sell again, to buyers whose orders were cancelled
+			// too, once the order sweep gave their claims back.
+			waitFor(t, 10*time.Second, "a buyer whose order was cancelled buys again", func() (bool, string) {
+				rep := purchase(t, base, "pipe", orders[ids[700]])
+				return rep.status == 200, fmt.Sprintf("%d %s", rep.status, rep.raw)
+			})
 			if rep := purchase(t, base, "pipe", orders[ids[0]]); rep.status != 409 {
 				t.Fatalf("a buyer who paid bought past the limit: %d %s", rep.status, rep.raw)
 			}

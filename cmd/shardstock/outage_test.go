@@ -358,6 +358,15 @@ func TestPoisonMessageGoesAloneToTheDeadLetterTopic(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { bus.Close() })
+	// A first reservation alone, to know the order consumer is pulling.
+	warm := shardstock.ReservationEvent{ID: "v0", UserID: "u0", ProductID: "dl", AtMS: time.Now().UnixMilli()}
+	if err := bus.Publish(ctx, messaging.TopicReservations, warm.ID, warm.Encode()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 90*time.Second, "the order consumer pulling", func() (bool, string) {
+		c := statusCounts(t, m, "dl")
+		return c[shardstock.StatusAwaitingPayment] == 1, fmt.Sprint(c)
+	})
 	var keys []string
 	var bodies [][]byte
 	for _, ev := range []shardstock.ReservationEvent{
@@ -374,7 +383,7 @@ func TestPoisonMessageGoesAloneToTheDeadLetterTopic(t *testing.T) {
 	}
 	waitFor(t, 8*time.Second, "the valid reservations written (the broker's first retry is 10 s away)", func() (bool, string) {
 		c := statusCounts(t, m, "dl")
-		return c[shardstock.StatusAwaitingPayment] == 4, fmt.Sprint(c)
+		return c[shardstock.StatusAwaitingPayment] == 5, fmt.Sprint(c)
 	})
 	dead := make(chan string, 8)
 	if err := bus.Subscribe("dead-check", messaging.TopicDeadReservations, func(_ context.Context, b []byte) error {
