@@ -38,13 +38,15 @@ import (
 //     that the claim is recorded.
 //  2. h(u) records a new claim only while it holds fewer than L claims of u,
 //     atomically (one script, one shard).
-//  3. A claim is removed only when its id has no unit: by its attempt when
-//     every shard answered empty or the window closed, and no step of it
-//     is in doubt; by the settlement of a released order (the unit is back
-//     on sale, the order final); by Abandon, after checking that no shard
-//     holds the id.
+//  3. A claim is removed only when its id has no unit that counts: by its
+//     attempt when every shard answered empty or the window closed, and no
+//     step of it is in doubt; by the order service once the order is
+//     cancelled or failed (final: never a sale again; its release is on its
+//     way to the unit's shard, and the order table's seq is freed with it);
+//     by Abandon, after checking that no shard holds the id.
 //
-// So u's units that are held or sold never outnumber u's claims at h(u),
+// So u's units that are held or sold, leaving aside those of final
+// cancelled orders on their way back, never outnumber u's claims at h(u),
 // which never exceed L. Only h(u) decides for u: there is no second
 // register that could fall out of step, so shards failing one after
 // another cannot let a buyer past the limit. The price is that while h(u)
