@@ -78,7 +78,10 @@ func OpenRocketMQ(ctx context.Context, cfg RocketMQConfig) (*RocketMQ, error) {
 	p, err := rmq.NewProducer(
 		producer.WithNameServer([]string{cfg.NameServer}),
 		producer.WithGroupName(cfg.name("shardstock-producer")),
-		producer.WithInstanceName(cfg.Instance),
+		// A client of its own: the library shares one client per instance
+		// name, and a producer shutting a shared client down races with the
+		// consumers' callbacks on it (seen by the race detector).
+		producer.WithInstanceName(cfg.Instance+"-producer"),
 		producer.WithRetry(2),
 		producer.WithSendMsgTimeout(3*time.Second),
 	)

@@ -21,6 +21,7 @@ type Metrics struct {
 	RedisErrors     *prometheus.CounterVec        // by shard
 	ConsumerErrors  *prometheus.CounterVec        // by consumer group
 	ParkedEntries   *prometheus.CounterVec        // by consumer group
+	DeadLettered    prometheus.Counter            // reservations moved to the dead-letter topic
 	Settlements     *prometheus.CounterVec        // by action
 	OrdersIngested  *prometheus.CounterVec        // by status written
 	RateLimited     *prometheus.CounterVec        // by scope
@@ -46,6 +47,8 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help: "Stream consumer and relay failures (entries retried later) by consumer group."}, []string{"group"}),
 		ParkedEntries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shardstock_stream_parked_entries_total",
 			Help: "Stream entries that can never be processed (left pending for an operator; see XPENDING), by consumer group."}, []string{"group"}),
+		DeadLettered: prometheus.NewCounter(prometheus.CounterOpts{Name: "shardstock_reservations_dead_lettered_total",
+			Help: "Reservations the order service can never write, moved to the dead-letter topic (RocketMQ)."}),
 		Settlements: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shardstock_settlements_applied_total",
 			Help: "Settlements applied to a holder shard, by action."}, []string{"action"}),
 		OrdersIngested: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shardstock_orders_ingested_total",
@@ -75,7 +78,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	for _, s := range []string{"awaiting_payment", "failed"} {
 		m.OrdersIngested.WithLabelValues(s)
 	}
-	reg.MustRegister(m.Purchases, m.PurchaseSeconds, m.Failovers, m.RedisErrors, m.ConsumerErrors, m.ParkedEntries, m.Settlements,
+	reg.MustRegister(m.Purchases, m.PurchaseSeconds, m.Failovers, m.RedisErrors, m.ConsumerErrors, m.ParkedEntries, m.DeadLettered, m.Settlements,
 		m.OrdersIngested, m.RateLimited, m.PipelineCalls, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -321,6 +321,7 @@ func (m *Main) deadLetter(ctx context.Context, ev shardstock.ReservationEvent, c
 	if err := m.rmq.Publish(ctx, messaging.TopicDeadReservations, ev.ID, ev.Encode()); err != nil {
 		return fmt.Errorf("dead-letter %s: %w", ev.ID, err)
 	}
+	m.metrics.DeadLettered.Inc()
 	m.log.Error("reservation moved to the dead-letter topic", "order", ev.ID, "product", ev.ProductID,
 		"topic", messaging.TopicDeadReservations, "err", cause)
 	return nil
