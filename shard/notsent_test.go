@@ -2,6 +2,7 @@ package shard
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"testing"
 	"time"
@@ -24,5 +25,25 @@ func TestRefusedConnectionIsNotSent(t *testing.T) {
 	err = s.Ping(context.Background(), 0)
 	if err == nil || !notSent(err) {
 		t.Fatalf("ping of a closed port: %v (notSent %v), want a dial error", err, notSent(err))
+	}
+}
+
+// Errors that prove a step never left this process leave an attempt
+// certain (its claim may be given back); a deadline that passed while a
+// call was in flight does not.
+func TestNotSentClassifiesStepErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"shard down, not tried", errShardDown, true},
+		{"shard fenced after a restart", fmt.Errorf("shard 1: %w", errFenced), true},
+		{"queued past its deadline, not sent", errStepDeadline, true},
+		{"deadline while in flight", context.DeadlineExceeded, false},
+	} {
+		if got := notSent(tc.err); got != tc.want {
+			t.Errorf("%s: notSent = %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

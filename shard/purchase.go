@@ -90,14 +90,8 @@ func ParseStart(s string) (Start, error) {
 
 // Home is the index of user's home shard for a product that lives on every
 // shard: where the user's purchases start and the user's per-user limit
-// register is. HomeOf is the same for product p.
+// register is.
 func (s *Set) Home(user string) int { return s.home(user, len(s.shards)).Index }
-
-// HomeOf is user's home shard for product p (which lives on its first
-// p.Shards shards).
-func (s *Set) HomeOf(p *shardstock.Product, user string) int {
-	return s.home(user, p.Shards(len(s.shards))).Index
-}
 
 // home is user's home among the first n shards.
 func (s *Set) home(user string, n int) *Shard {

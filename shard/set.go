@@ -214,7 +214,8 @@ func notSent(err error) bool {
 	if errors.As(err, &op) && op.Op == "dial" {
 		return true
 	}
-	return errors.Is(err, errShardDown) || errors.Is(err, errFenced) || errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, redis.ErrClosed)
+	return errors.Is(err, errShardDown) || errors.Is(err, errFenced) || errors.Is(err, errStepDeadline) ||
+		errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, redis.ErrClosed)
 }
 
 // callCtx detaches ctx from the caller's cancellation for clean-up work
