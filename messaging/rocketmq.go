@@ -26,6 +26,17 @@ const (
 	// service can never write (a product not in its catalog): for an
 	// operator, out of the way of the valid ones.
 	TopicDeadReservations = "shardstock_reservations_dead"
+	// TopicPayments carries payment results from the payment centre
+	// (PropSignature: their signature); TopicDeadPayments keeps the ones
+	// the order service refused (PropReason says why).
+	TopicPayments     = "shardstock_payments"
+	TopicDeadPayments = "shardstock_payments_dead"
+)
+
+// User properties of a payment message.
+const (
+	PropSignature = "signature"
+	PropReason    = "reason"
 )
 
 // RocketMQConfig locates the broker.
@@ -72,7 +83,11 @@ type RocketMQ struct {
 // cannot start on a topic the name server does not know yet).
 func OpenRocketMQ(ctx context.Context, cfg RocketMQConfig) (*RocketMQ, error) {
 	rlog.SetLogLevel("error")
-	if err := createTopics(ctx, cfg, cfg.name(TopicReservations), cfg.name(TopicSettlements), cfg.name(TopicDeadReservations)); err != nil {
+	topics := []string{TopicReservations, TopicSettlements, TopicDeadReservations, TopicPayments, TopicDeadPayments}
+	for i, t := range topics {
+		topics[i] = cfg.name(t)
+	}
+	if err := createTopics(ctx, cfg, topics...); err != nil {
 		return nil, err
 	}
 	p, err := rmq.NewProducer(
@@ -119,8 +134,22 @@ func createTopics(ctx context.Context, cfg RocketMQConfig, topics ...string) err
 
 // Publish sends body to topic (within the namespace) with key, synchronously (SendSync retries).
 func (r *RocketMQ) Publish(ctx context.Context, topic, key string, body []byte) error {
-	msg := primitive.NewMessage(r.cfg.name(topic), body)
+	return r.PublishMessage(ctx, topic, key, Message{Body: body})
+}
+
+// Message is a message's body and its user properties.
+type Message struct {
+	Body       []byte
+	Properties map[string]string
+}
+
+// PublishMessage is Publish for a message with user properties.
+func (r *RocketMQ) PublishMessage(ctx context.Context, topic, key string, m Message) error {
+	msg := primitive.NewMessage(r.cfg.name(topic), m.Body)
 	msg.WithKeys([]string{key})
+	if len(m.Properties) > 0 {
+		msg.WithProperties(m.Properties)
+	}
 	res, err := r.producer.SendSync(ctx, msg)
 	if err != nil {
 		return fmt.Errorf("rocketmq send %s: %w", topic, err)
@@ -155,6 +184,19 @@ func (r *RocketMQ) PublishBatch(ctx context.Context, topic string, keys []string
 // MessageHandler processes one message body; an error asks for redelivery.
 type MessageHandler func(ctx context.Context, body []byte) error
 
+// SubscribeMessages is Subscribe for a handler that reads the messages'
+// user properties too.
+func (r *RocketMQ) SubscribeMessages(group, topic string, h func(ctx context.Context, m Message) error) error {
+	return r.subscribe(group, topic, 1, func(ctx context.Context, msgs []*primitive.MessageExt) error {
+		for _, m := range msgs {
+			if err := h(ctx, Message{Body: m.Body, Properties: m.GetProperties()}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
 // Subscribe starts a clustering push consumer of group on topic. A handler
 // error answers ConsumeRetryLater (the message comes back through the
 // group's %RETRY% topic).
@@ -177,6 +219,18 @@ func (r *RocketMQ) Subscribe(group, topic string, h MessageHandler) error {
 // routes yet ("route info not found"): the start is tried again for up to
 // 20 s before it fails with that error.
 func (r *RocketMQ) SubscribeBatch(group, topic string, max int, h func(ctx context.Context, bodies [][]byte) error) error {
+	return r.subscribe(group, topic, max, func(ctx context.Context, msgs []*primitive.MessageExt) error {
+		bodies := make([][]byte, len(msgs))
+		for i, m := range msgs {
+			bodies[i] = m.Body
+		}
+		return h(ctx, bodies)
+	})
+}
+
+// subscribe starts the consumer, tried again while the topic's route is
+// not known yet (see SubscribeBatch).
+func (r *RocketMQ) subscribe(group, topic string, max int, h func(ctx context.Context, msgs []*primitive.MessageExt) error) error {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		err := r.subscribeBatch(group, topic, max, h)
@@ -187,7 +241,7 @@ func (r *RocketMQ) SubscribeBatch(group, topic string, max int, h func(ctx conte
 	}
 }
 
-func (r *RocketMQ) subscribeBatch(group, topic string, max int, h func(ctx context.Context, bodies [][]byte) error) error {
+func (r *RocketMQ) subscribeBatch(group, topic string, max int, h func(ctx context.Context, msgs []*primitive.MessageExt) error) error {
 	c, err := rmq.NewPushConsumer(
 		consumer.WithConsumeMessageBatchMaxSize(max),
 		consumer.WithNameServer([]string{r.cfg.NameServer}),
@@ -204,11 +258,7 @@ func (r *RocketMQ) subscribeBatch(group, topic string, max int, h func(ctx conte
 		return fmt.Errorf("rocketmq consumer %s: %w", group, err)
 	}
 	err = c.Subscribe(r.cfg.name(topic), consumer.MessageSelector{}, func(ctx context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
-		bodies := make([][]byte, len(msgs))
-		for i, m := range msgs {
-			bodies[i] = m.Body
-		}
-		if err := h(ctx, bodies); err != nil {
+		if err := h(ctx, msgs); err != nil {
 			return consumer.ConsumeRetryLater, err
 		}
 		return consumer.ConsumeSuccess, nil

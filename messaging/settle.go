@@ -56,6 +56,11 @@ func OutboxStreams(ctx context.Context, _ int, c *redis.Client) ([]string, error
 	return streams, nil
 }
 
+// PaymentStreams is GroupReader.Streams for payment results.
+func PaymentStreams(context.Context, int, *redis.Client) ([]string, error) {
+	return []string{shard.PaymentsKey}, nil
+}
+
 // SettleStreams is GroupReader.Streams for settlements.
 func SettleStreams(context.Context, int, *redis.Client) ([]string, error) {
 	return []string{shard.SettleKey}, nil

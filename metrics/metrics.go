@@ -22,6 +22,7 @@ type Metrics struct {
 	ConsumerErrors  *prometheus.CounterVec        // by consumer group
 	ParkedEntries   *prometheus.CounterVec        // by consumer group
 	DeadLettered    prometheus.Counter            // reservations moved to the dead-letter topic
+	PaymentMessages *prometheus.CounterVec        // payment result messages by outcome
 	Settlements     *prometheus.CounterVec        // by action
 	OrdersIngested  *prometheus.CounterVec        // by status written
 	RateLimited     *prometheus.CounterVec        // by scope
@@ -49,6 +50,9 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help: "Stream entries that can never be processed (left pending for an operator; see XPENDING), by consumer group."}, []string{"group"}),
 		DeadLettered: prometheus.NewCounter(prometheus.CounterOpts{Name: "shardstock_reservations_dead_lettered_total",
 			Help: "Reservations the order service can never write, moved to the dead-letter topic (RocketMQ)."}),
+		PaymentMessages: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shardstock_payment_messages_total",
+			Help: "Payment result messages by outcome: applied, duplicate, stale (a fail after the success), retried (the order not written yet, or the database down), dead_lettered (refused: see the dead-letter topic or stream)."},
+			[]string{"outcome"}),
 		Settlements: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shardstock_settlements_applied_total",
 			Help: "Settlements applied to a holder shard, by action."}, []string{"action"}),
 		OrdersIngested: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shardstock_orders_ingested_total",
@@ -68,7 +72,10 @@ func New(reg prometheus.Registerer) *Metrics {
 		"bad_request", "unauthorized", "not_found", "too_large", "unsupported_media_type", "rate_limited", "internal"} {
 		m.purchases[o] = m.Purchases.WithLabelValues(o)
 	}
-	for _, g := range []string{"orders", "relay", "inventory"} {
+	for _, o := range []string{"applied", "duplicate", "stale", "retried", "dead_lettered"} {
+		m.PaymentMessages.WithLabelValues(o)
+	}
+	for _, g := range []string{"orders", "relay", "inventory", "payments"} {
 		m.ConsumerErrors.WithLabelValues(g)
 		m.ParkedEntries.WithLabelValues(g)
 	}
@@ -78,7 +85,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	for _, s := range []string{"awaiting_payment", "failed"} {
 		m.OrdersIngested.WithLabelValues(s)
 	}
-	reg.MustRegister(m.Purchases, m.PurchaseSeconds, m.Failovers, m.RedisErrors, m.ConsumerErrors, m.ParkedEntries, m.DeadLettered, m.Settlements,
+	reg.MustRegister(m.Purchases, m.PurchaseSeconds, m.Failovers, m.RedisErrors, m.ConsumerErrors, m.ParkedEntries, m.DeadLettered, m.PaymentMessages, m.Settlements,
 		m.OrdersIngested, m.RateLimited, m.PipelineCalls, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

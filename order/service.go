@@ -50,6 +50,9 @@ type Config struct {
 	Now         func() time.Time
 	Logger      *slog.Logger
 	OnIngest    func(status string) // optional: an order row was written (metrics)
+	// PaySecret signs payment results (the callback's X-Signature, a
+	// message's signature); empty: unsigned results are accepted (dev).
+	PaySecret []byte
 }
 
 func (c *Config) fill() {
@@ -255,22 +258,25 @@ func (s *Service) product(ctx context.Context, product string) (*shardstock.Prod
 // user on some shard answers status pending. Errors: ErrNotFound (no such
 // order, or another user's), ErrUnavailable.
 func (s *Service) Get(ctx context.Context, id, user string) (*shardstock.Order, error) {
+	o, err := s.find(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if o == nil || o.UserID != user {
+		return nil, shardstock.ErrNotFound
+	}
+	return o, nil
+}
+
+// find returns order id whoever owns it: its row, or without one a hold on
+// some shard (status pending); nil when neither exists.
+func (s *Service) find(ctx context.Context, id string) (*shardstock.Order, error) {
 	o, err := s.store.Order(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
 	}
-	if o != nil {
-		if o.UserID != user {
-			return nil, shardstock.ErrNotFound
-		}
+	if o != nil || s.holds == nil {
 		return o, nil
-	}
-	return s.pending(ctx, id, user)
-}
-
-func (s *Service) pending(ctx context.Context, id, user string) (*shardstock.Order, error) {
-	if s.holds == nil {
-		return nil, shardstock.ErrNotFound
 	}
 	products, err := s.store.ProductIDs(ctx)
 	if err != nil {
@@ -280,10 +286,10 @@ func (s *Service) pending(ctx context.Context, id, user string) (*shardstock.Ord
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
 	}
-	if !found || holder != user {
-		return nil, shardstock.ErrNotFound
+	if !found {
+		return nil, nil
 	}
-	return &shardstock.Order{ID: id, UserID: user, ProductID: product, Shard: shard, Status: shardstock.StatusPending}, nil
+	return &shardstock.Order{ID: id, UserID: holder, ProductID: product, Shard: shard, Status: shardstock.StatusPending}, nil
 }
 
 // Pay applies the payment provider's result: success -> paid, fail ->
@@ -304,26 +310,33 @@ func (s *Service) Cancel(ctx context.Context, id, user string) (*shardstock.Orde
 }
 
 func (s *Service) transition(ctx context.Context, id, user, to string) (*shardstock.Order, error) {
+	o, _, err := s.transitionChanged(ctx, id, user, to)
+	return o, err
+}
+
+// transitionChanged is transition that also says whether this call made
+// the change (false for a repeat).
+func (s *Service) transitionChanged(ctx context.Context, id, user, to string) (*shardstock.Order, bool, error) {
 	changed, err := s.store.Transition(ctx, id, user, to, s.cfg.Now())
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
+		return nil, false, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
 	}
 	if changed {
 		s.wake()
 	}
 	o, err := s.Get(ctx, id, user)
 	if err != nil {
-		return nil, err
+		return nil, changed, err
 	}
 	switch {
 	case o.Status == shardstock.StatusPending:
-		return o, shardstock.Conflict("the order is not written yet; retry in a moment")
+		return o, false, shardstock.Conflict("the order is not written yet; retry in a moment")
 	case changed || o.Status == to:
-		return o, nil
+		return o, changed, nil
 	case to == shardstock.StatusCancelled && o.Status == shardstock.StatusFailed:
-		return o, nil // already released
+		return o, false, nil // already released
 	}
-	return o, shardstock.Conflict(fmt.Sprintf("the order is %s", o.Status))
+	return o, false, shardstock.Conflict(fmt.Sprintf("the order is %s", o.Status))
 }
 
 func (s *Service) wake() {

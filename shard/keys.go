@@ -40,3 +40,13 @@ const ProductsKey = productsKey
 // SettleKey is the per-shard stream of settlements (pay results) for the
 // holds on that shard, in Redis Streams mode.
 const SettleKey = "ss:settle"
+
+// PaymentsKey is the per-shard stream of payment results in Redis Streams
+// mode: the payment centre appends each result (fields body and signature)
+// to any one shard's; the order service reads every shard's.
+// DeadPaymentsKey keeps, on the same shard, the results it refused (with
+// a field reason).
+const (
+	PaymentsKey     = "ss:payments"
+	DeadPaymentsKey = "ss:payments:dead"
+)

@@ -121,7 +121,7 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	m.orders = order.NewService(m.store, settler, set, order.Config{Claims: set, PayTimeout: m.cfg.PayTimeout,
-		FailFastAge: m.cfg.FailFastAge, Rate: m.cfg.OrderRate, Now: m.cfg.OrderClock, Logger: m.log,
+		FailFastAge: m.cfg.FailFastAge, Rate: m.cfg.OrderRate, Now: m.cfg.OrderClock, Logger: m.log, PaySecret: m.cfg.PaySecret,
 		OnIngest: func(st string) { m.metrics.OrdersIngested.WithLabelValues(st).Inc() }})
 	if err := m.openSpool(); err != nil {
 		return err
@@ -207,9 +207,9 @@ func (m *Main) clients() []*redis.Client {
 }
 
 // startLoops starts the health loop, the order sweeps and the consumers:
-// in streams mode the order service reads the outboxes and inventory the
-// settle streams; with RocketMQ a relay moves outbox entries to the
-// broker and both services consume topics.
+// in streams mode the order service reads the outboxes and the payment
+// streams, and inventory the settle streams; with RocketMQ a relay moves
+// outbox entries to the broker and both services consume topics.
 func (m *Main) startLoops() error {
 	ctx, cancel := context.WithCancel(context.Background())
 	m.stopLoops = cancel
@@ -226,10 +226,15 @@ func (m *Main) startLoops() error {
 			Handle: messaging.SettlementHandler(m.log, m.inv.Settle), ClaimIdle: m.cfg.ClaimIdle, Logger: m.log,
 			OnError:  m.metrics.ConsumerErrors.WithLabelValues("inventory").Inc,
 			OnParked: m.metrics.ParkedEntries.WithLabelValues("inventory").Inc}
+		payments := m.paymentReader()
 		m.loops.Go(func() { settle.Run(ctx) })
+		m.loops.Go(func() { payments.Run(ctx) })
 	} else {
 		outbox.Group, outbox.HandleBatch = "relay", messaging.ReservationBatchHandler(m.log, m.relay)
 		if err := m.subscribe(ctx); err != nil {
+			return err
+		}
+		if err := m.subscribePayments(ctx); err != nil {
 			return err
 		}
 	}
@@ -391,7 +396,7 @@ func (m *Main) router() *echo.Echo {
 	e.Use(middleware.Recover(), middleware.RequestIDWithConfig(requestID), api.RequestLog(m.log))
 
 	m.buyers.Register(e)
-	m.orders.Register(e, order.Identity(m.identity()), m.cfg.PaySecret)
+	m.orders.Register(e, order.Identity(m.identity()))
 	m.inv.RegisterPublic(e)
 	flashsale.NewPages(m.inv, m.store, nil).Register(e)
 	admin := e.Group("/admin/v1", inventory.AdminAuth(m.cfg.AdminToken))

@@ -1,0 +1,116 @@
+package order
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/shardstock/shardstock"
+)
+
+// holdsAt is a fake HoldFinder: the reservations it knows are on shard 0.
+type holdsAt map[string]string // reservation id -> user
+
+func (h holdsAt) FindHold(_ context.Context, _ []string, id string) (string, string, int, bool, error) {
+	u, ok := h[id]
+	return "p", u, 0, ok, nil
+}
+
+var testPaySecret = []byte(strings.Repeat("k", 32))
+
+func paymentBody(id, result string, amount int64, txn string) []byte {
+	return fmt.Appendf(nil, `{"result":%q,"order_id":%q,"amount_cents":%d,"transaction_id":%q,"timestamp":1}`,
+		result, id, amount, txn)
+}
+
+// TestPaymentMessages: a payment result arriving as a message is applied
+// like the callback and idempotently; what can never be applied is
+// ErrPaymentRefused (dead-lettered by the consumer), and what cannot be
+// decided yet is any other error (delivered again).
+func TestPaymentMessages(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *Store) {
+		h := newHarness(t, s, 5)
+		holds := holdsAt{}
+		h.svc.holds = holds
+		h.svc.cfg.PaySecret = testPaySecret
+		ctx := context.Background()
+		apply := func(body []byte) (string, error) {
+			return h.svc.ApplyPaymentMessage(ctx, body, SignPayment(testPaySecret, body))
+		}
+		mustBe := func(what string, body []byte, want string) {
+			t.Helper()
+			got, err := apply(body)
+			if err != nil || got != want {
+				t.Fatalf("%s: %q %v, want %q", what, got, err, want)
+			}
+		}
+		for _, id := range []string{"a1", "a2", "a3", "a4"} {
+			h.ingest(h.event(id, "alice", 0))
+		}
+
+		// Duplicates: the first applies, the repeats change nothing.
+		pay := paymentBody("a1", "success", 0, "t-1")
+		mustBe("first delivery", pay, PaymentApplied)
+		mustBe("a duplicate", pay, PaymentDuplicate)
+		mustBe("a duplicate", pay, PaymentDuplicate)
+		if st := h.status("a1"); st != shardstock.StatusPaid {
+			t.Fatalf("a1 is %s", st)
+		}
+		// Reordered: an earlier attempt's fail arrives after the success.
+		mustBe("a fail after the success", paymentBody("a1", "fail", 0, "t-0"), PaymentStale)
+		if st := h.status("a1"); st != shardstock.StatusPaid {
+			t.Fatalf("a stale fail moved a1 to %s", st)
+		}
+		mustBe("a fail", paymentBody("a2", "fail", 0, "t-2"), PaymentApplied)
+
+		// A result that overtook its reservation: not decided, not refused.
+		holds["a9"] = "bob"
+		early := paymentBody("a9", "success", 0, "t-9")
+		if _, err := apply(early); err == nil || errors.Is(err, ErrPaymentRefused) {
+			t.Fatalf("a result for an order not written yet: %v, want a retryable error", err)
+		}
+		h.ingest(h.event("a9", "bob", 0))
+		mustBe("the same result once the order is written", early, PaymentApplied)
+
+		// Poison: each is refused and changes nothing.
+		refusedBodies := map[string]func() (string, error){
+			"no signature": func() (string, error) {
+				return h.svc.ApplyPaymentMessage(ctx, paymentBody("a3", "success", 0, "t-3"), "")
+			},
+			"a signature of another body": func() (string, error) {
+				return h.svc.ApplyPaymentMessage(ctx, paymentBody("a3", "success", 0, "t-3"),
+					SignPayment(testPaySecret, paymentBody("a4", "success", 0, "t-3")))
+			},
+			"not JSON":          func() (string, error) { return apply([]byte("\x00garbage")) },
+			"an unknown result": func() (string, error) { return apply(paymentBody("a3", "maybe", 0, "t-3")) },
+			"another amount":    func() (string, error) { return apply(paymentBody("a3", "success", 100, "t-3")) },
+			"no transaction id": func() (string, error) { return apply(paymentBody("a3", "success", 0, "")) },
+			"a transaction id that paid a1": func() (string, error) {
+				return apply(paymentBody("a3", "success", 0, "t-1"))
+			},
+			"an order that does not exist":   func() (string, error) { return apply(paymentBody("zz", "success", 0, "t-z")) },
+			"a success after the order fail": func() (string, error) { return apply(paymentBody("a2", "success", 0, "t-5")) },
+		}
+		for what, f := range refusedBodies {
+			if got, err := f(); !errors.Is(err, ErrPaymentRefused) {
+				t.Errorf("%s: %q %v, want ErrPaymentRefused", what, got, err)
+			}
+		}
+		if st := h.status("a3"); st != shardstock.StatusAwaitingPayment {
+			t.Fatalf("a refused message moved a3 to %s", st)
+		}
+		if st := h.status("a2"); st != shardstock.StatusCancelled {
+			t.Fatalf("a2 is %s", st)
+		}
+		// One settlement per order that changed, however often its result came.
+		got := map[string]int{}
+		for _, st := range h.settle() {
+			got[st.OrderID]++
+		}
+		if len(got) != 3 || got["a1"] != 1 || got["a2"] != 1 || got["a9"] != 1 {
+			t.Fatalf("settlements %v, want one each for a1, a2, a9", got)
+		}
+	})
+}
