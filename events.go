@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Order statuses (API.md). Pending is only ever computed (a hold with no
+// Order statuses (api/openapi.yaml). Pending is only ever computed (a hold with no
 // order row yet), never stored.
 const (
 	StatusPending         = "pending"

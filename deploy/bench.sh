@@ -171,7 +171,7 @@ claim_bytes=$(( $(rc MEMORY USAGE 'ss:{p:rb}:claims' SAMPLES 0) / $(rc HLEN 'ss:
 
 echo "bench: load generator (race on a fresh product, then flood)"
 admin lg '{"stock":20000}'
-lg_race=$(bin/shardstock loadgen --url http://127.0.0.1:18091 --product lg --mode race --conns 64 --duration 30s --admin-token "$token" --json --progress=false)
+lg_race=$(SHARDSTOCK_ADMIN_TOKEN="$token" bin/shardstock loadgen --url http://127.0.0.1:18091 --product lg --mode race --conns 64 --duration 30s --json --progress=false)
 lg_flood=$(bin/shardstock loadgen --url http://127.0.0.1:18091 --product lg --mode flood --conns 64 --duration 5s --json --progress=false)
 lg() { echo "$1" | python3 -c "import sys, json; r = json.load(sys.stdin); print($2)"; }
 

@@ -52,6 +52,7 @@ func (p *Pages) Register(e *echo.Echo) {
 	e.GET("/", p.index)
 	e.GET("/products/:id", p.product)
 	e.GET("/admin/", p.file("admin.html"))
+	e.GET("/admin", func(c echo.Context) error { return c.Redirect(http.StatusMovedPermanently, "/admin/") })
 	e.GET("/static/*", echo.WrapHandler(http.StripPrefix("/static/", http.FileServer(http.FS(static)))))
 }
 

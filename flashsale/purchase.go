@@ -1,6 +1,6 @@
 // Package flashsale is the buyer's purchase path: identity, input checks,
 // the sale window, and one reservation on the shard set per accepted
-// request, answered as API.md says.
+// request, answered as api/openapi.yaml says.
 package flashsale
 
 import (
@@ -204,7 +204,7 @@ func purchaseID(path string) (string, bool) {
 	return id, strings.IndexByte(id, '/') < 0
 }
 
-// ServePurchase answers one purchase of product id, as API.md says.
+// ServePurchase answers one purchase of product id, as api/openapi.yaml says.
 func (h *Handler) ServePurchase(w http.ResponseWriter, r *http.Request, id string) {
 	start := time.Now()
 	rid := h.requestID()

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/url"
@@ -56,34 +57,37 @@ type configError struct{ name, problem string }
 
 func (e *configError) Error() string { return e.name + ": " + e.problem }
 
-// variable describes one setting for --help and for parsing.
+// variable describes one setting for --help and for parsing. A secret has
+// no flag (a flag's value shows in ps to every local user): it is read from
+// the environment only, and never printed.
 type variable struct {
 	name, flag, def, help string
+	secret                bool
 }
 
 var variables = []variable{
-	{"SHARDSTOCK_HTTP_ADDR", "http-addr", "127.0.0.1:8080", "listen address"},
-	{"SHARDSTOCK_SHARDS", "shards", "", "comma-separated Redis master URLs, order = shard index (required)"},
-	{"SHARDSTOCK_ADMIN_TOKEN", "admin-token", "", "bearer token for /admin/* (required unless SHARDSTOCK_DEV=1)"},
-	{"SHARDSTOCK_USER_AUTH", "user-auth", "header", "buyer identity: header (trust X-User-ID; only behind an authenticating gateway) or hmac (HS256 tokens)"},
-	{"SHARDSTOCK_HMAC_SECRET", "hmac-secret", "", "key of the buyers' tokens in hmac mode (32+ bytes)"},
-	{"SHARDSTOCK_PAYMENT_SECRET", "payment-secret", "", "key of the payment callback's X-Signature (32+ bytes); required in hmac mode unless SHARDSTOCK_DEV=1"},
-	{"SHARDSTOCK_DEV", "dev", "", "1: allow a missing admin token, make one up and print it"},
-	{"SHARDSTOCK_SHARD_TIMEOUT", "shard-timeout", "250ms", "deadline of one call on one shard"},
-	{"SHARDSTOCK_COALESCE", "coalesce", "on", "on: concurrent script calls to one shard share one pipeline round trip; off: one round trip each"},
-	{"SHARDSTOCK_START", "start", "home", "first shard a purchase reserves on: home (the buyer's home shard, hashed from the user id, which also keeps the buyer's per-user limit: one script execution per purchase) or random (the claim at home, then a random shard: two)"},
-	{"SHARDSTOCK_MQ", "mq", "streams", "message transport: streams (Redis Streams on the shards) or rocketmq://HOST:9876[?broker=HOST:10911]"},
-	{"SHARDSTOCK_DB", "db", "sqlite:./data/orders.db", "order database: sqlite:PATH or mysql://user:pass@tcp(host:port)/db"},
-	{"SHARDSTOCK_PAY_TIMEOUT", "pay-timeout", "15m", "unpaid orders are cancelled after this"},
-	{"SHARDSTOCK_FAIL_FAST_AGE", "fail-fast-age", "30m", "a reservation older than this when consumed becomes a failed order and is released"},
-	{"SHARDSTOCK_ORDER_RATE", "order-rate", "10000", "order creations per second per process (a guard for the database; make bench measures what the pipeline can do)"},
-	{"SHARDSTOCK_CLAIM_IDLE", "claim-idle", "30s", "outbox entries another coordinator left unprocessed this long are taken over"},
-	{"SHARDSTOCK_RATE_LIMITS", "rate-limits", flashsale.DefaultLimits, "buyer-side limits per second: global=N,product=N|auto,user=N,ip=N (0: none), or off"},
-	{"SHARDSTOCK_SPOOL_DIR", "spool-dir", "./data/spool", "directory of the disk spool for purchases no shard can take; off disables it (503 instead)"},
-	{"SHARDSTOCK_SPOOL_MAX_ENTRIES", "spool-max-entries", "100000", "most purchases waiting in the spool; beyond it, 503"},
-	{"SHARDSTOCK_SPOOL_MAX_BYTES", "spool-max-bytes", "67108864", "largest spool file in bytes; beyond it, 503"},
-	{"SHARDSTOCK_LOG_FORMAT", "log-format", "text", "log format: text or json"},
-	{"SHARDSTOCK_LOG_LEVEL", "log-level", "info", "log level: debug, info, warn or error"},
+	{"SHARDSTOCK_HTTP_ADDR", "http-addr", "127.0.0.1:8080", "listen address", false},
+	{"SHARDSTOCK_SHARDS", "shards", "", "comma-separated Redis master URLs, order = shard index (required)", false},
+	{"SHARDSTOCK_ADMIN_TOKEN", "", "", "bearer token for /admin/* (required unless SHARDSTOCK_DEV=1)", true},
+	{"SHARDSTOCK_USER_AUTH", "user-auth", "header", "buyer identity: header (trust X-User-ID; only behind an authenticating gateway) or hmac (HS256 tokens)", false},
+	{"SHARDSTOCK_HMAC_SECRET", "", "", "key of the buyers' tokens in hmac mode (32+ bytes)", true},
+	{"SHARDSTOCK_PAYMENT_SECRET", "", "", "key of the payment results' signature (callback X-Signature, message signature; 32+ bytes); required in hmac mode unless SHARDSTOCK_DEV=1", true},
+	{"SHARDSTOCK_DEV", "dev", "", "1: allow a missing admin token, make one up and print it", false},
+	{"SHARDSTOCK_SHARD_TIMEOUT", "shard-timeout", "250ms", "deadline of one call on one shard", false},
+	{"SHARDSTOCK_COALESCE", "coalesce", "on", "on: concurrent script calls to one shard share one pipeline round trip; off: one round trip each", false},
+	{"SHARDSTOCK_START", "start", "home", "first shard a purchase reserves on: home (the buyer's home shard, hashed from the user id, which also keeps the buyer's per-user limit: one script execution per purchase) or random (the claim at home, then a random shard: two)", false},
+	{"SHARDSTOCK_MQ", "mq", "streams", "message transport: streams (Redis Streams on the shards) or rocketmq://HOST:9876[?broker=HOST:10911]", false},
+	{"SHARDSTOCK_DB", "db", "sqlite:./data/orders.db", "order database: sqlite:PATH or mysql://user:pass@tcp(host:port)/db", false},
+	{"SHARDSTOCK_PAY_TIMEOUT", "pay-timeout", "15m", "unpaid orders are cancelled after this", false},
+	{"SHARDSTOCK_FAIL_FAST_AGE", "fail-fast-age", "30m", "a reservation older than this when consumed becomes a failed order and is released", false},
+	{"SHARDSTOCK_ORDER_RATE", "order-rate", "10000", "order creations per second per process (a guard for the database; make bench measures what the pipeline can do)", false},
+	{"SHARDSTOCK_CLAIM_IDLE", "claim-idle", "30s", "outbox entries another coordinator left unprocessed this long are taken over", false},
+	{"SHARDSTOCK_RATE_LIMITS", "rate-limits", flashsale.DefaultLimits, "buyer-side limits per second: global=N,product=N|auto,user=N,ip=N (0: none), or off", false},
+	{"SHARDSTOCK_SPOOL_DIR", "spool-dir", "./data/spool", "directory of the disk spool for purchases no shard can take; off disables it (503 instead)", false},
+	{"SHARDSTOCK_SPOOL_MAX_ENTRIES", "spool-max-entries", "100000", "most purchases waiting in the spool; beyond it, 503", false},
+	{"SHARDSTOCK_SPOOL_MAX_BYTES", "spool-max-bytes", "67108864", "largest spool file in bytes; beyond it, 503", false},
+	{"SHARDSTOCK_LOG_FORMAT", "log-format", "text", "log format: text or json", false},
+	{"SHARDSTOCK_LOG_LEVEL", "log-level", "info", "log level: debug, info, warn or error", false},
 }
 
 // notYet are contract variables of features this version does not have;
@@ -91,15 +95,14 @@ var variables = []variable{
 var notYet = []string{}
 
 // parseConfig reads settings from args (flags) over getenv, validates them
-// and fills defaults. Its error names the bad setting.
+// and fills defaults. Its error names the bad setting. The flags' defaults
+// are the built-in ones, so --help never shows what the environment holds.
 func parseConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (*Config, error) {
-	vals := make(map[string]*string, len(variables))
+	flags := make(map[string]*string, len(variables))
 	for _, v := range variables {
-		def := v.def
-		if e := getenv(v.name); e != "" {
-			def = e
+		if !v.secret {
+			flags[v.name] = fs.String(v.flag, v.def, fmt.Sprintf("%s [%s]", v.help, v.name))
 		}
-		vals[v.name] = fs.String(v.flag, def, fmt.Sprintf("%s [%s]", v.help, v.name))
 	}
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -107,7 +110,37 @@ func parseConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (*
 	if fs.NArg() > 0 {
 		return nil, &configError{"arguments", fmt.Sprintf("unexpected %q", fs.Args())}
 	}
-	return buildConfig(func(name string) string { return strings.TrimSpace(*vals[name]) })
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	vals := make(map[string]string, len(variables))
+	for _, v := range variables {
+		switch e := getenv(v.name); {
+		case set[v.flag]:
+			vals[v.name] = *flags[v.name]
+		case e != "":
+			vals[v.name] = e
+		default:
+			vals[v.name] = v.def
+		}
+	}
+	return buildConfig(func(name string) string { return strings.TrimSpace(vals[name]) })
+}
+
+// printServeUsage is serve --help: the flags with their built-in defaults,
+// then the settings read from the environment only.
+func printServeUsage(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprint(w, "Usage: shardstock serve [flags]\n\nRuns the server until SIGINT or SIGTERM, then drains in-flight requests.\n"+
+		"Each setting is a flag or the SHARDSTOCK_* variable in brackets; a flag wins.\n\nFlags:\n")
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+	fmt.Fprint(w, "\nSecrets, from the environment only (a flag would show in ps):\n")
+	for _, v := range variables {
+		if v.secret {
+			fmt.Fprintf(w, "  %s\n    \t%s\n", v.name, v.help)
+		}
+	}
+	fmt.Fprint(w, "\nThe HTTP contract: api/openapi.yaml (served at /openapi.yaml); the README explains the rest.\n")
 }
 
 func buildConfig(get func(string) string) (*Config, error) {

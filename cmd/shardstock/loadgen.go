@@ -53,7 +53,8 @@ With --admin-token it checks the invariants afterwards through the admin API
 
 func loadgen(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	var c loadConfig
 	fs.StringVar(&c.url, "url", "http://127.0.0.1:8080", "server base URL")
 	fs.StringVar(&c.product, "product", "lamp", "product id")
@@ -63,15 +64,21 @@ func loadgen(args []string, getenv func(string) string, stdout, stderr io.Writer
 	fs.IntVar(&c.requests, "requests", 0, "stop after this many requests (0: no limit)")
 	fs.Float64Var(&c.rate, "rate", 1000, "steady mode: purchases per second")
 	fs.DurationVar(&c.duration, "duration", 10*time.Second, "longest run")
-	fs.StringVar(&c.token, "admin-token", getenv("SHARDSTOCK_ADMIN_TOKEN"), "admin token for the invariant check [SHARDSTOCK_ADMIN_TOKEN]")
+	fs.StringVar(&c.token, "admin-token", "", "admin token for the invariant check (default: SHARDSTOCK_ADMIN_TOKEN, which keeps it out of ps)")
 	fs.BoolVar(&c.json, "json", false, "print the report as JSON")
 	fs.BoolVar(&c.progress, "progress", true, "show a progress bar on stderr")
-	fs.Usage = func() { fmt.Fprint(stderr, loadgenUsage, "\nFlags:\n"); fs.PrintDefaults() }
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, loadgenUsage, "\nFlags:\n")
+			fs.SetOutput(stdout)
+			fs.PrintDefaults()
 			return 0
 		}
+		fmt.Fprintf(stderr, "shardstock: loadgen: %v (see shardstock loadgen --help)\n", err)
 		return 2
+	}
+	if c.token == "" {
+		c.token = getenv("SHARDSTOCK_ADMIN_TOKEN")
 	}
 	if c.mode != "race" && c.mode != "steady" && c.mode != "flood" || c.conns < 1 || c.buyers < 1 {
 		fmt.Fprintln(stderr, "shardstock: loadgen: --mode must be race, steady or flood; --conns and --buyers at least 1")
@@ -117,7 +124,11 @@ func runLoad(ctx context.Context, c loadConfig, stderr io.Writer) *loadReport {
 				if limiter != nil && limiter.Wait(ctx) != nil {
 					return
 				}
-				status, took, err := buyOnce(ctx, cl, c.url, c.product, fmt.Sprintf("lg-%d", (n-1)%int64(c.buyers)))
+				// A request started before the end runs to its answer (the
+				// client's timeout bounds it): cutting it off would count
+				// the run's own end as a transport error and leave its
+				// outcome unknown.
+				status, took, err := buyOnce(context.WithoutCancel(ctx), cl, c.url, c.product, fmt.Sprintf("lg-%d", (n-1)%int64(c.buyers)))
 				sent.Add(1)
 				bar.Add(1)
 				if err != nil {

@@ -35,7 +35,7 @@ Usage:
   shardstock help            show this help
 
 Each flag mirrors a SHARDSTOCK_* environment variable; see "shardstock serve --help".
-The HTTP contract is api/openapi.yaml (served at /openapi.yaml) and API.md.
+The HTTP contract is api/openapi.yaml (served at /openapi.yaml); the README explains the rest.
 `
 
 func main() {
@@ -45,7 +45,7 @@ func main() {
 // run is main without the process: it returns the exit code.
 func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
+		fmt.Fprint(stdout, usage)
 		return 2
 	}
 	switch args[0] {
@@ -65,13 +65,9 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 
 func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	fs := newFlagSet()
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: shardstock serve [flags]\n\nRuns the server until SIGINT or SIGTERM, then drains in-flight requests.\n\nFlags (each mirrors the variable in brackets):\n")
-		fs.PrintDefaults()
-	}
 	cfg, err := parseConfig(fs, args, getenv)
 	if errors.Is(err, flag.ErrHelp) {
+		printServeUsage(stdout, fs)
 		return 0
 	}
 	if err != nil {

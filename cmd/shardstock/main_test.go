@@ -101,12 +101,39 @@ func TestHelp(t *testing.T) {
 		t.Fatalf("help: %d %q", code, stdout.String())
 	}
 	stdout.Reset()
-	if code := run([]string{"serve", "--help"}, env(nil), &stdout, &stderr); code != 0 || !strings.Contains(stderr.String(), "SHARDSTOCK_SHARDS") {
-		t.Fatalf("serve --help: %d %q", code, stderr.String())
+	// Help goes to stdout (so | grep finds it) and never prints a secret
+	// or any other value the environment holds.
+	secrets := map[string]string{"SHARDSTOCK_ADMIN_TOKEN": "admin-secret-value-0123", "SHARDSTOCK_HMAC_SECRET": "hmac-secret-value",
+		"SHARDSTOCK_PAYMENT_SECRET": "payment-secret-value", "SHARDSTOCK_DB": "mysql://u:db-password@tcp(h:1)/d"}
+	for _, args := range [][]string{{"serve", "--help"}, {"serve", "-h"}, {"loadgen", "--help"}} {
+		stdout.Reset()
+		stderr.Reset()
+		if code := run(args, env(secrets), &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "Usage") {
+			t.Fatalf("%v: exit %d, stdout %q, stderr %q", args, code, stdout.String(), stderr.String())
+		}
+		for _, v := range []string{"admin-secret-value", "hmac-secret-value", "payment-secret-value", "db-password"} {
+			if strings.Contains(stdout.String()+stderr.String(), v) {
+				t.Fatalf("%v prints %q", args, v)
+			}
+		}
+	}
+	if !strings.Contains(run2(t, "serve", "--help"), "SHARDSTOCK_SHARDS") {
+		t.Fatal("serve --help does not list SHARDSTOCK_SHARDS")
+	}
+	stderr.Reset()
+	if code := run([]string{"serve", "--no-such-flag"}, env(secrets), &stdout, &stderr); code != 2 || strings.Contains(stderr.String(), "admin-secret-value") {
+		t.Fatalf("a mistyped flag: exit %d, stderr %q", code, stderr.String())
 	}
 	if code := run([]string{"bogus"}, env(nil), &stdout, &stderr); code != 2 {
 		t.Fatalf("unknown command: exit %d", code)
 	}
+}
+
+// run2 runs the command and returns its stdout.
+func run2(t *testing.T, args ...string) string {
+	var stdout, stderr bytes.Buffer
+	run(args, env(nil), &stdout, &stderr)
+	return stdout.String()
 }
 
 // TestGracefulShutdown runs the server as a child process, holds a purchase
