@@ -11,7 +11,7 @@ SHARDSTOCK_HTTP_ADDR ?= 127.0.0.1:8080
 BENCHTIME ?= 3s
 MQ ?= streams
 
-.PHONY: build run stop test vet bench fuzz clean help
+.PHONY: build run stop reset test vet bench fuzz clean help
 .DEFAULT_GOAL := help
 
 help: ## list the targets
@@ -20,35 +20,19 @@ help: ## list the targets
 build: ## build bin/shardstock
 	$(GO) build -o $(BIN) ./cmd/shardstock
 
-run: build ## start 3 Redis masters and the server on the embedded defaults (Streams + SQLite); MQ=rocketmq runs the full stack (RocketMQ + MariaDB)
-	@$(REDIS) start
-	@if [ "$(MQ)" = rocketmq ]; then $(MARIADB) start && $(ROCKETMQ) start; fi
-	@echo
-	@echo "shardstock on http://$(SHARDSTOCK_HTTP_ADDR) — try, in another terminal:"
-	@echo "  curl -s -X PUT -H 'Authorization: Bearer $(SHARDSTOCK_ADMIN_TOKEN)' -H 'Content-Type: application/json' \\"
-	@echo "       -d '{\"stock\":1000,\"per_user_limit\":1}' http://$(SHARDSTOCK_HTTP_ADDR)/admin/v1/products/lamp"
-	@echo "  curl -s -X POST -H 'X-User-ID: alice' http://$(SHARDSTOCK_HTTP_ADDR)/api/v1/products/lamp/purchase"
-	@echo "  curl -s -H 'X-User-ID: alice' http://$(SHARDSTOCK_HTTP_ADDR)/api/v1/orders/ORDER_ID"
-	@echo "  curl -s -X POST -H 'X-User-ID: alice' -H 'Content-Type: application/json' -d '{\"result\":\"success\"}' \\"
-	@echo "       http://$(SHARDSTOCK_HTTP_ADDR)/api/v1/orders/ORDER_ID/pay"
-	@echo "  curl -s -H 'Authorization: Bearer $(SHARDSTOCK_ADMIN_TOKEN)' http://$(SHARDSTOCK_HTTP_ADDR)/admin/v1/products/lamp"
-	@echo "Ctrl-C stops the server; 'make stop' stops Redis (and RocketMQ and MariaDB)."
-	@echo
-	SHARDSTOCK_SHARDS=$$($(REDIS) urls) SHARDSTOCK_ADMIN_TOKEN=$(SHARDSTOCK_ADMIN_TOKEN) \
-	  SHARDSTOCK_HTTP_ADDR=$(SHARDSTOCK_HTTP_ADDR) \
-	  SHARDSTOCK_MQ=$$(if [ "$(MQ)" = rocketmq ]; then echo rocketmq://127.0.0.1:9876; else echo streams; fi) \
-	  SHARDSTOCK_DB=$$(if [ "$(MQ)" = rocketmq ]; then $(MARIADB) dsn; else echo sqlite:./data/orders.db; fi) \
-	  $(BIN) serve
+run: build ## start 3 Redis masters and the server on the embedded defaults (Streams + SQLite); MQ=rocketmq runs the full stack (RocketMQ + MariaDB); data in run/streams/ or run/rocketmq/
+	@SHARDSTOCK_ADMIN_TOKEN=$(SHARDSTOCK_ADMIN_TOKEN) SHARDSTOCK_HTTP_ADDR=$(SHARDSTOCK_HTTP_ADDR) deploy/run.sh start $(MQ)
 
-stop: ## stop what `make run` started
-	$(REDIS) stop
-	$(ROCKETMQ) stop
-	$(MARIADB) stop
+stop: ## stop what `make run` started: the server (by its pid file), Redis, and RocketMQ and MariaDB
+	@deploy/run.sh stop
+
+reset: ## stop, then delete the data of both `make run` modes (asks first; FORCE=1 does not ask)
+	@FORCE=$(FORCE) deploy/run.sh reset
 
 vet:
 	$(GO) vet ./...
 
-test: ## install and start what the tests need (Redis, MariaDB, RocketMQ, Prometheus, Chromium, nginx), vet, run every test with the race detector, then the fuzzers
+test: ## install and start what the tests need (Redis, MariaDB, RocketMQ, Prometheus, Chromium, nginx), vet, run every test with the race detector, then the README quick-start test and the fuzzers
 	$(REDIS) install
 	$(MARIADB) install
 	deploy/prometheus.sh install
@@ -57,6 +41,8 @@ test: ## install and start what the tests need (Redis, MariaDB, RocketMQ, Promet
 	$(ROCKETMQ) fetch
 	$(GO) vet ./...
 	deploy/with-services.sh $(GO) test -race -count=1 -p 1 -timeout 20m ./...
+	@echo "README quick start on a fresh clone (make run in both modes, every command, make stop):"
+	SHARDSTOCK_TEST_README=1 $(GO) test -count=1 -timeout 15m -run '^TestReadmeQuickStartIsTrue$$' ./cmd/shardstock/
 	@$(MAKE) --no-print-directory fuzz
 	@cat artifacts/chaos-report.txt
 
@@ -69,12 +55,13 @@ FUZZ_TMPDIR ?= $(shell [ -d /dev/shm ] && [ -w /dev/shm ] && echo /dev/shm || ec
 FUZZ_TARGETS := FuzzValidID:. FuzzDecodeMessages:. FuzzDecodeStrict:./api FuzzTokenIdentity:./flashsale FuzzSpoolOpen:./ha
 
 fuzz: ## run every fuzz target for FUZZTIME (default 5s); findings land in testdata/fuzz as regression cases
-	@for t in $(FUZZ_TARGETS); do \
+	@log=$$(mktemp); trap 'rm -f "$$log"' EXIT; \
+	for t in $(FUZZ_TARGETS); do \
 	  name=$${t%%:*}; pkg=$${t#*:}; \
 	  echo "fuzz $$name ($$pkg, $(FUZZTIME))"; \
-	  TMPDIR=$(FUZZ_TMPDIR) $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg >/tmp/shardstock-fuzz.log 2>&1 \
-	    || { cat /tmp/shardstock-fuzz.log; exit 1; }; \
-	  grep -E '^fuzz: elapsed' /tmp/shardstock-fuzz.log | tail -1; \
+	  TMPDIR=$(FUZZ_TMPDIR) $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg >"$$log" 2>&1 \
+	    || { cat "$$log"; exit 1; }; \
+	  grep -E '^fuzz: elapsed' "$$log" | tail -1; \
 	done
 
 bench: ## side-by-side benchmark (HTTP and Redis ceilings vs the purchase path; rewrites BENCHMARKS.md), then the Go benchmarks
@@ -85,5 +72,5 @@ bench: ## side-by-side benchmark (HTTP and Redis ceilings vs the purchase path; 
 	deploy/with-services.sh bash -c '$(GO) test -run "^$$" -bench . -benchtime $(BENCHTIME) ./shard/ && \
 	  $(GO) test -run "^$$" -bench OrderPipeline -benchtime 3000x ./cmd/shardstock/'
 
-clean:
-	rm -rf bin
+clean: ## delete the build output and the test runs' data (not the quick start's: see make reset)
+	rm -rf bin run/test run/bench

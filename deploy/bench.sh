@@ -11,6 +11,7 @@
 # prints the ratios c/a, d/a, c/b and rewrites the table in BENCHMARKS.md.
 # Environment: BENCH_DURATION (10s per wrk run), BENCH_CONNS (128), BENCH_ROUNDS (3).
 set -euo pipefail
+source "$(dirname "$0")/lib.sh"
 root=$(cd "$(dirname "$0")/.." && pwd)
 run=$root/run/bench
 dur=${BENCH_DURATION:-10s}
@@ -20,7 +21,7 @@ ports=17479,17579,17679
 token=bench-admin-token-0123456789
 cd "$root"
 
-command -v wrk >/dev/null || { echo "bench: installing wrk from Debian"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null; }
+command -v wrk >/dev/null || { echo "bench: installing wrk from Debian"; apt_install -- wrk; }
 deploy/redis.sh install
 rm -rf "$run"; mkdir -p "$run"
 go build -o bin/shardstock ./cmd/shardstock

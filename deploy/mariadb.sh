@@ -15,6 +15,7 @@
 # The user shardstock/shardstock may create databases (tests make one each);
 # for anything but a local run, create a user limited to its database.
 set -euo pipefail
+source "$(dirname "$0")/lib.sh"
 
 port=${SHARDSTOCK_MARIADB_PORT:-3406}
 dir=${SHARDSTOCK_MARIADB_DIR:-./run/mariadb}
@@ -28,8 +29,7 @@ die() { echo "mariadb.sh: $*" >&2; exit 1; }
 install() {
   command -v mariadbd >/dev/null && command -v mariadb >/dev/null && return
   echo "mariadb.sh: installing mariadb-server from Debian"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq && apt-get install -y -qq mariadb-server mariadb-client >/dev/null
+  apt_install mariadb -- mariadb-server mariadb-client
 }
 
 running() { kill -0 "$1" 2>/dev/null && ! grep -q '^[0-9]* ([^)]*) Z' "/proc/$1/stat" 2>/dev/null; }

@@ -8,6 +8,7 @@
 #   deploy/nginx.sh start [--port 8000] [--upstreams 127.0.0.1:8080,...] [--dir ./run/nginx]
 #   deploy/nginx.sh stop  [--dir ./run/nginx]
 set -euo pipefail
+source "$(dirname "$0")/lib.sh"
 here=$(cd "$(dirname "$0")" && pwd)
 port=8000 upstreams=127.0.0.1:8080 dir=./run/nginx
 usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
@@ -27,8 +28,7 @@ mkdir -p "$dir/tmp"; dir=$(cd "$dir" && pwd)
 install() {
   command -v nginx >/dev/null && [ -f /usr/lib/nginx/modules/ngx_http_lua_module.so ] && return
   echo "nginx.sh: installing nginx and libnginx-mod-http-lua from Debian"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq && apt-get install -y -qq nginx-light libnginx-mod-http-lua >/dev/null
+  apt_install nginx -- nginx-light libnginx-mod-http-lua
 }
 
 running() { kill -0 "$1" 2>/dev/null && ! grep -q '^[0-9]* ([^)]*) Z' "/proc/$1/stat" 2>/dev/null; }

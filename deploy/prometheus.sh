@@ -9,6 +9,7 @@
 #
 # defaults: targets 127.0.0.1:8080, port 9090, dir ./run/prometheus
 set -euo pipefail
+source "$(dirname "$0")/lib.sh"
 here=$(cd "$(dirname "$0")" && pwd)
 targets=127.0.0.1:8080 port=9090 dir=./run/prometheus interval=5s
 usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
@@ -29,8 +30,7 @@ mkdir -p "$dir"; dir=$(cd "$dir" && pwd)
 install() {
   command -v prometheus >/dev/null && command -v promtool >/dev/null && return
   echo "prometheus.sh: installing prometheus from Debian"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq && apt-get install -y -qq prometheus >/dev/null
+  apt_install prometheus prometheus-node-exporter -- prometheus
 }
 
 running() { kill -0 "$1" 2>/dev/null && ! grep -q '^[0-9]* ([^)]*) Z' "/proc/$1/stat" 2>/dev/null; }

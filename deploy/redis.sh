@@ -19,6 +19,7 @@
 #   --acl-user NAME:PASS     [SHARDSTOCK_REDIS_ACL_USER] an ACL user for shardstock: only ss:* keys,
 #                            no dangerous or admin commands; use redis://NAME:PASS@host:port/0
 set -euo pipefail
+source "$(dirname "$0")/lib.sh"
 
 ports=${SHARDSTOCK_REDIS_PORTS:-6479,6579,6679}
 dir=${SHARDSTOCK_REDIS_DIR:-./run/redis}
@@ -49,8 +50,7 @@ dir=$(cd "$dir" && pwd)
 install() {
   command -v redis-server >/dev/null && command -v redis-cli >/dev/null && return
   echo "redis.sh: installing redis-server from Debian"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq && apt-get install -y -qq redis-server redis-tools >/dev/null
+  apt_install redis-server -- redis-server redis-tools
 }
 
 pidof_port() { local f="$dir/$1/redis.pid"; [ -f "$f" ] && cat "$f" || true; }

@@ -4,14 +4,16 @@
 #
 #   deploy/rocketmq.sh fetch     fetch the jars (mvn dependency:copy-dependencies on deploy/rocketmq/pom.xml)
 #   deploy/rocketmq.sh start     fetch if needed, start the NameServer and the Broker, wait for "boot success"
-#   deploy/rocketmq.sh stop      stop both (SIGTERM, then SIGKILL)
-#   deploy/rocketmq.sh stop-broker / start-broker    the Broker alone (for outage drills)
+#   deploy/rocketmq.sh stop [--wait]  stop both: SIGTERM, as mqshutdown does, and return at once
+#                                (--wait: until they exited); a start waits for a previous one
+#   deploy/rocketmq.sh stop-broker / start-broker    the Broker alone, stopped before it returns (outage drills)
 #   deploy/rocketmq.sh status    print what runs
 #
 # environment:
 #   SHARDSTOCK_RMQ_CACHE  jar cache dir            (default ~/.cache/shardstock/rocketmq-5.3.3)
 #   SHARDSTOCK_RMQ_DIR    logs, config and store   (default ./run/rocketmq)
 #   SHARDSTOCK_RMQ_HEAP   Broker heap              (default 512m; the NameServer gets 256m)
+#   SHARDSTOCK_RMQ_BIND   address both listen on   (default 127.0.0.1; 0.0.0.0 for every interface)
 # Ports: NameServer 9876, Broker 10911 (plus 10909 and 10912, which the Broker derives).
 set -euo pipefail
 
@@ -19,6 +21,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 cache=${SHARDSTOCK_RMQ_CACHE:-$HOME/.cache/shardstock/rocketmq-5.3.3}
 dir=${SHARDSTOCK_RMQ_DIR:-./run/rocketmq}
 heap=${SHARDSTOCK_RMQ_HEAP:-512m}
+bind=${SHARDSTOCK_RMQ_BIND:-127.0.0.1}
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
 
@@ -74,6 +77,7 @@ flushDiskType=ASYNC_FLUSH
 brokerIP1=127.0.0.1
 namesrvAddr=127.0.0.1:9876
 listenPort=10911
+bindAddress=$bind
 autoCreateTopicEnable=true
 storePathRootDir=$dir/store
 storePathCommitLog=$dir/store/commitlog
@@ -89,7 +93,8 @@ CONF
 start_namesrv() {
   if alive namesrv; then echo "namesrv already running (pid $(pid_of namesrv))"; return; fi
   : >"$dir/logs/namesrv.out" 2>/dev/null || true
-  jvm namesrv 256m org.apache.rocketmq.namesrv.NamesrvStartup rmq.namesrv.logback.xml
+  printf '# written by deploy/rocketmq.sh\nlistenPort=9876\nbindAddress=%s\n' "$bind" >"$dir/namesrv.conf"
+  jvm namesrv 256m org.apache.rocketmq.namesrv.NamesrvStartup rmq.namesrv.logback.xml -c "$dir/namesrv.conf"
   wait_boot namesrv
 }
 
@@ -101,21 +106,31 @@ start_broker() {
   wait_boot broker
 }
 
-stop_one() { # name
+# signal_stop NAME: SIGTERM, as RocketMQ's own mqshutdown does; the JVM's
+# shutdown hook then unregisters from the NameServer and flushes the store
+# (about 10 s for the Broker) on its own.
+signal_stop() {
   alive "$1" || { echo "$1 not running"; return; }
+  kill "$(pid_of "$1")"
+  echo "$1 shutting down (pid $(pid_of "$1"))"
+}
+
+# wait_gone NAME: wait up to 60 s for a stopping process to exit (SIGKILL after).
+wait_gone() {
   local p; p=$(pid_of "$1")
-  kill "$p"
-  for _ in $(seq 1 100); do running "$p" || { echo "$1 stopped"; return; }; sleep 0.1; done
+  [ -n "$p" ] && running "$p" || return 0
+  for _ in $(seq 1 600); do running "$p" || { echo "$1 stopped"; return; }; sleep 0.1; done
   kill -9 "$p" 2>/dev/null || true
-  echo "$1 killed after 10 s"
+  echo "$1 killed after 60 s"
 }
 
 case "${1:-}" in
   fetch) fetch ;;
-  start) fetch; mkdir -p "$dir/logs"; start_namesrv; start_broker ;;
-  stop) stop_one broker; stop_one namesrv ;;
-  start-broker) fetch; mkdir -p "$dir/logs"; start_broker ;;
-  stop-broker) stop_one broker ;;
+  start) fetch; mkdir -p "$dir/logs"; wait_gone broker; wait_gone namesrv; start_namesrv; start_broker ;;
+  stop) signal_stop broker; signal_stop namesrv
+        if [ "${2:-}" = --wait ]; then wait_gone broker; wait_gone namesrv; fi ;;
+  start-broker) fetch; mkdir -p "$dir/logs"; wait_gone broker; start_broker ;;
+  stop-broker) signal_stop broker; wait_gone broker ;;
   status) for n in namesrv broker; do if alive $n; then echo "$n up pid $(pid_of $n)"; else echo "$n down"; fi; done ;;
   ""|-h|--help|help) usage ;;
   *) die "unknown command $1 (see --help)" ;;

@@ -19,7 +19,7 @@ export SHARDSTOCK_TEST_ROCKETMQ="rocketmq://127.0.0.1:9876"
 export SHARDSTOCK_TEST_REQUIRE_ALL=1
 
 stop() {
-  "$root/deploy/rocketmq.sh" stop || true
+  "$root/deploy/rocketmq.sh" stop --wait || true
   "$root/deploy/mariadb.sh" stop || true
 }
 trap stop EXIT

@@ -152,6 +152,9 @@ func (s *Service) placeOnShards(ctx context.Context, p *shardstock.Product) erro
 		return fmt.Errorf("%w: catalog: %w", shardstock.ErrUnavailable, err)
 	}
 	if stored == "" {
+		if err := s.notOnShards(ctx, p.ID); err != nil {
+			return err
+		}
 		p.ShardCount = s.store.Len()
 		return s.splitOverLiveShards(ctx, p)
 	}
@@ -160,6 +163,23 @@ func (s *Service) placeOnShards(ctx context.Context, p *shardstock.Product) erro
 		return fmt.Errorf("decode definition of %s: %w", p.ID, err)
 	}
 	p.ShardCount, p.Split = old.ShardCount, old.Split
+	return nil
+}
+
+// notOnShards refuses (409) a first definition of a product some shard
+// already holds. The catalog is written before any shard, so a shard that
+// has a product this catalog never defined holds another catalog's stock
+// (or this database lost its record): answering 201 would sell next to
+// units and holds it knows nothing of. A shard that does not answer is
+// checked by its init later (a different definition there is a conflict).
+func (s *Service) notOnShards(ctx context.Context, id string) error {
+	for i := range s.store.Len() {
+		c, err := s.store.Counters(ctx, i, id)
+		if err == nil && c.Known {
+			return shardstock.Conflict(fmt.Sprintf("product %s is already on shard %d (salable %d, locked %d, sold %d) but not in this catalog: "+
+				"those shards hold stock of another database; point SHARDSTOCK_DB at it, or use empty shards", id, i, c.Salable, c.Locked, c.Sold))
+		}
+	}
 	return nil
 }
 

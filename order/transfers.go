@@ -2,6 +2,8 @@ package order
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -137,4 +139,20 @@ func (s *Store) RecordTransaction(ctx context.Context, transaction, id string) (
 		return "", fmt.Errorf("record transaction: %w", err)
 	}
 	return was, nil
+}
+
+// CatalogID returns the id of this catalog, made up and put on record by
+// the first call on a new database (the first of concurrent calls wins).
+func (s *Store) CatalogID(ctx context.Context) (string, error) {
+	b := make([]byte, 12)
+	rand.Read(b)
+	_, err := s.db.ExecContext(ctx, `INSERT INTO catalog_meta (name, value) VALUES ('catalog_id', ?)`, hex.EncodeToString(b))
+	if err != nil && !isDuplicate(err) {
+		return "", fmt.Errorf("catalog id: %w", err)
+	}
+	var id string
+	if err := s.db.QueryRowContext(ctx, `SELECT value FROM catalog_meta WHERE name = 'catalog_id'`).Scan(&id); err != nil {
+		return "", fmt.Errorf("catalog id: %w", err)
+	}
+	return id, nil
 }

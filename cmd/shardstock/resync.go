@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"slices"
 	"time"
 
 	"github.com/shardstock/shardstock/shard"
@@ -27,9 +30,40 @@ func (m *Main) requestResync(i int, run string) {
 	}
 }
 
+// claimCatalog checks that shard i holds this catalog's stock, stamping it
+// when it has no stamp (shard.ClaimCatalog). A foreign shard stays fenced:
+// it is remembered, so that a coordinator starting on it refuses to start.
+func (m *Main) claimCatalog(ctx context.Context, i int) error {
+	id, err := m.store.CatalogID(ctx)
+	if err != nil {
+		return err
+	}
+	ids, err := m.store.ProductIDs(ctx)
+	if err != nil {
+		return err
+	}
+	err = m.set.ClaimCatalog(ctx, i, id, func(p string) bool { return slices.Contains(ids, p) })
+	if errors.Is(err, shard.ErrForeignCatalog) {
+		m.foreign.Store(&err)
+	}
+	return err
+}
+
+// foreignShard is the error of a shard found holding another catalog's
+// stock, said as one line that tells the operator what to do; nil if none.
+func (m *Main) foreignShard() error {
+	p := m.foreign.Load()
+	if p == nil {
+		return nil
+	}
+	return fmt.Errorf("SHARDSTOCK_SHARDS: %w. Point SHARDSTOCK_DB at the database these shards were used with, "+
+		"or use other (empty) shards; for the quick start, make reset deletes both", *p)
+}
+
 // startResyncs starts the resync loop and waits, up to 10 s, until every
-// shard that answers is resynced: a coordinator sells nothing before.
-func (m *Main) startResyncs() {
+// shard that answers is resynced: a coordinator sells nothing before. A
+// shard that holds another catalog's stock fails the start.
+func (m *Main) startResyncs() error {
 	ctx, cancel := context.WithCancel(context.Background())
 	m.resyncCtx, m.stopSync = ctx, cancel
 	m.loops.Go(func() { m.resyncLoop(ctx) })
@@ -39,10 +73,11 @@ func (m *Main) startResyncs() {
 		if m.set.Ping(probe, i) != nil {
 			continue // down: resynced when it answers
 		}
-		for m.set.Fenced(i) && time.Now().Before(deadline) {
+		for m.set.Fenced(i) && m.foreign.Load() == nil && time.Now().Before(deadline) {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
+	return m.foreignShard()
 }
 
 func (m *Main) resyncLoop(ctx context.Context) {
@@ -62,6 +97,9 @@ func (m *Main) resyncLoop(ctx context.Context) {
 func (m *Main) resync(ctx context.Context, r resyncRequest) error {
 	if !m.set.Fenced(r.shard) {
 		return nil // a request queued twice
+	}
+	if err := m.claimCatalog(ctx, r.shard); err != nil {
+		return err
 	}
 	done, err := m.store.SyncedRunID(ctx, r.shard)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"strconv"
+	"sync/atomic"
 	"sync"
 	"time"
 
@@ -58,6 +59,7 @@ type Main struct {
 	resyncs   chan resyncRequest
 	resyncCtx context.Context // the resync loop's; cancelled by Close
 	stopSync  context.CancelFunc
+	foreign   atomic.Pointer[error] // a shard holding another catalog's stock
 	served    chan error
 }
 
@@ -115,7 +117,9 @@ func (m *Main) Run(ctx context.Context) error {
 		}})
 	m.registry.MustRegister(&metrics.ShardCollector{Source: m.inv, Limits: m.inv, Breakers: m.breakerStates},
 		&metrics.OrderCollector{Orders: m.store, TTL: time.Second})
-	m.startResyncs()
+	if err := m.startResyncs(); err != nil {
+		return err
+	}
 	settler, err := m.openTransport(ctx)
 	if err != nil {
 		return err

@@ -12,14 +12,21 @@
 #                                                   (default 1) before, without the writes since (appendfsync everysec)
 #   deploy/chaos/chaos.sh broker-restart [SECS]     stop the RocketMQ broker, wait SECS (default 5), start it
 #   deploy/chaos/chaos.sh db-restart [SECS]         SIGKILL MariaDB, wait SECS (default 5), start it
-#   deploy/chaos/chaos.sh coordinator-kill PID      SIGKILL a coordinator process (restart it yourself, or with:)
+#   deploy/chaos/chaos.sh coordinator-kill [PID]    SIGKILL a coordinator process (default: make run's, by its
+#                                                   pid file run/shardstock.pid); restart it yourself, or with:
 #   deploy/chaos/chaos.sh coordinator-kill PID -- COMMAND...   ...then run COMMAND in the background to restart it
 #
-# The deploy scripts' variables apply (SHARDSTOCK_REDIS_DIR, SHARDSTOCK_RMQ_DIR,
-# SHARDSTOCK_MARIADB_DIR, ...), so point them at the same directories as the
-# processes you are disturbing.
+# By default the processes of `make run` are disturbed: its mode's directories
+# (run/streams/ or run/rocketmq/). The deploy scripts' variables
+# (SHARDSTOCK_REDIS_DIR, SHARDSTOCK_RMQ_DIR, SHARDSTOCK_MARIADB_DIR, ...) point
+# elsewhere.
 set -euo pipefail
 deploy=$(cd "$(dirname "$0")/.." && pwd)
+run=$(cd "$deploy/.." && pwd)/run
+mode=$(cat "$run/mode" 2>/dev/null || echo streams)
+export SHARDSTOCK_REDIS_DIR=${SHARDSTOCK_REDIS_DIR:-$run/$mode/redis}
+export SHARDSTOCK_RMQ_DIR=${SHARDSTOCK_RMQ_DIR:-$run/$mode/rocketmq}
+export SHARDSTOCK_MARIADB_DIR=${SHARDSTOCK_MARIADB_DIR:-$run/$mode/mariadb}
 say() { echo "chaos $(date -u +%H:%M:%S.%3N): $*"; }
 usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
 need() { [ -n "${1:-}" ] || { usage >&2; exit 2; }; }
@@ -34,7 +41,7 @@ case "$action" in
   shard-restart) need "${1:-}"; say "start shard :$1 from its AOF"; "$deploy/redis.sh" start --ports "$1" ;;
   shard-wipe) need "${1:-}"; say "wipe shard :$1 (kill, delete data, start empty)"; "$deploy/redis.sh" wipe --ports "$1" ;;
   shard-crash)
-    need "${1:-}"; d=${SHARDSTOCK_REDIS_DIR:-$deploy/../run/redis}/$1
+    need "${1:-}"; d=$SHARDSTOCK_REDIS_DIR/$1
     [ -d "$d/appendonlydir" ] || { echo "chaos.sh: no AOF at $d/appendonlydir (set SHARDSTOCK_REDIS_DIR)" >&2; exit 1; }
     rm -rf "$d/crash-copy"; cp -a "$d/appendonlydir" "$d/crash-copy"
     say "shard :$1 AOF copied; crash in ${2:-1}s"; sleep "${2:-1}"
@@ -48,7 +55,10 @@ case "$action" in
     say "SIGKILL MariaDB"; "$deploy/mariadb.sh" kill
     sleep "${1:-5}"; say "start MariaDB"; "$deploy/mariadb.sh" start ;;
   coordinator-kill)
-    need "${1:-}"; pid=$1; shift
+    pid=${1:-}; [ $# -gt 0 ] && shift
+    if [ -z "$pid" ]; then
+      pid=$(cat "$run/shardstock.pid" 2>/dev/null) || { echo "chaos.sh: no run/shardstock.pid (is make run running?); give a PID" >&2; exit 1; }
+    fi
     say "SIGKILL coordinator pid $pid"; kill -9 "$pid"
     if [ "${1:-}" = "--" ]; then shift; say "restart coordinator: $*"; nohup "$@" >/dev/null 2>&1 & say "restarted as pid $!"; fi ;;
   ""|-h|--help|help) usage ;;

@@ -1,0 +1,249 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// quickStartStep is one command of the README's quick start and the answer
+// the README shows for it.
+type quickStartStep struct {
+	command, answer string
+}
+
+// quickStart reads the quick start's commands from the README: the first
+// sh block of the "Quick start" section that runs curl. A command may span
+// lines ending in a backslash; a "# " line after it is its answer.
+func quickStart(readme string) ([]quickStartStep, error) {
+	_, section, ok := strings.Cut(readme, "## Quick start")
+	if !ok {
+		return nil, fmt.Errorf("no Quick start section")
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	for _, block := range strings.Split(section, "```sh\n")[1:] {
+		block, _, _ = strings.Cut(block, "```")
+		if !strings.Contains(block, "curl ") {
+			continue
+		}
+		var steps []quickStartStep
+		var cmd strings.Builder
+		for _, line := range strings.Split(block, "\n") {
+			switch {
+			case strings.HasPrefix(line, "# ") && len(steps) > 0:
+				steps[len(steps)-1].answer = strings.TrimPrefix(line, "# ")
+			case strings.HasSuffix(line, "\\"):
+				cmd.WriteString(strings.TrimSuffix(line, "\\"))
+			case strings.TrimSpace(line) != "":
+				cmd.WriteString(line)
+				steps = append(steps, quickStartStep{command: cmd.String()})
+				cmd.Reset()
+			}
+		}
+		return steps, nil
+	}
+	return nil, fmt.Errorf("no sh block with curl commands in the Quick start section")
+}
+
+// TestReadmeQuickStartIsTrue (issue 17): on a fresh clone, `make run` in
+// both modes starts, every quick-start command of the README answers what
+// the README shows (ids, the shard and the payment deadline aside), and
+// `make stop` leaves nothing listening. make test runs it after the other
+// tests (SHARDSTOCK_TEST_README=1), when the shared services are stopped:
+// the quick start uses the same ports.
+func TestReadmeQuickStartIsTrue(t *testing.T) {
+	if os.Getenv("SHARDSTOCK_TEST_README") != "1" {
+		t.Skip("SHARDSTOCK_TEST_README=1 runs it (make test does, after the other tests)")
+	}
+	ports := []int{8080, 6479, 6579, 6679, 3406, 9876, 10909, 10911, 10912}
+	for _, p := range ports {
+		if listening(p) {
+			t.Fatalf("port %d is in use: a make run may be running (make stop stops it)", p)
+		}
+	}
+	clone := filepath.Join(t.TempDir(), "clone")
+	if out, err := exec.Command("git", "clone", "--quiet", repoRoot(t), clone).CombinedOutput(); err != nil {
+		t.Fatalf("git clone: %v\n%s", err, out)
+	}
+	readme, err := os.ReadFile(filepath.Join(clone, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps, err := quickStart(string(readme))
+	if err != nil || len(steps) < 5 {
+		t.Fatalf("README quick start: %d commands, %v", len(steps), err)
+	}
+	t.Cleanup(func() { exec.Command("make", "-C", clone, "stop").Run() })
+	for _, mode := range []string{"streams", "rocketmq"} {
+		t.Run(mode, func(t *testing.T) {
+			banner := makeRun(t, clone, mode)
+			for _, want := range []string{"sale page", "operators' page", "/admin/", "metrics", "/metrics"} {
+				if !strings.Contains(banner, want) {
+					t.Errorf("make run does not say where the %q is:\n%s", want, banner)
+				}
+			}
+			ids := map[string]string{} // the README's order ids -> this run's
+			for _, s := range steps {
+				checkStep(t, s, ids)
+			}
+			if out, err := exec.Command("make", "-C", clone, "stop").CombinedOutput(); err != nil {
+				t.Fatalf("make stop: %v\n%s", err, out)
+			}
+			waitFor(t, 60*time.Second, "nothing listening after make stop", func() (bool, string) {
+				var busy []int
+				for _, p := range ports {
+					if listening(p) {
+						busy = append(busy, p)
+					}
+				}
+				return len(busy) == 0, fmt.Sprint("still listening: ", busy)
+			})
+		})
+	}
+	if out, err := exec.Command("make", "-C", clone, "reset", "FORCE=1").CombinedOutput(); err != nil {
+		t.Fatalf("make reset FORCE=1: %v\n%s", err, out)
+	}
+	for _, d := range []string{"run/streams", "run/rocketmq"} {
+		if _, err := os.Stat(filepath.Join(clone, d)); !os.IsNotExist(err) {
+			t.Fatalf("make reset left %s", d)
+		}
+	}
+}
+
+func listening(port int) bool {
+	c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), 200*time.Millisecond)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
+}
+
+// makeRun starts `make run MQ=mode` in dir and returns its output up to
+// the banner that says it is up; the process group is stopped with the test.
+func makeRun(t *testing.T, dir, mode string) string {
+	t.Helper()
+	cmd := exec.Command("make", "run", "MQ="+mode)
+	cmd.Dir = dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, _ := cmd.StdoutPipe()
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)
+		cmd.Wait()
+	})
+	var (
+		mu  sync.Mutex
+		buf strings.Builder
+	)
+	up := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(out)
+		var once sync.Once
+		for sc.Scan() {
+			mu.Lock()
+			buf.WriteString(sc.Text() + "\n")
+			if strings.Contains(sc.Text(), "Ctrl-C stops the server") {
+				once.Do(func() { close(up) })
+			}
+			mu.Unlock()
+		}
+	}()
+	select {
+	case <-up:
+	case <-time.After(4 * time.Minute):
+		mu.Lock()
+		defer mu.Unlock()
+		t.Fatalf("make run MQ=%s did not come up within 4 min:\n%s", mode, buf.String())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return buf.String()
+}
+
+var orderIDRe = regexp.MustCompile(`"order_id":"([0-9A-Z]{26})"`)
+
+// checkStep runs one quick-start command and compares its answer with the
+// README's. An order is pending for a moment after the purchase (the README
+// says so), so a command is tried again for up to 20 s until it matches.
+func checkStep(t *testing.T, s quickStartStep, ids map[string]string) {
+	t.Helper()
+	command := s.command
+	for readme, real := range ids {
+		command = strings.ReplaceAll(command, readme, real)
+	}
+	var got string
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		out, err := exec.CommandContext(ctx, "bash", "-c", command).Output()
+		cancel()
+		if err != nil {
+			t.Fatalf("%s: %v", command, err)
+		}
+		got = strings.TrimSpace(string(out))
+		if s.answer == "" || sameAnswer(s.answer, got) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("README command\n  %s\nanswered\n  %s\nthe README shows\n  %s", command, got, s.answer)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	if w, g := orderIDRe.FindStringSubmatch(s.answer), orderIDRe.FindStringSubmatch(got); w != nil && g != nil {
+		if _, seen := ids[w[1]]; !seen {
+			ids[w[1]] = g[1]
+		}
+	}
+}
+
+// sameAnswer compares two JSON answers, leaving out what differs from run
+// to run: order ids, the shard a unit landed on, the payment deadline, and
+// the per-shard counters (they follow the shard).
+func sameAnswer(want, got string) bool {
+	var w, g any
+	if json.Unmarshal([]byte(want), &w) != nil || json.Unmarshal([]byte(got), &g) != nil {
+		return want == got
+	}
+	return reflect.DeepEqual(normalise(w, false), normalise(g, false))
+}
+
+func normalise(v any, inShards bool) any {
+	switch x := v.(type) {
+	case map[string]any:
+		out := map[string]any{}
+		for k, e := range x {
+			switch {
+			case k == "order_id" || k == "shard" || k == "pay_by":
+				out[k] = "*"
+			case inShards && (k == "salable" || k == "locked" || k == "sold"):
+				out[k] = "*"
+			default:
+				out[k] = normalise(e, inShards || k == "shards")
+			}
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = normalise(e, inShards)
+		}
+		return out
+	}
+	return v
+}
