@@ -11,8 +11,8 @@ import (
 	"net/http/pprof"
 	"os"
 	"strconv"
-	"sync/atomic"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-multierror"
