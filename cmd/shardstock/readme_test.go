@@ -247,3 +247,34 @@ func normalise(v any, inShards bool) any {
 	}
 	return v
 }
+
+// TestQuickStartParsingAndComparison: the README test reads multi-line
+// commands with their answers, and its comparison ignores only what varies
+// from run to run.
+func TestQuickStartParsingAndComparison(t *testing.T) {
+	readme := "x\n## Quick start\n\n```sh\nmake run\n```\n\n```sh\ncurl -s -X PUT \\\n     http://h/p\n# {\"a\":1}\ncurl -s http://h/q\n```\n## Next\n"
+	steps, err := quickStart(readme)
+	if err != nil || len(steps) != 2 || steps[0].command != "curl -s -X PUT      http://h/p" || steps[0].answer != `{"a":1}` || steps[1].answer != "" {
+		t.Fatalf("%q %v", steps, err)
+	}
+	same := map[string][2]string{
+		"another order id and shard": {`{"order_id":"A","shard":1,"status":"paid"}`, `{"order_id":"B","shard":2,"status":"paid"}`},
+		"per-shard counters":         {`{"totals":{"sold":1},"shards":[{"index":0,"sold":1}]}`, `{"totals":{"sold":1},"shards":[{"index":0,"sold":0}]}`},
+	}
+	for what, c := range same {
+		if !sameAnswer(c[0], c[1]) {
+			t.Errorf("%s: %s and %s should compare equal", what, c[0], c[1])
+		}
+	}
+	differ := map[string][2]string{
+		"another status":  {`{"status":"paid"}`, `{"status":"pending"}`},
+		"another total":   {`{"totals":{"sold":1}}`, `{"totals":{"sold":2}}`},
+		"a missing field": {`{"status":"paid","user_id":"alice"}`, `{"status":"paid"}`},
+		"an error":        {`{"status":"reserved"}`, `{"error":"sold_out"}`},
+	}
+	for what, c := range differ {
+		if sameAnswer(c[0], c[1]) {
+			t.Errorf("%s: %s and %s compare equal", what, c[0], c[1])
+		}
+	}
+}
