@@ -32,12 +32,13 @@ reset: ## stop, then delete the data of both `make run` modes (asks first; FORCE
 vet:
 	$(GO) vet ./...
 
-test: ## install and start what the tests need (Redis, MariaDB, RocketMQ, Prometheus, Chromium, nginx), vet, run every test with the race detector, then the README quick-start test and the fuzzers
+test: ## install and start what the tests need (Redis, MariaDB, RocketMQ, Prometheus, Chromium, nginx, Schemathesis), vet, run every test with the race detector, then the README quick-start test and the fuzzers
 	$(REDIS) install
 	$(MARIADB) install
 	deploy/prometheus.sh install
 	deploy/chromium.sh install
 	deploy/nginx.sh install
+	deploy/schemathesis.sh install
 	$(ROCKETMQ) fetch
 	$(GO) vet ./...
 	deploy/with-services.sh $(GO) test -race -count=1 -p 1 -timeout 20m ./...

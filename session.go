@@ -1,6 +1,9 @@
 package shardstock
 
-import "time"
+import (
+	"time"
+	"unicode/utf8"
+)
 
 // Session groups products under one sale window.
 type Session struct {
@@ -21,8 +24,8 @@ func (s *Session) Validate() error {
 		return Invalid("session id must be 1-64 characters of [A-Za-z0-9_-]")
 	case s.StartsAt.IsZero() || s.EndsAt.IsZero() || !s.EndsAt.After(s.StartsAt):
 		return Invalid("starts_at and ends_at are required, ends_at after starts_at")
-	case len(s.Title) > MaxTitleLen:
-		return Invalid("title must be at most 200 bytes")
+	case utf8.RuneCountInString(s.Title) > MaxTitleLen:
+		return Invalid("title must be at most 200 characters")
 	case len(s.Products) == 0 || len(s.Products) > MaxSessionProducts:
 		return Invalid("products must list 1 to 100 product ids")
 	}

@@ -6,6 +6,7 @@ package shardstock
 
 import (
 	"time"
+	"unicode/utf8"
 )
 
 // Product is a sale product as the operator defined it.
@@ -56,8 +57,8 @@ func (p *Product) Validate() error {
 		return Invalid("per_user_limit must be between 1 and 1000")
 	case !p.StartsAt.IsZero() && !p.EndsAt.IsZero() && !p.EndsAt.After(p.StartsAt):
 		return Invalid("ends_at must be after starts_at")
-	case len(p.Title) > MaxTitleLen:
-		return Invalid("title must be at most 200 bytes")
+	case utf8.RuneCountInString(p.Title) > MaxTitleLen:
+		return Invalid("title must be at most 200 characters")
 	case p.PriceCents < 0:
 		return Invalid("price_cents must not be negative")
 	}

@@ -15,7 +15,9 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -248,6 +250,9 @@ func decodeBody(r *http.Request, body []byte, dst any, allowEmpty bool) error {
 }
 
 func decodeStrict(body []byte, dst any) error {
+	if t := bytes.TrimSpace(body); len(t) == 0 || t[0] != '{' {
+		return shardstock.Invalid("the body must be a JSON object")
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
@@ -278,4 +283,40 @@ func (t *OptionalTime) UnmarshalJSON(b []byte) error {
 	}
 	t.Time = v
 	return nil
+}
+
+// MethodNotAllowedRoute names the routes AnswerMethodNotAllowed adds.
+const MethodNotAllowedRoute = "method-not-allowed"
+
+// AnswerMethodNotAllowed makes every path of e answer 405, with an Allow
+// header, to the methods it does not serve. Echo's groups end in a
+// catch-all that would answer 404 instead; call this after every route is
+// registered.
+func AnswerMethodNotAllowed(e *echo.Echo) {
+	allowed := map[string][]string{}
+	var paths []string
+	for _, r := range e.Routes() {
+		if r.Method == echo.RouteNotFound || r.Name == MethodNotAllowedRoute {
+			continue
+		}
+		if _, seen := allowed[r.Path]; !seen {
+			paths = append(paths, r.Path)
+		}
+		allowed[r.Path] = append(allowed[r.Path], r.Method)
+	}
+	all := []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete,
+		http.MethodOptions, http.MethodTrace, "QUERY"}
+	for _, p := range paths {
+		methods := allowed[p]
+		allow := strings.Join(methods, ", ")
+		for _, m := range all {
+			if slices.Contains(methods, m) {
+				continue
+			}
+			e.Add(m, p, func(c echo.Context) error {
+				c.Response().Header().Set("Allow", allow)
+				return echo.ErrMethodNotAllowed
+			}).Name = MethodNotAllowedRoute
+		}
+	}
 }

@@ -422,6 +422,7 @@ func (m *Main) router() *echo.Echo {
 	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
 	e.GET("/readyz", m.ready)
 	e.GET("/openapi.yaml", func(c echo.Context) error { return c.Blob(http.StatusOK, "application/yaml", api.OpenAPI) })
+	api.AnswerMethodNotAllowed(e)
 	return e
 }
 
