@@ -29,6 +29,7 @@ var (
 	ErrNotFound     = &Error{"not_found", "no such resource"}
 	ErrNotStarted   = &Error{"not_started", "the sale has not started yet"}
 	ErrEnded        = &Error{"ended", "the sale has ended"}
+	ErrPaused       = &Error{"paused", "sales of this product are paused"}
 	ErrLimitReached = &Error{"limit_reached", "you already hold the maximum number of units of this product"}
 	ErrConflict     = &Error{"conflict", "the request conflicts with the current state"}
 	ErrSoldOut      = &Error{"sold_out", "the product is sold out"}
@@ -52,6 +53,7 @@ var httpStatus = map[string]int{
 	ErrNotFound.Code:     http.StatusNotFound,
 	ErrNotStarted.Code:   http.StatusForbidden,
 	ErrEnded.Code:        http.StatusForbidden,
+	ErrPaused.Code:       http.StatusForbidden,
 	ErrLimitReached.Code: http.StatusConflict,
 	ErrConflict.Code:     http.StatusConflict,
 	ErrSoldOut.Code:      http.StatusGone,

@@ -28,6 +28,12 @@ type Product struct {
 	// drained then get none); nil in definitions older than 0.7.0, whose
 	// split is SplitStock over every shard. Set by the server.
 	Split []int64 `json:"split,omitempty"`
+
+	// Paused and Archived are the product's state, not its definition
+	// (never in the definition's JSON): set by the operator's pause and
+	// archive (A sale's life), read from the catalog.
+	Paused   bool `json:"-"`
+	Archived bool `json:"-"`
 }
 
 // Shards is the number of shards p lives on when the coordinator has n.
@@ -68,10 +74,17 @@ func (p *Product) Validate() error {
 	return nil
 }
 
-// Open reports whether the sale window admits a purchase at now: nil, or
-// ErrNotStarted / ErrEnded. A zero bound is open on that side; EndsAt is
+// Open reports whether the sale admits a purchase at now: nil, ErrPaused
+// (the operator's kill switch), or ErrNotStarted / ErrEnded (the window;
+// an archived product's has ended). A zero bound is open on that side; EndsAt is
 // exclusive.
 func (p *Product) Open(now time.Time) error {
+	if p.Paused {
+		return ErrPaused
+	}
+	if p.Archived {
+		return ErrEnded
+	}
 	if !p.StartsAt.IsZero() && now.Before(p.StartsAt) {
 		return ErrNotStarted
 	}

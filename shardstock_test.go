@@ -161,3 +161,25 @@ func TestReservationFromOutbox(t *testing.T) {
 		})
 	}
 }
+
+// TestTitleLengthInCharacters: a title is limited to 200 characters (as
+// the OpenAPI document's maxLength counts them), not bytes.
+func TestTitleLengthInCharacters(t *testing.T) {
+	for _, tc := range []struct {
+		title string
+		ok    bool
+	}{
+		{strings.Repeat("t", 200), true},
+		{strings.Repeat("é", 200), true}, // 400 bytes
+		{strings.Repeat("t", 201), false},
+	} {
+		p := shardstock.Product{ID: "p", Stock: 1, Title: tc.title}
+		s := shardstock.Session{ID: "s", Title: tc.title, StartsAt: time.Unix(1, 0), EndsAt: time.Unix(2, 0), Products: []string{"p"}}
+		if err := p.Validate(); (err == nil) != tc.ok {
+			t.Errorf("product title of %d characters: %v", len([]rune(tc.title)), err)
+		}
+		if err := s.Validate(); (err == nil) != tc.ok {
+			t.Errorf("session title of %d characters: %v", len([]rune(tc.title)), err)
+		}
+	}
+}

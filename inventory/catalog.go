@@ -15,6 +15,7 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/shardstock/shardstock"
@@ -35,6 +36,8 @@ type Store interface {
 	TransferIn(ctx context.Context, i int, product, id string, units int64, from int) error
 	RestoreHold(ctx context.Context, i int, o shardstock.Order, atMS int64) (bool, error)
 	RepairRegister(ctx context.Context, p *shardstock.Product, i int) error
+	SetWindow(ctx context.Context, i int, product string, startsMS, endsMS int64) error
+	DeleteProduct(ctx context.Context, i int, product string) error
 }
 
 var _ Store = (*shard.Set)(nil)
@@ -61,6 +64,10 @@ type Config struct {
 	OnSettle    func(action string) // optional: a settlement was applied (metrics)
 	Breakers    func() []string     // optional: each shard's breaker state, for the shard overview
 	Transfers   Transfers           // the transfer log and drain list; nil: no rebalance or drain
+	// Controls keeps what operators change about a sale after defining it
+	// (pause, window, archive, and stock changes through Transfers); nil:
+	// none of that.
+	Controls Controls
 }
 
 // Service defines products and answers for them. Safe for concurrent use.
@@ -73,11 +80,17 @@ type Service struct {
 	cache   map[string]cached
 	snap    snapshotCache
 	hook    stepHook // tests: stop a transfer after a step
+	// controls are the operators' changes as last read from the catalog;
+	// gen counts their changes, and a cached product read under an older
+	// generation is read again (life.go).
+	controls atomic.Pointer[map[string]shardstock.Controls]
+	gen      atomic.Uint64
 }
 
 type cached struct {
 	p       *shardstock.Product // nil: unknown product
 	expires time.Time
+	gen     uint64
 }
 
 // maxNegative bounds the cached unknown ids, so a flood of random ids
@@ -150,6 +163,9 @@ func (s *Service) placeOnShards(ctx context.Context, p *shardstock.Product) erro
 	stored, err := s.catalog.ProductDefinition(ctx, p.ID)
 	if err != nil {
 		return fmt.Errorf("%w: catalog: %w", shardstock.ErrUnavailable, err)
+	}
+	if c, ok := s.controlsOf(p.ID); ok && c.Archive != shardstock.NotArchived {
+		return shardstock.Conflict(fmt.Sprintf("product %s is archived: define the next sale under another id", p.ID))
 	}
 	if stored == "" {
 		if err := s.notOnShards(ctx, p.ID); err != nil {
@@ -328,11 +344,15 @@ func (s *Service) Product(ctx context.Context, id string) (*shardstock.Product, 
 		s.put(id, nil)
 		return nil, shardstock.ErrNotFound
 	}
+	gen := s.gen.Load()
 	var p shardstock.Product
 	if err := json.Unmarshal([]byte(def), &p); err != nil {
 		return nil, fmt.Errorf("decode definition of %s: %w", id, err)
 	}
-	s.put(id, &p)
+	if c, ok := s.controlsOf(id); ok {
+		p = c.Apply(p)
+	}
+	s.putGen(id, &p, gen)
 	return &p, nil
 }
 
@@ -340,13 +360,15 @@ func (s *Service) get(id string) (*shardstock.Product, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c, ok := s.cache[id]
-	if !ok || !s.cfg.Now().Before(c.expires) {
+	if !ok || !s.cfg.Now().Before(c.expires) || c.gen != s.gen.Load() {
 		return nil, false
 	}
 	return c.p, true
 }
 
-func (s *Service) put(id string, p *shardstock.Product) {
+func (s *Service) put(id string, p *shardstock.Product) { s.putGen(id, p, s.gen.Load()) }
+
+func (s *Service) putGen(id string, p *shardstock.Product, gen uint64) {
 	ttl := s.cfg.CacheTTL
 	if p == nil {
 		ttl = s.cfg.NegativeTTL
@@ -356,7 +378,7 @@ func (s *Service) put(id string, p *shardstock.Product) {
 	if len(s.cache) >= maxNegative+1000 {
 		s.evictExpiredOrNegative()
 	}
-	s.cache[id] = cached{p: p, expires: s.cfg.Now().Add(ttl)}
+	s.cache[id] = cached{p: p, expires: s.cfg.Now().Add(ttl), gen: gen}
 }
 
 // evictExpiredOrNegative drops expired entries and unknown ids. Caller

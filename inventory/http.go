@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -23,6 +24,112 @@ func (s *Service) Register(g *echo.Group) {
 	g.POST("/products/:id/rebalance", s.rebalance)
 	g.POST("/shards/:index/drain", s.drain)
 	g.POST("/products/:id/reconcile", s.reconcile)
+	g.POST("/products/:id/pause", s.pause(true))
+	g.POST("/products/:id/resume", s.pause(false))
+	g.POST("/products/:id/stock", s.changeStock)
+	g.PATCH("/products/:id", s.patchProduct)
+	g.POST("/products/:id/archive", s.archive)
+}
+
+// productID is the path's product id; a malformed one is not found.
+func productID(c echo.Context) (string, error) {
+	id := c.Param("id")
+	if !shardstock.ValidID(id) {
+		return "", shardstock.ErrNotFound
+	}
+	return id, nil
+}
+
+// pause turns the kill switch on or off (an empty body).
+func (s *Service) pause(paused bool) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		id, err := productID(c)
+		if err != nil {
+			return err
+		}
+		if err := api.Decode(c, &struct{}{}, true); err != nil {
+			return err
+		}
+		st, err := s.Pause(c.Request().Context(), id, paused)
+		if err != nil {
+			return err
+		}
+		return c.JSON(http.StatusOK, st)
+	}
+}
+
+type stockBody struct {
+	Add    int64 `json:"add"`
+	Remove int64 `json:"remove"`
+}
+
+// changeStock adds or takes back units; an Idempotency-Key header makes a
+// retried call change nothing more.
+func (s *Service) changeStock(c echo.Context) error {
+	id, err := productID(c)
+	if err != nil {
+		return err
+	}
+	var b stockBody
+	if err := api.Decode(c, &b, false); err != nil {
+		return err
+	}
+	key := c.Request().Header.Get("Idempotency-Key")
+	if len(key) > 200 {
+		return shardstock.Invalid("Idempotency-Key must be at most 200 characters")
+	}
+	st, err := s.ChangeStock(c.Request().Context(), id, b.Add, b.Remove, key)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, st)
+}
+
+type windowBody struct {
+	StartsAt *api.OptionalTime `json:"starts_at"`
+	EndsAt   *api.OptionalTime `json:"ends_at"`
+}
+
+// patchProduct moves the sale window.
+func (s *Service) patchProduct(c echo.Context) error {
+	id, err := productID(c)
+	if err != nil {
+		return err
+	}
+	var b windowBody
+	if err := api.Decode(c, &b, false); err != nil {
+		return err
+	}
+	if b.StartsAt == nil && b.EndsAt == nil {
+		return shardstock.Invalid("give ends_at (or starts_at, before the sale starts)")
+	}
+	var starts, ends *time.Time
+	if b.StartsAt != nil {
+		starts = &b.StartsAt.Time
+	}
+	if b.EndsAt != nil {
+		ends = &b.EndsAt.Time
+	}
+	st, err := s.MoveWindow(c.Request().Context(), id, starts, ends)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, st)
+}
+
+func (s *Service) archive(c echo.Context) error {
+	id, err := productID(c)
+	if err != nil {
+		return err
+	}
+	if err := api.Decode(c, &struct{}{}, true); err != nil {
+		return err
+	}
+	st, err := s.Archive(c.Request().Context(), id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, st)
 }
 
 func (s *Service) rebalance(c echo.Context) error {

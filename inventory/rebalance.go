@@ -13,7 +13,9 @@ import (
 
 // Transfers is the durable transfer log and drain list (order.Store).
 type Transfers interface {
-	StartTransfer(ctx context.Context, t shardstock.Transfer) error
+	// StartTransfer records t before its first step and returns the record:
+	// t, or the transfer recorded under its id before (a retried request).
+	StartTransfer(ctx context.Context, t shardstock.Transfer) (shardstock.Transfer, error)
 	MarkTransfer(ctx context.Context, id, state string, moved int64) error
 	UnfinishedTransfers(ctx context.Context) ([]shardstock.Transfer, error)
 	ShardTransfers(ctx context.Context, shard int) ([]shardstock.Transfer, error)
@@ -45,7 +47,8 @@ func (s *Service) step(name string) error {
 
 // transfer records and runs one transfer; it returns the units moved.
 func (s *Service) transfer(ctx context.Context, t shardstock.Transfer) (int64, error) {
-	if err := s.cfg.Transfers.StartTransfer(ctx, t); err != nil {
+	t, err := s.cfg.Transfers.StartTransfer(ctx, t)
+	if err != nil {
 		return 0, err
 	}
 	if err := s.step("recorded"); err != nil {
@@ -54,24 +57,32 @@ func (s *Service) transfer(ctx context.Context, t shardstock.Transfer) (int64, e
 	return s.finish(ctx, t)
 }
 
-// finish completes a recorded transfer from whatever step it reached.
+// finish completes a recorded transfer from whatever step it reached. A
+// stock change is a transfer with one end Outside the shards: an addition
+// has no step out (its units come from outside), a removal no step in.
 func (s *Service) finish(ctx context.Context, t shardstock.Transfer) (int64, error) {
-	n, err := s.store.TransferOut(ctx, t.From, t.ProductID, t.ID, t.Wanted, t.To)
-	if err != nil {
-		return 0, err
+	n := t.Wanted
+	if t.From != Outside {
+		var err error
+		if n, err = s.store.TransferOut(ctx, t.From, t.ProductID, t.ID, t.Wanted, t.To); err != nil {
+			return 0, err
+		}
+		if err := s.step("out"); err != nil {
+			return 0, err
+		}
+		if err := s.cfg.Transfers.MarkTransfer(ctx, t.ID, "out", n); err != nil {
+			return 0, err
+		}
+		if err := s.step("marked"); err != nil {
+			return 0, err
+		}
 	}
-	if err := s.step("out"); err != nil {
-		return 0, err
-	}
-	if err := s.cfg.Transfers.MarkTransfer(ctx, t.ID, "out", n); err != nil {
-		return 0, err
-	}
-	if err := s.step("marked"); err != nil {
-		return 0, err
-	}
-	if n > 0 {
+	if n > 0 && t.To != Outside {
 		err := s.store.TransferIn(ctx, t.To, t.ProductID, t.ID, n, t.From)
 		if errors.Is(err, shard.ErrNotOnShard) {
+			if t.From == Outside { // nothing left anywhere: the addition did not happen
+				return 0, s.cfg.Transfers.MarkTransfer(ctx, t.ID, "reversed", n)
+			}
 			return s.reverse(ctx, t, n)
 		}
 		if err != nil {
@@ -83,6 +94,10 @@ func (s *Service) finish(ctx context.Context, t shardstock.Transfer) (int64, err
 	}
 	return n, s.cfg.Transfers.MarkTransfer(ctx, t.ID, "done", n)
 }
+
+// Outside is the shard index of a stock change's other end: units an
+// operator adds come from it, units removed go to it.
+const Outside = -1
 
 // reverse puts the n units of transfer t back on its source, because its
 // destination lost the product (its data): a recorded step, under its own

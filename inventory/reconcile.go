@@ -63,6 +63,9 @@ func (s *Service) Reconcile(ctx context.Context, product string, fix bool) (*Rec
 	if err != nil {
 		return nil, err
 	}
+	if st.Archived {
+		return nil, shardstock.Conflict("product " + product + " is archived: its shard keys are gone on purpose, and the catalog keeps its final totals")
+	}
 	counts, err := s.ledger.CountsByShard(ctx, product)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
@@ -138,6 +141,10 @@ func (s *Service) allocations(ctx context.Context, p *shardstock.Product) (map[i
 			return nil, err
 		}
 		for _, t := range ts {
+			if t.ProductID == p.ID && t.From == Outside && t.To == i && t.State == "done" {
+				given[i] += t.Moved // stock an operator added
+				continue
+			}
 			if t.ProductID != p.ID || t.From != i {
 				continue // each transfer once, from its source's list
 			}

@@ -76,6 +76,9 @@ func (s *Service) resyncProduct(ctx context.Context, i int, id string) error {
 	if err != nil {
 		return err
 	}
+	if p.Archived {
+		return nil // its keys are gone from every shard on purpose
+	}
 	on, err := s.catalog.InitialisedShards(ctx, id)
 	if err != nil || i >= p.Shards(s.store.Len()) || !on[i] {
 		return err
@@ -94,6 +97,11 @@ func (s *Service) resyncProduct(ctx context.Context, i int, id string) error {
 	}
 	if err := s.store.RepairRegister(ctx, p, i); err != nil {
 		return err
+	}
+	if c, ok := s.controlsOf(id); ok && c.WindowSet { // a PATCH the shard may have missed
+		if err := s.store.SetWindow(ctx, i, id, unixMS(p.StartsAt), unixMS(p.EndsAt)); err != nil && !errors.Is(err, shard.ErrNotOnShard) {
+			return err
+		}
 	}
 	return s.checkAllocations(ctx, p)
 }
@@ -130,8 +138,12 @@ func (s *Service) checkAllocations(ctx context.Context, p *shardstock.Product) e
 		}
 		alloc += c.Alloc
 	}
-	if alloc > p.Stock {
-		s.cfg.Logger.Error("allocations sum past the stock after a resync", "product", p.ID, "alloc", alloc, "stock", p.Stock)
+	stock, err := s.currentStock(ctx, p)
+	if err != nil {
+		return err
+	}
+	if alloc > stock {
+		s.cfg.Logger.Error("allocations sum past the stock after a resync", "product", p.ID, "alloc", alloc, "stock", stock)
 	}
 	return nil
 }

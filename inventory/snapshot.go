@@ -33,21 +33,28 @@ func (s *Service) Snapshot(ctx context.Context) ([]string, []shard.ShardSnapshot
 	if now := s.cfg.Now(); now.Sub(c.at) < snapshotTTL && c.shards != nil {
 		return c.products, c.shards, nil
 	}
-	ids, err := s.catalog.ProductIDs(ctx)
+	all, err := s.catalog.ProductIDs(ctx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: catalog: %w", shardstock.ErrUnavailable, err)
+	}
+	ids := all[:0:0]
+	for _, id := range all {
+		if c, ok := s.controlsOf(id); !ok || c.Archive == shardstock.NotArchived {
+			ids = append(ids, id) // an archived product has no keys left to read
+		}
 	}
 	c.products, c.shards, c.at = ids, s.store.Snapshot(ctx, ids), s.cfg.Now()
 	return c.products, c.shards, nil
 }
 
-// StockOf returns a product's defined stock.
+// StockOf returns a product's stock: its definition's, changed by the
+// units operators added or took back since.
 func (s *Service) StockOf(ctx context.Context, id string) (int64, error) {
 	p, err := s.Product(ctx, id)
 	if err != nil {
 		return 0, err
 	}
-	return p.Stock, nil
+	return s.currentStock(ctx, p)
 }
 
 // ShardView is one shard's share of a product, as buyers see it.

@@ -2,6 +2,7 @@ package inventory
 
 import (
 	"context"
+	"fmt"
 	"sync"
 
 	"github.com/shardstock/shardstock"
@@ -23,8 +24,12 @@ type ShardStock struct {
 // ProductStatus is a product's definition and its stock on every shard.
 type ProductStatus struct {
 	shardstock.Product
-	Totals shardstock.Totals `json:"totals"`
-	Shards []ShardStock      `json:"shards"`
+	// Stock (in Product) is the current total: the definition's, plus the
+	// units operators added since, minus those they took back.
+	Paused   bool              `json:"paused"`
+	Archived bool              `json:"archived"`
+	Totals   shardstock.Totals `json:"totals"`
+	Shards   []ShardStock      `json:"shards"`
 }
 
 // Status reads product id on every shard at once. Totals sum the shards
@@ -34,7 +39,13 @@ func (s *Service) Status(ctx context.Context, id string) (*ProductStatus, error)
 	if err != nil {
 		return nil, err
 	}
-	st := &ProductStatus{Product: *p, Shards: make([]ShardStock, s.store.Len())}
+	st := &ProductStatus{Product: *p, Paused: p.Paused, Archived: p.Archived, Shards: make([]ShardStock, s.store.Len())}
+	if st.Stock, err = s.currentStock(ctx, p); err != nil {
+		return nil, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
+	}
+	if p.Archived {
+		return st, s.archivedStatus(ctx, st)
+	}
 	var wg sync.WaitGroup
 	for i, sh := range s.store.Shards() {
 		wg.Go(func() {

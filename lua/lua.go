@@ -28,6 +28,8 @@ var (
 	transferOutSrc string
 	//go:embed transfer_in.lua
 	transferInSrc string
+	//go:embed window.lua
+	windowSrc string
 )
 
 // Scripts are the stock-path scripts. The zero value is not usable; call
@@ -39,12 +41,14 @@ type Scripts struct {
 	Init, Confirm, Release  *redis.Script
 	Register, RestoreHold   *redis.Script
 	TransferOut, TransferIn *redis.Script
+	Window                  *redis.Script
 }
 
 // NewScripts wraps the embedded sources.
 func NewScripts() *Scripts {
 	return &Scripts{
 		Purchase:    redis.NewScript(purchaseSrc),
+		Window:      redis.NewScript(windowSrc),
 		Init:        redis.NewScript(initSrc),
 		Confirm:     redis.NewScript(confirmSrc),
 		Release:     redis.NewScript(releaseSrc),

@@ -68,7 +68,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	}
 	// Known label values start at zero, so every series exists from the
 	// first scrape (rates and alerts need no special case for "absent").
-	for _, o := range []string{"reserved", "queued", "sold_out", "limit_reached", "not_started", "ended", "unavailable",
+	for _, o := range []string{"reserved", "queued", "sold_out", "limit_reached", "not_started", "ended", "paused", "unavailable",
 		"bad_request", "unauthorized", "not_found", "too_large", "unsupported_media_type", "rate_limited", "internal"} {
 		m.purchases[o] = m.Purchases.WithLabelValues(o)
 	}

@@ -13,14 +13,21 @@ import (
 )
 
 // StartTransfer records a transfer before its first step.
-func (s *Store) StartTransfer(ctx context.Context, t shardstock.Transfer) error {
+// A repeat of a recorded id returns the first record (a retried request).
+func (s *Store) StartTransfer(ctx context.Context, t shardstock.Transfer) (shardstock.Transfer, error) {
 	now := time.Now().UnixMilli()
 	_, err := s.db.ExecContext(ctx, `INSERT INTO transfers (id, product_id, from_shard, to_shard, wanted, state, created_at, updated_at)
 		VALUES (?, ?, ?, ?, ?, 'started', ?, ?)`, t.ID, t.ProductID, t.From, t.To, t.Wanted, now, now)
-	if err != nil {
-		return fmt.Errorf("record transfer %s: %w", t.ID, err)
+	if err == nil {
+		return t, nil
 	}
-	return nil
+	if isDuplicate(err) {
+		ts, err := s.transfers(ctx, `WHERE id = ?`, t.ID)
+		if err == nil && len(ts) == 1 {
+			return ts[0], nil
+		}
+	}
+	return t, fmt.Errorf("record transfer %s: %w", t.ID, err)
 }
 
 // MarkTransfer moves a transfer to state ("out" with moved, or "done").

@@ -195,3 +195,37 @@ func (s *Set) TransferIn(ctx context.Context, i int, product, id string, units i
 // ErrNotOnShard: the product is not on the shard (never initialised there,
 // or the shard lost its data).
 var ErrNotOnShard = errors.New("product not on this shard")
+
+// SetWindow moves product's sale window on shard i (the scripts judge
+// purchases by it); 0 is no bound. Errors: ErrNotOnShard, transport errors.
+func (s *Set) SetWindow(ctx context.Context, i int, product string, startsMS, endsMS int64) error {
+	v, err := s.run(ctx, s.shards[i], s.scripts.Window, []string{keysFor(product).stock}, startsMS, endsMS)
+	if err != nil {
+		return fmt.Errorf("shard %d: window: %w", i, err)
+	}
+	if n, _ := v.(int64); n == 0 {
+		return fmt.Errorf("shard %d: %w", i, ErrNotOnShard)
+	}
+	return nil
+}
+
+// DeleteProduct removes every key of product from shard i (its archive):
+// first from the shard's product list, so no consumer starts reading its
+// outbox again, then the keys themselves with UNLINK, which frees a large
+// hash (a million holds) in Redis's background thread instead of blocking
+// the shard while it does. A repeat changes nothing.
+func (s *Set) DeleteProduct(ctx context.Context, i int, product string) error {
+	sh := s.shards[i]
+	k := keysFor(product)
+	err := s.call(ctx, sh, func(ctx context.Context) error {
+		if err := sh.Client.SRem(ctx, productsKey, product).Err(); err != nil {
+			return err
+		}
+		return sh.Client.Unlink(ctx, k.stock, k.holds, k.claims, k.outbox, k.transfers).Err()
+	})
+	if err != nil {
+		return fmt.Errorf("shard %d: delete %s: %w", i, product, err)
+	}
+	s.empty.forget(product)
+	return nil
+}

@@ -37,6 +37,11 @@ type Config struct {
 	FailFastAge  time.Duration
 	OrderRate    float64
 	ClaimIdle    time.Duration
+	// ArchiveAfter: products are archived this long after their window
+	// ended, once their orders are final; 0: never automatically.
+	ArchiveAfter time.Duration
+	// ArchiveEvery is how often the automatic archive looks (tests); zero: 1m.
+	ArchiveEvery time.Duration
 	SpoolDir     string // "" or "off": no spool
 	SpoolEntries int
 	SpoolBytes   int64
@@ -82,6 +87,7 @@ var variables = []variable{
 	{"SHARDSTOCK_FAIL_FAST_AGE", "fail-fast-age", "30m", "a reservation older than this when consumed becomes a failed order and is released", false},
 	{"SHARDSTOCK_ORDER_RATE", "order-rate", "10000", "order creations per second per process (a guard for the database; make bench measures what the pipeline can do)", false},
 	{"SHARDSTOCK_CLAIM_IDLE", "claim-idle", "30s", "outbox entries another coordinator left unprocessed this long are taken over", false},
+	{"SHARDSTOCK_ARCHIVE_AFTER", "archive-after", "24h", "a product is archived (its shard keys deleted, its totals kept in SQL) this long after its window ended, once its orders are final; off: only by the archive call", false},
 	{"SHARDSTOCK_RATE_LIMITS", "rate-limits", flashsale.DefaultLimits, "buyer-side limits per second: global=N,product=N|auto,user=N,ip=N (0: none), or off", false},
 	{"SHARDSTOCK_SPOOL_DIR", "spool-dir", "./data/spool", "directory of the disk spool for purchases no shard can take; off disables it (503 instead)", false},
 	{"SHARDSTOCK_SPOOL_MAX_ENTRIES", "spool-max-entries", "100000", "most purchases waiting in the spool; beyond it, 503", false},
@@ -281,6 +287,13 @@ func (c *Config) parseOrders(get func(string) string) error {
 			return &configError{d.name, "must be a positive Go duration, like 15m"}
 		}
 		*d.dst = v
+	}
+	if a := get("SHARDSTOCK_ARCHIVE_AFTER"); a != "off" {
+		v, err := time.ParseDuration(a)
+		if err != nil || v <= 0 {
+			return &configError{"SHARDSTOCK_ARCHIVE_AFTER", "must be a positive Go duration, like 24h, or off"}
+		}
+		c.ArchiveAfter = v
 	}
 	r, err := strconv.ParseFloat(get("SHARDSTOCK_ORDER_RATE"), 64)
 	if err != nil || r <= 0 {

@@ -106,7 +106,7 @@ func (m *Main) Run(ctx context.Context) error {
 	m.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "shardstock_claim_givebacks_pending",
 		Help: "Per-user limit claims waiting for their register to answer so they can be given back."},
 		func() float64 { return float64(set.PendingGiveBacks()) }))
-	m.inv = inventory.NewService(set, m.store, m.store, inventory.Config{Logger: m.log, Transfers: m.store,
+	m.inv = inventory.NewService(set, m.store, m.store, inventory.Config{Logger: m.log, Transfers: m.store, Controls: m.store,
 		OnSettle: func(a string) { m.metrics.Settlements.WithLabelValues(a).Inc() },
 		Breakers: func() []string {
 			var out []string
@@ -117,6 +117,9 @@ func (m *Main) Run(ctx context.Context) error {
 		}})
 	m.registry.MustRegister(&metrics.ShardCollector{Source: m.inv, Limits: m.inv, Breakers: m.breakerStates},
 		&metrics.OrderCollector{Orders: m.store, TTL: time.Second})
+	if err := m.inv.RefreshControls(ctx); err != nil {
+		return fmt.Errorf("SHARDSTOCK_DB: product controls: %w", err)
+	}
 	if err := m.startResyncs(); err != nil {
 		return err
 	}
@@ -219,6 +222,10 @@ func (m *Main) startLoops() error {
 	m.stopLoops = cancel
 	m.loops.Go(func() { m.health.Run(ctx, m.set, 500*time.Millisecond) })
 	m.loops.Go(func() { m.orders.Run(ctx) })
+	m.loops.Go(func() { m.inv.RunControls(ctx, 500*time.Millisecond) })
+	if m.cfg.ArchiveAfter > 0 {
+		m.loops.Go(func() { m.archiveLoop(ctx) })
+	}
 	if m.spool != nil {
 		m.loops.Go(func() { m.spool.Run(ctx, m.buyers.Replay) })
 	}
@@ -246,6 +253,28 @@ func (m *Main) startLoops() error {
 	outbox.OnParked = m.metrics.ParkedEntries.WithLabelValues(outbox.Group).Inc
 	m.loops.Go(func() { outbox.Run(ctx) })
 	return nil
+}
+
+// archiveLoop archives the products whose window ended ArchiveAfter ago
+// and whose orders are final (every coordinator runs it; an archive is
+// idempotent).
+func (m *Main) archiveLoop(ctx context.Context) {
+	every := m.cfg.ArchiveEvery
+	if every <= 0 {
+		every = time.Minute
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := m.inv.ArchiveDue(ctx, m.cfg.ArchiveAfter); err != nil && ctx.Err() == nil {
+			m.log.Warn("automatic archive: will try again", "err", err)
+		}
+	}
 }
 
 // ingestBatch writes the orders of several reservations (one outbox read, one

@@ -1,0 +1,42 @@
+package shardstock
+
+import "time"
+
+// Controls is what an operator changed about a product after defining it
+// (A sale's life): the kill switch, a moved window, the archive. The
+// definition itself never changes.
+type Controls struct {
+	Paused bool
+	// WindowSet: StartsAt and EndsAt replace the definition's window (a zero
+	// bound is open on that side).
+	WindowSet        bool
+	StartsAt, EndsAt time.Time
+	Archive          ArchiveState
+}
+
+// ArchiveState is how far a product's archive got.
+type ArchiveState int
+
+// Archive states: an archiving product's shard keys are being deleted; an
+// archived one's are gone and the catalog keeps its final totals.
+const (
+	NotArchived ArchiveState = iota
+	Archiving
+	Archived
+)
+
+// Apply returns p as c changes it.
+func (c Controls) Apply(p Product) Product {
+	p.Paused = c.Paused
+	p.Archived = c.Archive != NotArchived
+	if c.WindowSet {
+		p.StartsAt, p.EndsAt = c.StartsAt, c.EndsAt
+	}
+	return p
+}
+
+// ShardTotals are one shard's counters of a product, kept by the archive.
+type ShardTotals struct {
+	Shard                        int
+	Alloc, Salable, Locked, Sold int64
+}
