@@ -43,6 +43,10 @@ type Controls interface {
 	OpenOrders(ctx context.Context, id string) (awaiting, unsettled int64, err error)
 }
 
+func errArchived(id string) error {
+	return shardstock.Conflict("product " + id + " is archived: its shard keys are gone on purpose, and the catalog keeps its final totals")
+}
+
 // errNoControls answers the calls of a sale's life without a Controls.
 var errNoControls = fmt.Errorf("%w: no catalog of controls configured", shardstock.ErrUnavailable)
 
@@ -127,7 +131,7 @@ func (s *Service) MoveWindow(ctx context.Context, id string, starts, ends *time.
 		return nil, err
 	}
 	if p.Archived {
-		return nil, shardstock.Conflict("product " + id + " is archived")
+		return nil, errArchived(id)
 	}
 	next := *p
 	now := s.cfg.Now()
@@ -182,7 +186,7 @@ func (s *Service) ChangeStock(ctx context.Context, id string, add, remove int64,
 		return nil, err
 	}
 	if p.Archived {
-		return nil, shardstock.Conflict("product " + id + " is archived")
+		return nil, errArchived(id)
 	}
 	st, err := s.Status(ctx, id)
 	if err != nil {

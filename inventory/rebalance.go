@@ -183,6 +183,9 @@ func (s *Service) Rebalance(ctx context.Context, product string) (*Rebalance, er
 	if err != nil {
 		return rep, err
 	}
+	if st.Archived {
+		return rep, errArchived(product)
+	}
 	drained, err := s.cfg.Transfers.DrainedShards(ctx)
 	if err != nil {
 		return rep, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
@@ -281,6 +284,9 @@ func (s *Service) Drain(ctx context.Context, shard int, drained bool) (map[strin
 	var errs error
 	for _, id := range ids {
 		rep, err := s.Rebalance(ctx, id)
+		if errors.Is(err, shardstock.ErrConflict) {
+			continue // archived: nothing on the shards to move
+		}
 		if err != nil {
 			errs = errors.Join(errs, err) // the other products still drain
 		}

@@ -64,7 +64,7 @@ func (s *Service) Reconcile(ctx context.Context, product string, fix bool) (*Rec
 		return nil, err
 	}
 	if st.Archived {
-		return nil, shardstock.Conflict("product " + product + " is archived: its shard keys are gone on purpose, and the catalog keeps its final totals")
+		return nil, errArchived(product)
 	}
 	counts, err := s.ledger.CountsByShard(ctx, product)
 	if err != nil {

@@ -12,7 +12,9 @@ if done then return tonumber(string.match(done, '^out (%d+)')) end
 local salable = tonumber(redis.call('HGET', KEYS[1], 'salable'))
 if not salable then return -1 end
 local n = math.max(0, math.min(tonumber(ARGV[2]), salable))
-redis.call('HINCRBY', KEYS[1], 'salable', -n)
-redis.call('HINCRBY', KEYS[1], 'alloc', -n)
+if n > 0 then -- (Lua writes -0 for 0, which HINCRBY refuses)
+  redis.call('HINCRBY', KEYS[1], 'salable', -n)
+  redis.call('HINCRBY', KEYS[1], 'alloc', -n)
+end
 redis.call('HSET', KEYS[2], ARGV[1], 'out ' .. n .. ' ' .. ARGV[3])
 return n

@@ -220,7 +220,12 @@ func (r *shardReader) read(ctx context.Context, streams []string, id string, blo
 		return nil
 	}
 	if err != nil {
-		if strings.HasPrefix(err.Error(), "NOGROUP") {
+		switch {
+		case strings.HasPrefix(err.Error(), "UNBLOCKED"):
+			// A stream read was deleted while this read waited (a product's
+			// archive): the next round lists the streams again.
+			return nil
+		case strings.HasPrefix(err.Error(), "NOGROUP"):
 			r.groups = map[string]bool{} // the shard lost its data: recreate
 		}
 		return fmt.Errorf("xreadgroup: %w", err)

@@ -1,0 +1,372 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/shardstock/shardstock"
+	"github.com/shardstock/shardstock/shard/shardtest"
+)
+
+func admin(t testing.TB, method, url, body string, headers ...string) reply {
+	return do(t, method, url, body, append([]string{"Authorization", "Bearer " + testToken, "Content-Type", "application/json"}, headers...)...)
+}
+
+// twoCoordinators starts two coordinators on the same shards and the same
+// SQLite catalog.
+func twoCoordinators(t *testing.T, r *shardtest.Redis, opts ...func(*Config)) (*Main, *Main) {
+	db := "sqlite:" + t.TempDir() + "/orders.db"
+	shared := append([]func(*Config){func(c *Config) { c.DB = db }}, opts...)
+	a := startServer(t, r.URLs(), shared...)
+	b := startServer(t, r.URLs(), append(shared, func(c *Config) { c.SpoolDir = t.TempDir() })...)
+	return a, b
+}
+
+// race buys from the given coordinators with distinct buyers over 16
+// connections until stop is closed, counting each answer's status.
+type race struct {
+	mu       sync.Mutex
+	statuses map[int]int
+	last200  time.Time
+	wg       sync.WaitGroup
+	stop     chan struct{}
+}
+
+func startRace(t *testing.T, product string, bases ...string) *race {
+	r := &race{statuses: map[int]int{}, stop: make(chan struct{})}
+	var next atomic.Int64
+	for w := range 16 {
+		r.wg.Go(func() {
+			for {
+				select {
+				case <-r.stop:
+					return
+				default:
+				}
+				n := next.Add(1)
+				rep := purchase(t, bases[w%len(bases)], product, fmt.Sprintf("racer%d", n))
+				r.mu.Lock()
+				r.statuses[rep.status]++
+				if rep.status == 200 {
+					r.last200 = time.Now()
+				}
+				r.mu.Unlock()
+			}
+		})
+	}
+	return r
+}
+
+func (r *race) end() map[int]int {
+	close(r.stop)
+	r.wg.Wait()
+	return r.statuses
+}
+
+// TestKillSwitchDuringARace (issue 16, item 1): a pause sent to one
+// coordinator during a race stops purchases on both within a second (403
+// paused); the orders taken before it go on to be written; resume sells
+// again. Conservation and no oversell throughout, and every 200 is an
+// order.
+func TestKillSwitchDuringARace(t *testing.T) {
+	r := shardtest.Start(t, 3)
+	a, b := twoCoordinators(t, r)
+	putProduct(t, a.URL(), "ks", `{"stock":100000,"per_user_limit":1}`)
+	rc := startRace(t, "ks", a.URL(), b.URL())
+	time.Sleep(300 * time.Millisecond)
+	if rep := admin(t, "POST", b.URL()+"/admin/v1/products/ks/pause", ""); rep.status != 200 || !strings.Contains(rep.raw, `"paused":true`) {
+		t.Fatalf("pause: %d %s", rep.status, rep.raw)
+	}
+	pausedAt := time.Now()
+	time.Sleep(1500 * time.Millisecond)
+	rc.mu.Lock()
+	last, paused := rc.last200, rc.statuses[403]
+	rc.mu.Unlock()
+	if last.After(pausedAt.Add(time.Second)) {
+		t.Fatalf("a purchase succeeded %s after the pause", last.Sub(pausedAt))
+	}
+	for _, base := range []string{a.URL(), b.URL()} {
+		if rep := purchase(t, base, "ks", "late-buyer"); rep.status != 403 || rep.str("error") != "paused" {
+			t.Fatalf("purchase while paused on %s: %d %s", base, rep.status, rep.raw)
+		}
+	}
+	if paused == 0 {
+		t.Fatal("no 403 paused during the pause")
+	}
+	if rep := admin(t, "POST", a.URL()+"/admin/v1/products/ks/resume", ""); rep.status != 200 || !strings.Contains(rep.raw, `"paused":false`) {
+		t.Fatalf("resume: %d %s", rep.status, rep.raw)
+	}
+	waitFor(t, 2*time.Second, "purchases on both coordinators after resume", func() (bool, string) {
+		ra, rb := purchase(t, a.URL(), "ks", "after-a"+strconv.Itoa(time.Now().Nanosecond())), purchase(t, b.URL(), "ks", "after-b"+strconv.Itoa(time.Now().Nanosecond()))
+		return ra.status == 200 && rb.status == 200, fmt.Sprint(ra.raw, rb.raw)
+	})
+	statuses := rc.end()
+	t.Logf("race answers: %v; pause obeyed everywhere within 1 s", statuses)
+	waitFor(t, 30*time.Second, "an order for every reservation", func() (bool, string) {
+		st := productStatus(t, a.URL(), "ks")
+		c := statusCounts(t, a, "ks")
+		return c[shardstock.StatusAwaitingPayment] == st.Totals.Locked, fmt.Sprint(c, st.Totals)
+	})
+	checkShards(t, productStatus(t, a.URL(), "ks"))
+}
+
+// TestStockChangesDuringARace (issue 16, item 2): units added and taken
+// back while buyers race for the product. Each change happens once though
+// sent twice with its Idempotency-Key; the view's stock is the new total;
+// conservation holds on every shard, Σ alloc is the stock, nothing is
+// oversold, and every 200 is a unit that stays locked for its buyer.
+func TestStockChangesDuringARace(t *testing.T) {
+	r := shardtest.Start(t, 3)
+	m := startServer(t, r.URLs())
+	base := m.URL()
+	putProduct(t, base, "sc", `{"stock":300,"per_user_limit":1}`)
+	rc := startRace(t, "sc", base)
+	time.Sleep(100 * time.Millisecond)
+	for range 2 {
+		if rep := admin(t, "POST", base+"/admin/v1/products/sc/stock", `{"add":200}`, "Idempotency-Key", "add-1"); rep.status != 200 {
+			t.Fatalf("add: %d %s", rep.status, rep.raw)
+		}
+	}
+	var removed int64
+	before := productStatus(t, base, "sc").Stock
+	for range 2 {
+		rep := admin(t, "POST", base+"/admin/v1/products/sc/stock", `{"remove":100}`, "Idempotency-Key", "remove-1")
+		if rep.status != 200 {
+			t.Fatalf("remove: %d %s", rep.status, rep.raw)
+		}
+		removed = before - int64(rep.body["stock"].(float64))
+	}
+	waitFor(t, 60*time.Second, "the race to sell out", func() (bool, string) {
+		rc.mu.Lock()
+		defer rc.mu.Unlock()
+		return rc.statuses[410] > 50, fmt.Sprint(rc.statuses)
+	})
+	statuses := rc.end()
+	st := productStatus(t, base, "sc")
+	salable, locked, sold := checkShards(t, st)
+	var alloc int64
+	for _, sh := range st.Shards {
+		alloc += *sh.Alloc
+	}
+	t.Logf("answers %v; stock %d (300 + 200 - %d), alloc %d, salable %d locked %d sold %d", statuses, st.Stock, removed, alloc, salable, locked, sold)
+	if removed < 0 || removed > 100 || st.Stock != 300+200-removed || alloc != st.Stock {
+		t.Fatalf("stock %d, Σ alloc %d, removed %d: want 500 - removed (each change once, removal at most 100)", st.Stock, alloc, removed)
+	}
+	if int64(statuses[200]) != locked+sold || salable != 0 {
+		t.Fatalf("%d purchases answered 200, %d units locked or sold, %d salable after the sell-out", statuses[200], locked+sold, salable)
+	}
+}
+
+// TestWindowChangesReachEveryCoordinator (issue 16, item 3): PATCH ends_at
+// to now ends the sale on both coordinators within a second; moving it
+// back out opens it again; starts_at cannot move once the sale started.
+func TestWindowChangesReachEveryCoordinator(t *testing.T) {
+	r := shardtest.Start(t, 3)
+	a, b := twoCoordinators(t, r)
+	putProduct(t, a.URL(), "win", fmt.Sprintf(`{"stock":1000,"per_user_limit":1000,"ends_at":%q}`, time.Now().Add(time.Hour).UTC().Format(time.RFC3339)))
+	if rep := purchase(t, b.URL(), "win", "w0"); rep.status != 200 {
+		t.Fatalf("before: %d %s", rep.status, rep.raw)
+	}
+	patch := func(body string) reply { return admin(t, "PATCH", a.URL()+"/admin/v1/products/win", body) }
+	if rep := patch(fmt.Sprintf(`{"ends_at":%q}`, time.Now().UTC().Format(time.RFC3339Nano))); rep.status != 200 {
+		t.Fatalf("end now: %d %s", rep.status, rep.raw)
+	}
+	waitFor(t, time.Second, "403 ended on both coordinators", func() (bool, string) {
+		ra, rb := purchase(t, a.URL(), "win", "w1"), purchase(t, b.URL(), "win", "w2")
+		return ra.str("error") == "ended" && rb.str("error") == "ended", ra.raw + rb.raw
+	})
+	if rep := patch(fmt.Sprintf(`{"ends_at":%q}`, time.Now().Add(time.Hour).UTC().Format(time.RFC3339))); rep.status != 200 {
+		t.Fatalf("extend: %d %s", rep.status, rep.raw)
+	}
+	waitFor(t, time.Second, "sales again on both coordinators", func() (bool, string) {
+		ra, rb := purchase(t, a.URL(), "win", "w3"), purchase(t, b.URL(), "win", "w4")
+		return ra.status == 200 && rb.status == 200, ra.raw + rb.raw
+	})
+	if rep := patch(fmt.Sprintf(`{"starts_at":%q}`, time.Now().Add(time.Hour).UTC().Format(time.RFC3339))); rep.status != 409 {
+		t.Fatalf("moving starts_at after the start: %d %s", rep.status, rep.raw)
+	}
+	if rep := patch(`{}`); rep.status != 400 {
+		t.Fatalf("an empty PATCH: %d %s", rep.status, rep.raw)
+	}
+}
+
+// sellOutAndPay sells every unit of product to distinct buyers, pays every
+// order, ends the window and waits until the shards hold nothing locked.
+func sellOutAndPay(t *testing.T, m *Main, product string, stock int) {
+	t.Helper()
+	base := m.URL()
+	orders := buy(t, base, product, product+"-b", stock)
+	waitFor(t, 30*time.Second, "orders of "+product, func() (bool, string) {
+		c := statusCounts(t, m, product)
+		return c[shardstock.StatusAwaitingPayment] == int64(stock), fmt.Sprint(c)
+	})
+	var wg sync.WaitGroup
+	ids := make(chan string, len(orders))
+	for id := range orders {
+		ids <- id
+	}
+	close(ids)
+	for range 16 {
+		wg.Go(func() {
+			for id := range ids {
+				rep := do(t, "POST", base+"/api/v1/orders/"+id+"/pay", `{"result":"success"}`, "X-User-ID", orders[id], "Content-Type", "application/json")
+				if rep.status != 202 {
+					t.Errorf("pay %s: %d %s", id, rep.status, rep.raw)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if rep := admin(t, "PATCH", base+"/admin/v1/products/"+product, fmt.Sprintf(`{"ends_at":%q}`, time.Now().UTC().Format(time.RFC3339Nano))); rep.status != 200 {
+		t.Fatalf("end %s: %d %s", product, rep.status, rep.raw)
+	}
+	waitFor(t, 30*time.Second, product+" settled", func() (bool, string) {
+		st := productStatus(t, base, product)
+		return st.Totals.Sold == int64(stock) && st.Totals.Locked == 0, fmt.Sprint(st.Totals)
+	})
+}
+
+func shardKeys(t *testing.T, r *shardtest.Redis, pattern string) int {
+	n := 0
+	for _, u := range r.URLs() {
+		opt, _ := redis.ParseURL(u)
+		c := redis.NewClient(opt)
+		keys, err := c.Keys(context.Background(), pattern).Result()
+		c.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += len(keys)
+	}
+	return n
+}
+
+// TestArchiveASettledSale (issue 16, item 4): archive refuses (409, saying
+// why) while the window is open and while orders await payment; once every
+// order is final it keeps the final totals in SQL and deletes every shard
+// key of the product. The archived product answers 403 ended, its view
+// shows the totals, a PUT of it is 409. A product whose window ended
+// SHARDSTOCK_ARCHIVE_AFTER ago is archived by itself.
+func TestArchiveASettledSale(t *testing.T) {
+	r := shardtest.Start(t, 3)
+	m := startServer(t, r.URLs(), func(c *Config) { c.ArchiveAfter, c.ArchiveEvery = time.Second, 200*time.Millisecond })
+	base := m.URL()
+	putProduct(t, base, "arc", fmt.Sprintf(`{"stock":30,"ends_at":%q}`, time.Now().Add(time.Hour).UTC().Format(time.RFC3339)))
+	archive := func() reply { return admin(t, "POST", base+"/admin/v1/products/arc/archive", "") }
+	if rep := archive(); rep.status != 409 || !strings.Contains(rep.raw, "has not ended") {
+		t.Fatalf("archive during the sale: %d %s", rep.status, rep.raw)
+	}
+	orders := buy(t, base, "arc", "ab", 30)
+	waitFor(t, 30*time.Second, "orders", func() (bool, string) {
+		c := statusCounts(t, m, "arc")
+		return c[shardstock.StatusAwaitingPayment] == 30, fmt.Sprint(c)
+	})
+	admin(t, "PATCH", base+"/admin/v1/products/arc", fmt.Sprintf(`{"ends_at":%q}`, time.Now().UTC().Format(time.RFC3339Nano)))
+	if rep := archive(); rep.status != 409 || !strings.Contains(rep.raw, "await payment") {
+		t.Fatalf("archive with orders awaiting payment: %d %s", rep.status, rep.raw)
+	}
+	for id, u := range orders {
+		do(t, "POST", base+"/api/v1/orders/"+id+"/pay", `{"result":"success"}`, "X-User-ID", u, "Content-Type", "application/json")
+	}
+	waitFor(t, 30*time.Second, "settled", func() (bool, string) {
+		st := productStatus(t, base, "arc")
+		return st.Totals.Sold == 30 && st.Totals.Locked == 0, fmt.Sprint(st.Totals)
+	})
+	if n := shardKeys(t, r, "ss:{p:arc}:*"); n == 0 {
+		t.Fatal("no shard keys of arc before the archive")
+	}
+	rep := archive()
+	if rep.status != 200 || rep.body["archived"] != true {
+		t.Fatalf("archive: %d %s", rep.status, rep.raw)
+	}
+	if n := shardKeys(t, r, "ss:{p:arc}:*"); n != 0 {
+		t.Fatalf("%d shard keys of arc left after the archive", n)
+	}
+	st := productStatus(t, base, "arc")
+	if !st.Archived || st.Totals.Sold != 30 || st.Totals.Salable != 0 || len(st.Shards) != 3 {
+		t.Fatalf("archived view: %+v", st)
+	}
+	if rep := archive(); rep.status != 200 {
+		t.Fatalf("archive again: %d %s", rep.status, rep.raw)
+	}
+	if rep := purchase(t, base, "arc", "late"); rep.status != 403 || rep.str("error") != "ended" {
+		t.Fatalf("purchase of an archived product: %d %s", rep.status, rep.raw)
+	}
+	if rep := putProduct(t, base, "arc", `{"stock":30}`); rep.status != 409 {
+		t.Fatalf("PUT of an archived product: %d %s", rep.status, rep.raw)
+	}
+	// The automatic archive: a sale whose window ended over a second ago,
+	// with no order.
+	putProduct(t, base, "auto", fmt.Sprintf(`{"stock":5,"ends_at":%q}`, time.Now().Add(-2*time.Second).UTC().Format(time.RFC3339Nano)))
+	waitFor(t, 10*time.Second, "the automatic archive", func() (bool, string) {
+		st := productStatus(t, base, "auto")
+		return st.Archived && shardKeys(t, r, "ss:{p:auto}:*") == 0, fmt.Sprint(st.Archived)
+	})
+}
+
+func usedMemory(t *testing.T, r *shardtest.Redis) []int64 {
+	var out []int64
+	for _, u := range r.URLs() {
+		opt, _ := redis.ParseURL(u)
+		c := redis.NewClient(opt)
+		info, err := c.Info(context.Background(), "memory").Result()
+		c.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(info, "\r\n") {
+			if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
+				n, _ := strconv.ParseInt(v, 10, 64)
+				out = append(out, n)
+			}
+		}
+	}
+	return out
+}
+
+// TestArchiveFreesRedis (issue 16, item 4): twenty sales in a row on the
+// same shards, each sold out, paid, settled and archived: every shard's
+// used_memory comes back to within 10% of its starting figure.
+func TestArchiveFreesRedis(t *testing.T) {
+	r := shardtest.Start(t, 3)
+	m := startServer(t, r.URLs())
+	// The starting figure: the shards in use, after one sale of the same
+	// size archived: the streams, groups and scripts every sale shares, and
+	// the coordinator's connections as a sale grows them (each connection's
+	// buffers count in used_memory), but no sale's keys.
+	putProduct(t, m.URL(), "warmup", fmt.Sprintf(`{"stock":300,"ends_at":%q}`, time.Now().Add(time.Hour).UTC().Format(time.RFC3339)))
+	sellOutAndPay(t, m, "warmup", 300)
+	if rep := admin(t, "POST", m.URL()+"/admin/v1/products/warmup/archive", ""); rep.status != 200 {
+		t.Fatalf("archive warmup: %d %s", rep.status, rep.raw)
+	}
+	time.Sleep(500 * time.Millisecond)
+	start := usedMemory(t, r)
+	var peak []int64
+	for i := range 20 {
+		id := fmt.Sprintf("sale%02d", i)
+		putProduct(t, m.URL(), id, fmt.Sprintf(`{"stock":300,"per_user_limit":1,"ends_at":%q}`, time.Now().Add(time.Hour).UTC().Format(time.RFC3339)))
+		sellOutAndPay(t, m, id, 300)
+		if i == 0 {
+			peak = usedMemory(t, r)
+		}
+		if rep := admin(t, "POST", m.URL()+"/admin/v1/products/"+id+"/archive", ""); rep.status != 200 {
+			t.Fatalf("archive %s: %d %s", id, rep.status, rep.raw)
+		}
+	}
+	time.Sleep(500 * time.Millisecond) // UNLINK frees in the background
+	end := usedMemory(t, r)
+	t.Logf("used_memory per shard: start %v, one sale of 300 units before its archive %v, after 20 archived sales %v", start, peak, end)
+	for i := range start {
+		if d := float64(end[i]-start[i]) / float64(start[i]); d > 0.10 {
+			t.Errorf("shard %d: used_memory %d after 20 archived sales, %.1f%% over its start %d", i, end[i], 100*d, start[i])
+		}
+	}
+}
