@@ -11,10 +11,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"mime"
 	"net/http"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -249,9 +251,19 @@ func decodeBody(r *http.Request, body []byte, dst any, allowEmpty bool) error {
 	return decodeStrict(body, dst)
 }
 
+// DecodeStrict decodes a JSON object into dst (a pointer to a struct):
+// unknown fields, a field named in another case than its own, a field given
+// twice, and anything after the object are refused with ErrInvalid.
+// encoding/json alone takes {"stock":10,"Stock":99} as 99 units: the last
+// of the two, and matched case-insensitively.
+func DecodeStrict(body []byte, dst any) error { return decodeStrict(body, dst) }
+
 func decodeStrict(body []byte, dst any) error {
 	if t := bytes.TrimSpace(body); len(t) == 0 || t[0] != '{' {
 		return shardstock.Invalid("the body must be a JSON object")
+	}
+	if err := checkKeys(body, fieldNames(dst)); err != nil {
+		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -262,6 +274,92 @@ func decodeStrict(body []byte, dst any) error {
 		return shardstock.Invalid("malformed JSON: unexpected data after the JSON value")
 	}
 	return nil
+}
+
+// checkKeys refuses an object that names a key twice (in any case), at
+// any depth, and a top-level key that matches one of fields only in
+// another case.
+func checkKeys(body []byte, fields map[string]bool) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	type frame struct {
+		object bool
+		seen   map[string]bool
+		key    bool // the next string token is a key
+	}
+	var stack []*frame
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return nil // malformed: the decoder says why
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		if k, ok := tok.(string); ok && top != nil && top.object && top.key {
+			lower := strings.ToLower(k)
+			if top.seen[lower] {
+				return shardstock.Invalid(fmt.Sprintf("field %q is given twice", k))
+			}
+			top.seen[lower] = true
+			if len(stack) == 1 && !fields[k] {
+				for f := range fields {
+					if strings.EqualFold(f, k) {
+						return shardstock.Invalid(fmt.Sprintf("unknown field %q (did you mean %q?)", k, f))
+					}
+				}
+			}
+			top.key = false
+			continue
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &frame{object: true, seen: map[string]bool{}, key: true})
+			continue
+		case json.Delim('['):
+			stack = append(stack, &frame{})
+			continue
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
+		}
+		if len(stack) > 0 && stack[len(stack)-1].object {
+			stack[len(stack)-1].key = true // a value ended: a key comes next
+		}
+	}
+}
+
+// fieldNames lists the JSON names of a struct's fields (and of its
+// embedded structs'), as encoding/json would name them.
+func fieldNames(dst any) map[string]bool {
+	out := map[string]bool{}
+	t := reflect.TypeOf(dst)
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil || t.Kind() != reflect.Struct {
+		return out
+	}
+	var walk func(t reflect.Type)
+	walk = func(t reflect.Type) {
+		for i := range t.NumField() {
+			f := t.Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			switch {
+			case name == "-":
+			case f.Anonymous && name == "" && f.Type.Kind() == reflect.Struct:
+				walk(f.Type)
+			case name != "":
+				out[name] = true
+			case f.IsExported():
+				out[f.Name] = true
+			}
+		}
+	}
+	walk(t)
+	return out
 }
 
 // OptionalTime is an RFC 3339 time that may be absent, null or "".

@@ -85,3 +85,34 @@ func TestErrorBodiesAreCachedAndBounded(t *testing.T) {
 		t.Fatalf("cache holds %d bodies, bound %d", n, maxCachedBodies)
 	}
 }
+
+// TestDecodeStrictRefusesDuplicateAndMiscasedKeys: encoding/json takes the
+// last of two keys and matches them case-insensitively; a body that leans
+// on either is refused.
+func TestDecodeStrictRefusesDuplicateAndMiscasedKeys(t *testing.T) {
+	type body struct {
+		Stock  int64  `json:"stock"`
+		Result string `json:"result"`
+		Nested struct {
+			A int `json:"a"`
+		} `json:"nested"`
+	}
+	for _, bad := range []string{
+		`{"stock":10,"Stock":99}`,
+		`{"result":"fail","RESULT":"success"}`,
+		`{"stock":10,"stock":99}`,
+		`{"Stock":99}`,
+		`{"nested":{"a":1,"A":2}}`,
+	} {
+		var b body
+		if err := DecodeStrict([]byte(bad), &b); err == nil {
+			t.Errorf("%s accepted as %+v", bad, b)
+		}
+	}
+	for _, good := range []string{`{"stock":10}`, `{}`, `{"nested":{"a":1},"result":"x"}`, `{"nested":{},"stock":1}`} {
+		var b body
+		if err := DecodeStrict([]byte(good), &b); err != nil {
+			t.Errorf("%s refused: %v", good, err)
+		}
+	}
+}

@@ -1,17 +1,16 @@
 package order
 
 import (
-	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/shardstock/shardstock"
+	"github.com/shardstock/shardstock/api"
 )
 
 // Payment results reach the order service two ways, checked alike: the
@@ -165,9 +164,7 @@ func (s *Service) ApplyPaymentMessage(ctx context.Context, body []byte, signatur
 		return "", refused("the signature is missing or wrong")
 	}
 	var m PaymentResult
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&m); err != nil {
+	if err := api.DecodeStrict(body, &m); err != nil {
 		return "", refused("not a payment result: %v", err)
 	}
 	switch {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -73,10 +74,10 @@ type variable struct {
 var variables = []variable{
 	{"SHARDSTOCK_HTTP_ADDR", "http-addr", "127.0.0.1:8080", "listen address", false},
 	{"SHARDSTOCK_SHARDS", "shards", "", "comma-separated Redis master URLs, order = shard index (required)", false},
-	{"SHARDSTOCK_ADMIN_TOKEN", "", "", "bearer token for /admin/* (required unless SHARDSTOCK_DEV=1)", true},
+	{"SHARDSTOCK_ADMIN_TOKEN", "admin-token", "", "bearer token for /admin/* (required unless SHARDSTOCK_DEV=1)", true},
 	{"SHARDSTOCK_USER_AUTH", "user-auth", "header", "buyer identity: header (trust X-User-ID; only behind an authenticating gateway) or hmac (HS256 tokens)", false},
-	{"SHARDSTOCK_HMAC_SECRET", "", "", "key of the buyers' tokens in hmac mode (32+ bytes)", true},
-	{"SHARDSTOCK_PAYMENT_SECRET", "", "", "key of the payment results' signature (callback X-Signature, message signature; 32+ bytes); required in hmac mode unless SHARDSTOCK_DEV=1", true},
+	{"SHARDSTOCK_HMAC_SECRET", "hmac-secret", "", "key of the buyers' tokens in hmac mode (32+ bytes)", true},
+	{"SHARDSTOCK_PAYMENT_SECRET", "payment-secret", "", "key of the payment results' signature (callback X-Signature, message signature; 32+ bytes); required in hmac mode unless SHARDSTOCK_DEV=1", true},
 	{"SHARDSTOCK_DEV", "dev", "", "1: allow a missing admin token, make one up and print it", false},
 	{"SHARDSTOCK_SHARD_TIMEOUT", "shard-timeout", "250ms", "deadline of one call on one shard", false},
 	{"SHARDSTOCK_COALESCE", "coalesce", "on", "on: concurrent script calls to one shard share one pipeline round trip; off: one round trip each", false},
@@ -105,10 +106,13 @@ var notYet = []string{}
 // are the built-in ones, so --help never shows what the environment holds.
 func parseConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (*Config, error) {
 	flags := make(map[string]*string, len(variables))
+	files := map[string]*string{}
 	for _, v := range variables {
-		if !v.secret {
-			flags[v.name] = fs.String(v.flag, v.def, fmt.Sprintf("%s [%s]", v.help, v.name))
+		if v.secret {
+			files[v.name] = fs.String(v.flag+"-file", "", fmt.Sprintf("file holding %s (or set %s)", strings.ToLower(strings.TrimPrefix(v.name, "SHARDSTOCK_")), v.name))
+			continue
 		}
+		flags[v.name] = fs.String(v.flag, v.def, fmt.Sprintf("%s [%s]", v.help, v.name))
 	}
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -121,6 +125,12 @@ func parseConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (*
 	vals := make(map[string]string, len(variables))
 	for _, v := range variables {
 		switch e := getenv(v.name); {
+		case v.secret && set[v.flag+"-file"]:
+			b, err := os.ReadFile(*files[v.name])
+			if err != nil {
+				return nil, &configError{v.name, fmt.Sprintf("--%s-file: %v", v.flag, err)}
+			}
+			vals[v.name] = strings.TrimRight(string(b), "\r\n")
 		case set[v.flag]:
 			vals[v.name] = *flags[v.name]
 		case e != "":
@@ -140,7 +150,7 @@ func printServeUsage(w io.Writer, fs *flag.FlagSet) {
 	fs.SetOutput(w)
 	fs.PrintDefaults()
 	fs.SetOutput(io.Discard)
-	fmt.Fprint(w, "\nSecrets, from the environment only (a flag would show in ps):\n")
+	fmt.Fprint(w, "\nSecrets, from the environment or a --*-file flag above (never a flag of their own: ps shows flags):\n")
 	for _, v := range variables {
 		if v.secret {
 			fmt.Fprintf(w, "  %s\n    \t%s\n", v.name, v.help)

@@ -87,6 +87,17 @@ func TestConfigErrorsNameTheSetting(t *testing.T) {
 			t.Fatalf("%+v %v", c, err)
 		}
 	})
+	t.Run("secrets from a file, never from a flag of their own", func(t *testing.T) {
+		f := t.TempDir() + "/token"
+		os.WriteFile(f, []byte("token-from-a-file-0123456789\n"), 0o600)
+		c, err := parseConfig(newFlagSet(), []string{"--admin-token-file", f}, env(map[string]string{"SHARDSTOCK_SHARDS": "redis://x:1/0"}))
+		if err != nil || c.AdminToken != "token-from-a-file-0123456789" {
+			t.Fatalf("%+v %v", c, err)
+		}
+		if _, err := parseConfig(newFlagSet(), []string{"--admin-token", "x"}, env(good)); err == nil {
+			t.Fatal("--admin-token accepted: a secret in a flag shows in ps")
+		}
+	})
 	t.Run("flag wins over variable", func(t *testing.T) {
 		c, err := parseConfig(newFlagSet(), []string{"--http-addr", "127.0.0.1:9999"}, env(good))
 		if err != nil || c.HTTPAddr != "127.0.0.1:9999" {
