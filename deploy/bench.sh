@@ -42,7 +42,7 @@ server=
 serve() {
   if [ -n "$server" ]; then kill "$server"; wait "$server" 2>/dev/null || true; fi
   SHARDSTOCK_SHARDS=$(deploy/redis.sh urls --ports "${2:-$ports}") SHARDSTOCK_HTTP_ADDR=127.0.0.1:18091 \
-    SHARDSTOCK_ADMIN_TOKEN=$token SHARDSTOCK_DB=sqlite:$run/orders.db SHARDSTOCK_SPOOL_DIR=off \
+    SHARDSTOCK_ADMIN_TOKEN=$token SHARDSTOCK_DEV=1 SHARDSTOCK_DB=sqlite:$run/orders.db SHARDSTOCK_SPOOL_DIR=off \
     SHARDSTOCK_RATE_LIMITS=off SHARDSTOCK_LOG_LEVEL=warn SHARDSTOCK_COALESCE=${SHARDSTOCK_COALESCE:-on} \
     SHARDSTOCK_START=${1:-home} SHARDSTOCK_ORDER_RATE=${3:-10000} bin/shardstock serve >>"$run/server.log" 2>&1 &
   server=$!; pids+=("$server")

@@ -103,7 +103,7 @@ start() {
     db=$(with_mode "$mode" deploy/mariadb.sh dsn)
   fi
   trap - ERR
-  SHARDSTOCK_SHARDS=$(with_mode "$mode" deploy/redis.sh urls) SHARDSTOCK_ADMIN_TOKEN=$token SHARDSTOCK_HTTP_ADDR=$addr \
+  SHARDSTOCK_SHARDS=$(with_mode "$mode" deploy/redis.sh urls) SHARDSTOCK_ADMIN_TOKEN=$token SHARDSTOCK_HTTP_ADDR=$addr SHARDSTOCK_DEV=1 \
     SHARDSTOCK_MQ=$mq SHARDSTOCK_DB=$db SHARDSTOCK_SPOOL_DIR=run/$mode/spool \
     bin/shardstock serve &
   pid=$!

@@ -3,6 +3,7 @@ package flashsale
 import (
 	"errors"
 	"net/http"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -78,4 +79,33 @@ func MintToken(secret []byte, user string, ttl time.Duration, now time.Time) (st
 	}
 	claims := jwt.RegisteredClaims{Subject: user, IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(now.Add(ttl))}
 	return jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(secret)
+}
+
+// ProxiedHeaderIdentity is HeaderIdentity for requests whose peer is one
+// of trusted (the authenticating gateway); from any other peer, X-User-ID
+// is not believed (401), so a buyer who reaches the coordinator some other
+// way cannot claim to be someone else.
+func ProxiedHeaderIdentity(trusted []netip.Prefix) Identity {
+	return func(r *http.Request) (string, error) {
+		if !Trusted(trusted, r.RemoteAddr) {
+			return "", unauthorized("X-User-ID is taken only from a trusted proxy (SHARDSTOCK_TRUSTED_PROXIES)")
+		}
+		return HeaderIdentity(r)
+	}
+}
+
+// Trusted reports whether the peer at remoteAddr (host:port) is in one of
+// the prefixes.
+func Trusted(prefixes []netip.Prefix, remoteAddr string) bool {
+	ap, err := netip.ParseAddrPort(remoteAddr)
+	if err != nil {
+		return false
+	}
+	a := ap.Addr().Unmap()
+	for _, p := range prefixes {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
 }

@@ -81,6 +81,9 @@ type Config struct {
 	OnLimited func(scope string)
 	// ProductIDs lists the catalog (for the edge limits); nil: no product lines.
 	ProductIDs func(ctx context.Context) ([]string, error)
+	// RealIP finds a request's client address (per-IP limits); nil: echo's
+	// X-Forwarded-For extractor with its default trust.
+	RealIP echo.IPExtractor
 }
 
 // Spool is the disk spool (ha.Spool).
@@ -108,8 +111,11 @@ func NewHandler(cfg Config) *Handler {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Handler{cfg: cfg, limiter: newLimiter(cfg.Limits), requestID: api.RequestIDs(),
-		realIP: echo.ExtractIPFromXFFHeader()}
+	h := &Handler{cfg: cfg, limiter: newLimiter(cfg.Limits), requestID: api.RequestIDs(), realIP: cfg.RealIP}
+	if h.realIP == nil {
+		h.realIP = echo.ExtractIPFromXFFHeader()
+	}
+	return h
 }
 
 // Register mounts the buyer routes on e. Purchases are also served by

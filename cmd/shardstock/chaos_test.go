@@ -82,7 +82,7 @@ func TestChaos(t *testing.T) {
 	r := shardtest.Start(t, 3)
 	dir := t.TempDir()
 	const stock, limit, buyers = 1000, 2, 1500
-	common := []string{"SHARDSTOCK_SHARDS=" + strings.Join(r.URLs(), ","), "SHARDSTOCK_ADMIN_TOKEN=" + testToken,
+	common := []string{"SHARDSTOCK_SHARDS=" + strings.Join(r.URLs(), ","), "SHARDSTOCK_ADMIN_TOKEN=" + testToken, "SHARDSTOCK_DEV=1",
 		"SHARDSTOCK_MQ=" + mq, "SHARDSTOCK_DB=" + db, "SHARDSTOCK_PAY_TIMEOUT=25s", "SHARDSTOCK_CLAIM_IDLE=2s",
 		"SHARDSTOCK_ORDER_RATE=5000", "SHARDSTOCK_LOG_LEVEL=warn"}
 	coords := []*coordinator{}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"strconv"
@@ -22,22 +23,26 @@ import (
 // Config is the server's configuration: SHARDSTOCK_* variables, each
 // mirrored by a flag (a flag wins over its variable).
 type Config struct {
-	HTTPAddr     string
-	Shards       []string
-	AdminToken   string
-	UserAuth     string
-	HMACSecret   []byte // hmac mode: the token key
-	PaySecret    []byte // the payment callback signature key; empty: unsigned
-	Dev          bool
-	ShardTimeout time.Duration
-	LogFormat    string
-	LogLevel     slog.Level
-	MQ           string // "streams" or rocketmq://host:port
-	DB           string // sqlite:PATH or mysql://...
-	PayTimeout   time.Duration
-	FailFastAge  time.Duration
-	OrderRate    float64
-	ClaimIdle    time.Duration
+	HTTPAddr   string
+	Shards     []string
+	AdminToken string
+	UserAuth   string
+	HMACSecret []byte // hmac mode: the token key
+	PaySecret  []byte // the payment callback signature key; empty: unsigned
+	// TrustedProxies are the peers whose X-User-ID and X-Forwarded-For are
+	// believed; nil: none. NewMain's callers in tests leave it nil, which
+	// Main reads as loopback.
+	TrustedProxies []netip.Prefix
+	Dev            bool
+	ShardTimeout   time.Duration
+	LogFormat      string
+	LogLevel       slog.Level
+	MQ             string // "streams" or rocketmq://host:port
+	DB             string // sqlite:PATH or mysql://...
+	PayTimeout     time.Duration
+	FailFastAge    time.Duration
+	OrderRate      float64
+	ClaimIdle      time.Duration
 	// ArchiveAfter: products are archived this long after their window
 	// ended, once their orders are final; 0: never automatically.
 	ArchiveAfter time.Duration
@@ -77,8 +82,9 @@ var variables = []variable{
 	{"SHARDSTOCK_ADMIN_TOKEN", "admin-token", "", "bearer token for /admin/* (required unless SHARDSTOCK_DEV=1)", true},
 	{"SHARDSTOCK_USER_AUTH", "user-auth", "header", "buyer identity: header (trust X-User-ID; only behind an authenticating gateway) or hmac (HS256 tokens)", false},
 	{"SHARDSTOCK_HMAC_SECRET", "hmac-secret", "", "key of the buyers' tokens in hmac mode (32+ bytes)", true},
-	{"SHARDSTOCK_PAYMENT_SECRET", "payment-secret", "", "key of the payment results' signature (callback X-Signature, message signature; 32+ bytes); required in hmac mode unless SHARDSTOCK_DEV=1", true},
-	{"SHARDSTOCK_DEV", "dev", "", "1: allow a missing admin token, make one up and print it", false},
+	{"SHARDSTOCK_PAYMENT_SECRET", "payment-secret", "", "key of the payment results' signature (callback X-Signature, message signature; 32+ bytes); required unless SHARDSTOCK_DEV=1", true},
+	{"SHARDSTOCK_DEV", "dev", "", "1: for a local try: allow a missing admin token (make one up and print it) and unsigned payment results", false},
+	{"SHARDSTOCK_TRUSTED_PROXIES", "trusted-proxies", "127.0.0.0/8,::1/128", "peers (CIDRs, comma-separated, or none) whose X-User-ID (header mode) and X-Forwarded-For are believed: your authenticating gateway", false},
 	{"SHARDSTOCK_SHARD_TIMEOUT", "shard-timeout", "250ms", "deadline of one call on one shard", false},
 	{"SHARDSTOCK_COALESCE", "coalesce", "on", "on: concurrent script calls to one shard share one pipeline round trip; off: one round trip each", false},
 	{"SHARDSTOCK_START", "start", "home", "first shard a purchase reserves on: home (the buyer's home shard, hashed from the user id, which also keeps the buyer's per-user limit: one script execution per purchase) or random (the claim at home, then a random shard: two)", false},
@@ -242,21 +248,52 @@ func (c *Config) parseAuth(get func(string) string) error {
 		}
 		c.PaySecret = []byte(pay)
 	}
+	if err := c.parseTrustedProxies(get("SHARDSTOCK_TRUSTED_PROXIES")); err != nil {
+		return err
+	}
 	switch c.UserAuth {
 	case "header":
-		return nil
 	case "hmac":
 		secret := get("SHARDSTOCK_HMAC_SECRET")
 		if len(secret) < 32 {
 			return &configError{"SHARDSTOCK_HMAC_SECRET", "hmac mode needs a secret of at least 32 bytes"}
 		}
 		c.HMACSecret = []byte(secret)
-		if c.PaySecret == nil && !c.Dev {
-			return &configError{"SHARDSTOCK_PAYMENT_SECRET", "required in hmac (production) mode, so payment callbacks are signed; SHARDSTOCK_DEV=1 waives it"}
-		}
+	default:
+		return &configError{"SHARDSTOCK_USER_AUTH", fmt.Sprintf("%q: must be header or hmac", c.UserAuth)}
+	}
+	// Unsigned payment results would let any buyer pay their own order:
+	// refused in every mode but the developer's.
+	if c.PaySecret == nil && !c.Dev {
+		return &configError{"SHARDSTOCK_PAYMENT_SECRET", "required, so payment results are signed (32+ bytes); SHARDSTOCK_DEV=1 waives it for a local try"}
+	}
+	return nil
+}
+
+// parseTrustedProxies reads the peers whose X-User-ID (header mode) and
+// X-Forwarded-For are believed: CIDRs or addresses, comma-separated, or
+// none.
+func (c *Config) parseTrustedProxies(raw string) error {
+	c.TrustedProxies = []netip.Prefix{}
+	if raw == "none" {
 		return nil
 	}
-	return &configError{"SHARDSTOCK_USER_AUTH", fmt.Sprintf("%q: must be header or hmac", c.UserAuth)}
+	for _, f := range strings.Split(raw, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(f)
+		if err != nil {
+			a, aerr := netip.ParseAddr(f)
+			if aerr != nil {
+				return &configError{"SHARDSTOCK_TRUSTED_PROXIES", fmt.Sprintf("%q is not a CIDR or an address", f)}
+			}
+			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		c.TrustedProxies = append(c.TrustedProxies, p.Masked())
+	}
+	return nil
 }
 
 func (c *Config) parseTimeout(get func(string) string) error {

@@ -32,7 +32,8 @@ func env(kv map[string]string) func(string) string {
 }
 
 func TestConfigErrorsNameTheSetting(t *testing.T) {
-	good := map[string]string{"SHARDSTOCK_SHARDS": "redis://127.0.0.1:1/0", "SHARDSTOCK_ADMIN_TOKEN": "0123456789abcdef0123"}
+	good := map[string]string{"SHARDSTOCK_SHARDS": "redis://127.0.0.1:1/0", "SHARDSTOCK_ADMIN_TOKEN": "0123456789abcdef0123",
+		"SHARDSTOCK_PAYMENT_SECRET": strings.Repeat("p", 32)}
 	with := func(k, v string) map[string]string {
 		m := map[string]string{}
 		for a, b := range good {
@@ -62,7 +63,13 @@ func TestConfigErrorsNameTheSetting(t *testing.T) {
 		{"bad coalesce", with("SHARDSTOCK_COALESCE", "maybe"), nil, "SHARDSTOCK_COALESCE"},
 		{"bad start policy", with("SHARDSTOCK_START", "nowhere"), nil, "SHARDSTOCK_START"},
 		{"hmac without a secret", with("SHARDSTOCK_USER_AUTH", "hmac"), nil, "SHARDSTOCK_HMAC_SECRET"},
-		{"hmac without a payment secret", with2("SHARDSTOCK_USER_AUTH", "hmac", "SHARDSTOCK_HMAC_SECRET", strings.Repeat("k", 32)), nil, "SHARDSTOCK_PAYMENT_SECRET"},
+		{"no payment secret", with("SHARDSTOCK_PAYMENT_SECRET", ""), nil, "SHARDSTOCK_PAYMENT_SECRET"},
+		{"hmac without a payment secret", func() map[string]string {
+			m := with2("SHARDSTOCK_USER_AUTH", "hmac", "SHARDSTOCK_HMAC_SECRET", strings.Repeat("k", 32))
+			delete(m, "SHARDSTOCK_PAYMENT_SECRET")
+			return m
+		}(), nil, "SHARDSTOCK_PAYMENT_SECRET"},
+		{"bad trusted proxies", with("SHARDSTOCK_TRUSTED_PROXIES", "10.0.0.0/99"), nil, "SHARDSTOCK_TRUSTED_PROXIES"},
 		{"short payment secret", with("SHARDSTOCK_PAYMENT_SECRET", "short"), nil, "SHARDSTOCK_PAYMENT_SECRET"},
 		{"bad dev", with("SHARDSTOCK_DEV", "yes"), nil, "SHARDSTOCK_DEV"},
 		{"bad timeout", with("SHARDSTOCK_SHARD_TIMEOUT", "fast"), nil, "SHARDSTOCK_SHARD_TIMEOUT"},
@@ -90,7 +97,7 @@ func TestConfigErrorsNameTheSetting(t *testing.T) {
 	t.Run("secrets from a file, never from a flag of their own", func(t *testing.T) {
 		f := t.TempDir() + "/token"
 		os.WriteFile(f, []byte("token-from-a-file-0123456789\n"), 0o600)
-		c, err := parseConfig(newFlagSet(), []string{"--admin-token-file", f}, env(map[string]string{"SHARDSTOCK_SHARDS": "redis://x:1/0"}))
+		c, err := parseConfig(newFlagSet(), []string{"--admin-token-file", f}, env(map[string]string{"SHARDSTOCK_SHARDS": "redis://x:1/0", "SHARDSTOCK_DEV": "1"}))
 		if err != nil || c.AdminToken != "token-from-a-file-0123456789" {
 			t.Fatalf("%+v %v", c, err)
 		}
@@ -155,7 +162,7 @@ func TestGracefulShutdown(t *testing.T) {
 	addr := freeAddr(t)
 	cmd := exec.Command(os.Args[0], "serve")
 	cmd.Env = append(os.Environ(), "SHARDSTOCK_TEST_AS_MAIN=1", "SHARDSTOCK_HTTP_ADDR="+addr,
-		"SHARDSTOCK_SHARDS="+strings.Join(r.URLs(), ","), "SHARDSTOCK_ADMIN_TOKEN="+testToken,
+		"SHARDSTOCK_SHARDS="+strings.Join(r.URLs(), ","), "SHARDSTOCK_ADMIN_TOKEN="+testToken, "SHARDSTOCK_DEV=1",
 		"SHARDSTOCK_SHARD_TIMEOUT=3s", "SHARDSTOCK_DB=sqlite:"+t.TempDir()+"/orders.db")
 	out, _ := cmd.StdoutPipe()
 	cmd.Stderr = cmd.Stdout

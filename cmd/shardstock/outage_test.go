@@ -51,7 +51,7 @@ func TestCoordinatorKilledBeforeRelaying(t *testing.T) {
 	addr := freeAddr(t)
 	child := exec.Command(os.Args[0], "serve")
 	child.Env = append(os.Environ(), "SHARDSTOCK_TEST_AS_MAIN=1", "SHARDSTOCK_HTTP_ADDR="+addr,
-		"SHARDSTOCK_SHARDS="+strings.Join(r.URLs(), ","), "SHARDSTOCK_ADMIN_TOKEN="+testToken,
+		"SHARDSTOCK_SHARDS="+strings.Join(r.URLs(), ","), "SHARDSTOCK_ADMIN_TOKEN="+testToken, "SHARDSTOCK_DEV=1",
 		"SHARDSTOCK_DB="+db, "SHARDSTOCK_ORDER_RATE=20")
 	if err := child.Start(); err != nil {
 		t.Fatal(err)

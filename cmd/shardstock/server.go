@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/netip"
 	"os"
 	"strconv"
 	"sync"
@@ -133,7 +134,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if err := m.openSpool(); err != nil {
 		return err
 	}
-	m.buyers = flashsale.NewHandler(flashsale.Config{Catalog: m.inv, Reserver: m.set, Identity: m.identity(),
+	m.buyers = flashsale.NewHandler(flashsale.Config{Catalog: m.inv, Reserver: m.set, Identity: m.identity(), RealIP: m.realIP(),
 		Observe: m.metrics.ObservePurchase, Spool: m.spoolPort(), Logger: m.log,
 		Limits: m.cfg.Limits, OnLimited: func(s string) { m.metrics.RateLimited.WithLabelValues(s).Inc() },
 		ProductIDs: m.store.ProductIDs})
@@ -406,7 +407,26 @@ func (m *Main) identity() flashsale.Identity {
 	if m.cfg.UserAuth == "hmac" {
 		return flashsale.TokenIdentity(m.cfg.HMACSecret, 30*time.Second, nil)
 	}
-	return flashsale.HeaderIdentity
+	return flashsale.ProxiedHeaderIdentity(m.trustedProxies())
+}
+
+// trustedProxies are the peers whose X-User-ID and X-Forwarded-For are
+// believed (SHARDSTOCK_TRUSTED_PROXIES; unset in a Config: loopback).
+func (m *Main) trustedProxies() []netip.Prefix {
+	if m.cfg.TrustedProxies == nil {
+		return []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
+	}
+	return m.cfg.TrustedProxies
+}
+
+// realIP finds a client's address: X-Forwarded-For only from a trusted
+// proxy, so a buyer cannot pick the IP it is limited and logged as.
+func (m *Main) realIP() echo.IPExtractor {
+	opts := []echo.TrustOption{echo.TrustLoopback(false), echo.TrustLinkLocal(false), echo.TrustPrivateNet(false)}
+	for _, p := range m.trustedProxies() {
+		opts = append(opts, echo.TrustIPRange(&net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}))
+	}
+	return echo.ExtractIPFromXFFHeader(opts...)
 }
 
 // URL is the base URL the server listens on.
@@ -421,9 +441,9 @@ func (m *Main) router() *echo.Echo {
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = api.ErrorHandler(m.log)
 	// Client IPs (per-IP limits, logs): X-Forwarded-For is believed only
-	// from loopback and private addresses (an nginx edge), never from the
-	// internet, so a buyer cannot pick the IP it is limited as.
-	e.IPExtractor = echo.ExtractIPFromXFFHeader()
+	// from SHARDSTOCK_TRUSTED_PROXIES (an nginx edge), so a buyer cannot
+	// pick the IP it is limited as.
+	e.IPExtractor = m.realIP()
 	// X-Request-ID, in the canonical form that needs no copy per request.
 	requestID := middleware.RequestIDConfig{Generator: api.RequestIDs(), TargetHeader: "X-Request-Id"}
 	e.Use(middleware.Recover(), middleware.RequestIDWithConfig(requestID), api.RequestLog(m.log))

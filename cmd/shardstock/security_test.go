@@ -1,0 +1,52 @@
+package main
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/shardstock/shardstock/shard/shardtest"
+)
+
+// TestHeaderModeTrustsOnlyItsProxies (issue 15, item 3): in header mode an
+// X-User-ID is believed only from SHARDSTOCK_TRUSTED_PROXIES; a buyer
+// reaching the coordinator from anywhere else cannot claim an identity.
+func TestHeaderModeTrustsOnlyItsProxies(t *testing.T) {
+	r := shardtest.Start(t, 3)
+	db := "sqlite:" + t.TempDir() + "/o.db"
+	gateway := startServer(t, r.URLs(), func(c *Config) { c.DB = db }) // default: loopback is the trusted proxy
+	elsewhere := startServer(t, r.URLs(), func(c *Config) {
+		c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("10.9.9.9/32")}
+		c.DB = db
+	})
+	putProduct(t, gateway.URL(), "hp", `{"stock":10}`)
+	if rep := purchase(t, gateway.URL(), "hp", "alice"); rep.status != 200 {
+		t.Fatalf("through the trusted proxy: %d %s", rep.status, rep.raw)
+	}
+	rep := purchase(t, elsewhere.URL(), "hp", "mallory")
+	if rep.status != 401 || !strings.Contains(rep.str("message"), "trusted proxy") {
+		t.Fatalf("X-User-ID from a peer that is not a trusted proxy: %d %s", rep.status, rep.raw)
+	}
+	if o := do(t, "GET", elsewhere.URL()+"/api/v1/orders/01M8PGV9QGCHE6P8YWT9HFAADV", "", "X-User-ID", "alice"); o.status != 401 {
+		t.Fatalf("reading an order with a claimed identity from an untrusted peer: %d %s", o.status, o.raw)
+	}
+}
+
+// TestStrictJSONOverHTTP (issue 15, item 7): the examples that passed
+// before — a second key in another case paid an order, and defined 99
+// units — are refused with 400.
+func TestStrictJSONOverHTTP(t *testing.T) {
+	r := shardtest.Start(t, 3)
+	m := startServer(t, r.URLs())
+	base := m.URL()
+	if rep := putProduct(t, base, "sj", `{"stock":10,"Stock":99}`); rep.status != 400 {
+		t.Fatalf(`PUT {"stock":10,"Stock":99}: %d %s`, rep.status, rep.raw)
+	}
+	putProduct(t, base, "sj", `{"stock":10}`)
+	id := purchase(t, base, "sj", "alice").str("order_id")
+	rep := do(t, "POST", base+"/api/v1/orders/"+id+"/pay", `{"result":"fail","RESULT":"success"}`,
+		"X-User-ID", "alice", "Content-Type", "application/json")
+	if rep.status != 400 {
+		t.Fatalf(`pay {"result":"fail","RESULT":"success"}: %d %s`, rep.status, rep.raw)
+	}
+}
