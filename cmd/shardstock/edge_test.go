@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"net"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -17,23 +19,41 @@ import (
 func TestNginxEdge(t *testing.T) {
 	r := shardtest.Start(t, 3)
 	db := "sqlite:" + t.TempDir() + "/orders.db"
-	cfg := func(c *Config) { c.DB, c.Limits = db, flashsale.Limits{Product: 10, User: 100} }
+	secret := []byte(strings.Repeat("s", 32))
+	cfg := func(c *Config) {
+		c.DB, c.Limits = db, flashsale.Limits{Product: 10, User: 100}
+		c.UserAuth, c.HMACSecret = "hmac", secret
+	}
 	a, b := startServer(t, r.URLs(), cfg), startServer(t, r.URLs(), cfg)
 	putProduct(t, a.URL(), "edge", `{"stock":1000,"per_user_limit":1}`)
 	dir, port := t.TempDir(), strings.Split(freeAddr(t), ":")[1]
 	ups := strings.TrimPrefix(a.URL(), "http://") + "," + strings.TrimPrefix(b.URL(), "http://")
-	runDeploy(t, "nginx.sh", "start", "--port", port, "--upstreams", ups, "--dir", dir)
+	runDeploy(t, "nginx.sh", "start", "--port", port, "--upstreams", ups, "--dir", dir, "--conns-per-ip", "20")
 	t.Cleanup(func() { runDeploy(t, "nginx.sh", "stop", "--dir", dir) })
 	edge := "http://127.0.0.1:" + port
+	buy := func(user string) reply {
+		tok, _ := flashsale.MintToken(secret, user, time.Hour, time.Now())
+		return do(t, "POST", edge+"/api/v1/products/edge/purchase", "", "Authorization", "Bearer "+tok)
+	}
 
-	if rep := do(t, "GET", edge+"/edge/limits", ""); !strings.Contains(rep.raw, "product edge 10") {
+	if rep := do(t, "GET", a.URL()+"/edge/limits", ""); !strings.Contains(rep.raw, "product edge 10") {
 		t.Fatalf("published limits: %q", rep.raw)
 	}
-	purchase(t, edge, "edge", "warmup") // the edge fetches the limits on its first purchase
+	// The edge serves buyers only (issue 15, item 5), and passes on no
+	// identity a client claims (item 3).
+	for _, path := range []string{"/metrics", "/admin/", "/admin/v1/shards", "/edge/limits", "/openapi.yaml", "/admin/debug/pprof/"} {
+		if rep := do(t, "GET", edge+path, "", "Authorization", "Bearer "+testToken); rep.status != 403 {
+			t.Fatalf("%s through the edge: %d, want 403", path, rep.status)
+		}
+	}
+	if rep := do(t, "POST", edge+"/api/v1/products/edge/purchase", "", "X-User-ID", "alice"); rep.status != 401 {
+		t.Fatalf("a purchase with only X-User-ID through the edge: %d %s", rep.status, rep.raw)
+	}
+	buy("warmup") // the edge fetches the limits on its first purchase
 	time.Sleep(1100 * time.Millisecond)
 	counts := map[string]int{}
 	for k := 0; k < 60; k++ {
-		rep := purchase(t, edge, "edge", fmt.Sprintf("burst%d", k))
+		rep := buy(fmt.Sprintf("burst%d", k))
 		switch {
 		case rep.status == 200:
 			counts["ok"]++
@@ -52,7 +72,7 @@ func TestNginxEdge(t *testing.T) {
 	time.Sleep(1100 * time.Millisecond)
 	a.Close() // one coordinator goes away
 	for k := 0; k < 5; k++ {
-		rep := purchase(t, edge, "edge", fmt.Sprintf("after%d", k))
+		rep := buy(fmt.Sprintf("after%d", k))
 		if rep.status != 200 {
 			t.Fatalf("with one coordinator down: %d %s", rep.status, rep.raw)
 		}
@@ -60,7 +80,57 @@ func TestNginxEdge(t *testing.T) {
 	}
 	b.Close()
 	time.Sleep(1100 * time.Millisecond)
-	if rep := purchase(t, edge, "edge", "nobody"); rep.status != 503 || rep.str("error") != "unavailable" {
+	if rep := buy("nobody"); rep.status != 503 || rep.str("error") != "unavailable" {
 		t.Fatalf("with no coordinator: %d %s", rep.status, rep.raw)
+	}
+}
+
+// TestEdgeSlowClientsCannotShutEveryoneOut (issue 15, item 2): one client
+// address opening many connections that dribble a request body is held to
+// the per-address bound (20 here), its extra connections are refused, and
+// another address still gets through at once.
+func TestEdgeSlowClientsCannotShutEveryoneOut(t *testing.T) {
+	r := shardtest.Start(t, 3)
+	m := startServer(t, r.URLs())
+	dir, port := t.TempDir(), strings.Split(freeAddr(t), ":")[1]
+	runDeploy(t, "nginx.sh", "start", "--port", port, "--upstreams", strings.TrimPrefix(m.URL(), "http://"), "--dir", dir, "--conns-per-ip", "20")
+	t.Cleanup(func() { runDeploy(t, "nginx.sh", "stop", "--dir", dir) })
+	addr := "127.0.0.1:" + port
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for range 60 { // slow POSTs from 127.0.0.1: a declared body that never comes
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(c, "POST /api/v1/products/x/purchase HTTP/1.1\r\nHost: edge\r\nContent-Length: 16000\r\nContent-Type: application/json\r\n\r\n{")
+		conns = append(conns, c)
+	}
+	time.Sleep(300 * time.Millisecond)
+	// Another client address (Linux routes all of 127/8 to loopback).
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}, Timeout: time.Second}
+	cl := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DialContext: d.DialContext}}
+	start := time.Now()
+	resp, err := cl.Get("http://" + addr + "/healthz")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("another address while one holds 60 slow connections: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	t.Logf("another address answered in %s", time.Since(start).Round(time.Millisecond))
+	// The slow client's own connections past the bound were refused.
+	refused := 0
+	for _, c := range conns {
+		c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+		buf := make([]byte, 256)
+		if n, _ := c.Read(buf); n > 0 && strings.Contains(string(buf[:n]), " 429 ") {
+			refused++
+		}
+	}
+	if refused < 30 {
+		t.Fatalf("%d of 60 slow connections from one address refused, want at least 30 (40 past the bound of 20)", refused)
 	}
 }
