@@ -2,18 +2,26 @@
 # Run MariaDB for shardstock's orders: Debian's mariadb-server on its own port
 # and data dir (not the system service).
 #
-#   deploy/mariadb.sh install   install mariadb-server from Debian if missing
-#   deploy/mariadb.sh start     initialise the data dir once, start, create the database and user
-#   deploy/mariadb.sh stop      shut down (SIGTERM, then SIGKILL)
-#   deploy/mariadb.sh kill      SIGKILL (a crash)
-#   deploy/mariadb.sh status    print what runs
-#   deploy/mariadb.sh dsn       print the SHARDSTOCK_DB value
+#   deploy/mariadb.sh install    install mariadb-server from Debian if missing (its system service is not started)
+#   deploy/mariadb.sh start      initialise the data dir once, start, create the database and the users
+#   deploy/mariadb.sh stop       shut down (SIGTERM, then SIGKILL)
+#   deploy/mariadb.sh kill       SIGKILL (a crash)
+#   deploy/mariadb.sh status     print what runs
+#   deploy/mariadb.sh dsn        print the SHARDSTOCK_DB value (the application's user)
+#   deploy/mariadb.sh test-dsn   print the test user's DSN, without a database (make test)
 #
 # environment:
 #   SHARDSTOCK_MARIADB_PORT  port      (default 3406)
 #   SHARDSTOCK_MARIADB_DIR   data dir  (default ./run/mariadb)
-# The user shardstock/shardstock may create databases (tests make one each);
-# for anything but a local run, create a user limited to its database.
+#
+# Least privilege: run as root, it starts mariadbd as the system user
+# shardstock-db (created once), never as root; otherwise as you. Reads and
+# writes of files (INTO OUTFILE, LOAD DATA) are confined to DIR/files. The
+# users have random passwords, written once to DIR/*.password (mode 0600):
+# shardstock may do anything to the shardstock database and nothing else
+# (no FILE, no other database); shardstock_test may create and use
+# databases named t_* and e2e_* only (the tests make one each). Root logs
+# in through the socket only.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -36,30 +44,69 @@ running() { kill -0 "$1" 2>/dev/null && ! grep -q '^[0-9]* ([^)]*) Z' "/proc/$1/
 pid() { [ -f "$dir/mariadb.pid" ] && cat "$dir/mariadb.pid" || true; }
 alive() { local p; p=$(pid); [ -n "$p" ] && running "$p"; }
 
+# password NAME: the password in DIR/NAME.password, made up the first time.
+password() {
+  local f="$dir/$1.password"
+  if [ ! -s "$f" ]; then
+    (umask 077; head -c 18 /dev/urandom | base64 | tr -d '/+=' >"$f")
+  fi
+  cat "$f"
+}
+
+# dbuser: the OS user mariadbd runs as ("" for the current, non-root user).
+dbuser() {
+  [ "$(id -u)" = 0 ] || return 0
+  if ! id shardstock-db >/dev/null 2>&1; then
+    useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin shardstock-db
+  fi
+  echo shardstock-db
+}
+
 start() {
   install
   if alive; then echo "mariadb already running on :$port (pid $(pid))"; return; fi
+  local user; user=$(dbuser)
+  mkdir -p "$dir/files"
   if [ ! -d "$dir/data/mysql" ]; then
-    mariadb-install-db --no-defaults --datadir="$dir/data" --user=root --skip-test-db \
+    mariadb-install-db --no-defaults --datadir="$dir/data" ${user:+--user="$user"} --skip-test-db \
       --auth-root-authentication-method=socket >"$dir/install.log" 2>&1 \
       || { tail -20 "$dir/install.log" >&2; die "mariadb-install-db failed"; }
   fi
-  nohup mariadbd --no-defaults --user=root --datadir="$dir/data" --port="$port" --bind-address=127.0.0.1 \
-    --socket="$sock" --pid-file="$dir/mariadb.pid" --log-error="$dir/error.log" \
+  if [ -n "$user" ]; then
+    chown -R "$user" "$dir/data" "$dir/files"
+    chown "$user" "$dir"
+    chmod 700 "$dir/files"
+    # The OS user must reach the data dir through its parents.
+    local p="$dir"; while [ "$p" != / ]; do p=$(dirname "$p"); chmod o+x "$p" 2>/dev/null || true; done
+  fi
+  nohup mariadbd --no-defaults ${user:+--user="$user"} --datadir="$dir/data" --port="$port" --bind-address=127.0.0.1 \
+    --socket="$sock" --pid-file="$dir/mariadb.pid" --log-error="$dir/error.log" --secure-file-priv="$dir/files" \
     --skip-log-bin --innodb-buffer-pool-size=128M --max-connections=500 >/dev/null 2>&1 &
+  local launched=$! app test; app=$(password shardstock); test=$(password shardstock_test)
   for _ in $(seq 1 120); do
-    if mariadb-admin --no-defaults --socket="$sock" -uroot ping >/dev/null 2>&1; then
-      mariadb --no-defaults --socket="$sock" -uroot -e "
+    if mariadb-admin --no-defaults --socket="$sock" -u"$(admin_login)" ping >/dev/null 2>&1; then
+      mariadb --no-defaults --socket="$sock" -u"$(admin_login)" -e "
         CREATE DATABASE IF NOT EXISTS shardstock;
-        CREATE USER IF NOT EXISTS 'shardstock'@'127.0.0.1' IDENTIFIED BY 'shardstock';
-        GRANT ALL ON *.* TO 'shardstock'@'127.0.0.1';"
-      echo "mariadb up on 127.0.0.1:$port (pid $(pid), data $dir/data)"; return
+        CREATE USER IF NOT EXISTS 'shardstock'@'127.0.0.1' IDENTIFIED BY '$app';
+        ALTER USER 'shardstock'@'127.0.0.1' IDENTIFIED BY '$app';
+        REVOKE ALL PRIVILEGES, GRANT OPTION FROM 'shardstock'@'127.0.0.1';
+        GRANT ALL ON shardstock.* TO 'shardstock'@'127.0.0.1';
+        CREATE USER IF NOT EXISTS 'shardstock_test'@'127.0.0.1' IDENTIFIED BY '$test';
+        ALTER USER 'shardstock_test'@'127.0.0.1' IDENTIFIED BY '$test';
+        REVOKE ALL PRIVILEGES, GRANT OPTION FROM 'shardstock_test'@'127.0.0.1';
+        GRANT ALL ON \`t\\_%\`.* TO 'shardstock_test'@'127.0.0.1';
+        GRANT ALL ON \`e2e\\_%\`.* TO 'shardstock_test'@'127.0.0.1';"
+      echo "mariadb up on 127.0.0.1:$port (pid $(pid), data $dir/data, as ${user:-$(id -un)})"; return
     fi
+    running "$launched" || { tail -20 "$dir/error.log" >&2; die "mariadbd exited during start"; }
     sleep 0.25
   done
   tail -20 "$dir/error.log" >&2
   die "mariadb did not answer within 30 s"
 }
+
+# admin_login: who logs in through the socket to set up (root when root).
+admin_login() { if [ "$(id -u)" = 0 ]; then echo root; else id -un; fi; }
 
 stop() { # signal
   alive || { echo "mariadb not running"; return; }
@@ -76,7 +123,8 @@ case "${1:-}" in
   stop) stop TERM ;;
   kill) stop KILL ;;
   status) if alive; then echo "mariadb up on :$port pid $(pid)"; else echo "mariadb down"; fi ;;
-  dsn) echo "mysql://shardstock:shardstock@tcp(127.0.0.1:$port)/shardstock" ;;
+  dsn) echo "mysql://shardstock:$(password shardstock)@tcp(127.0.0.1:$port)/shardstock" ;;
+  test-dsn) echo "mysql://shardstock_test:$(password shardstock_test)@tcp(127.0.0.1:$port)/" ;;
   ""|-h|--help|help) usage ;;
   *) die "unknown command $1 (see --help)" ;;
 esac

@@ -5,7 +5,9 @@
 #
 #   deploy/with-services.sh go test ./...
 #
-# The command sees SHARDSTOCK_TEST_MYSQL, SHARDSTOCK_TEST_ROCKETMQ and the
+# The command sees SHARDSTOCK_TEST_MYSQL (the test user, which may create
+# t_* and e2e_* databases), SHARDSTOCK_TEST_MYSQL_APP (the application's
+# user), SHARDSTOCK_TEST_ROCKETMQ and the
 # directories the deploy scripts use, so a test can stop and restart a
 # service for an outage drill. Redis masters are started by each test itself.
 set -euo pipefail
@@ -14,7 +16,6 @@ run=$root/run/test
 mkdir -p "$run"
 export SHARDSTOCK_MARIADB_DIR=$run/mariadb SHARDSTOCK_MARIADB_PORT=${SHARDSTOCK_MARIADB_PORT:-3406}
 export SHARDSTOCK_RMQ_DIR=$run/rocketmq
-export SHARDSTOCK_TEST_MYSQL="mysql://shardstock:shardstock@tcp(127.0.0.1:$SHARDSTOCK_MARIADB_PORT)/"
 export SHARDSTOCK_TEST_ROCKETMQ="rocketmq://127.0.0.1:9876"
 export SHARDSTOCK_TEST_REQUIRE_ALL=1
 
@@ -24,5 +25,8 @@ stop() {
 }
 trap stop EXIT
 "$root/deploy/mariadb.sh" start
+SHARDSTOCK_TEST_MYSQL=$("$root/deploy/mariadb.sh" test-dsn)
+SHARDSTOCK_TEST_MYSQL_APP=$("$root/deploy/mariadb.sh" dsn)
+export SHARDSTOCK_TEST_MYSQL SHARDSTOCK_TEST_MYSQL_APP
 "$root/deploy/rocketmq.sh" start
 "$@"

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/shardstock/shardstock/order"
+)
+
+// TestMariaDBGrantsNoMoreThanNeeded (issue 15, item 1), against the MariaDB
+// deploy/mariadb.sh started: the application's user can write no file on
+// the server (no FILE privilege, and files are confined to DIR/files
+// anyway) and reach no other database; the test user reaches only t_* and
+// e2e_* databases; the once well-known password no longer logs in; the
+// passwords are in 0600 files; and mariadbd does not run as root.
+func TestMariaDBGrantsNoMoreThanNeeded(t *testing.T) {
+	app := service(t, "SHARDSTOCK_TEST_MYSQL_APP")
+	test := service(t, "SHARDSTOCK_TEST_MYSQL")
+	dir := service(t, "SHARDSTOCK_MARIADB_DIR")
+	ctx := context.Background()
+	open := func(dsn string) *order.Store {
+		s, err := order.Open(dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	a := open(app)
+	if _, err := a.Query(ctx, "SELECT 1"); err != nil {
+		t.Fatalf("the application's user cannot log in: %v", err)
+	}
+	outfile := filepath.Join(os.TempDir(), "shardstock-outfile-probe")
+	os.Remove(outfile)
+	refused := map[string]string{
+		"write a file on the server":   "SELECT 'x' INTO OUTFILE '" + outfile + "'",
+		"create another database":      "CREATE DATABASE shardstock_probe",
+		"read the server's user table": "SELECT COUNT(*) FROM mysql.user",
+		"grant itself more":            "GRANT ALL ON *.* TO 'shardstock'@'127.0.0.1'",
+	}
+	for what, stmt := range refused {
+		if err := a.Exec(ctx, stmt); err == nil {
+			t.Errorf("the application's user may %s (%s)", what, stmt)
+		}
+	}
+	if _, err := os.Stat(outfile); err == nil {
+		t.Fatalf("INTO OUTFILE wrote %s", outfile)
+	}
+	tu := open(test)
+	if err := tu.Exec(ctx, "SELECT 'x' INTO OUTFILE '"+outfile+"'"); err == nil {
+		t.Error("the test user may write a file on the server")
+	}
+	if err := tu.Exec(ctx, "CREATE DATABASE shardstock_probe"); err == nil {
+		tu.Exec(ctx, "DROP DATABASE shardstock_probe")
+		t.Error("the test user may create a database outside t_* and e2e_*")
+	}
+	if err := tu.Exec(ctx, "CREATE DATABASE e2e_grants_probe"); err != nil {
+		t.Errorf("the test user cannot create its own databases: %v", err)
+	}
+	tu.Exec(ctx, "DROP DATABASE e2e_grants_probe")
+	host := app[strings.Index(app, "@tcp("):]
+	if old, err := order.Open("mysql://shardstock:shardstock" + host); err == nil {
+		_, err := old.Query(ctx, "SELECT 1")
+		old.Close()
+		if err == nil {
+			t.Error("shardstock/shardstock still logs in")
+		}
+	}
+	for _, f := range []string{"shardstock.password", "shardstock_test.password"} {
+		st, err := os.Stat(filepath.Join(dir, f))
+		if err != nil || st.Mode().Perm() != 0o600 {
+			t.Errorf("%s: %v, mode %v; want 0600", f, err, st.Mode().Perm())
+		}
+	}
+	if os.Geteuid() == 0 {
+		pid, err := os.ReadFile(filepath.Join(dir, "mariadb.pid"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		status, err := os.ReadFile("/proc/" + strings.TrimSpace(string(pid)) + "/status")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(status), "\n") {
+			if strings.HasPrefix(line, "Uid:") && strings.Fields(line)[1] == "0" {
+				t.Fatalf("mariadbd runs as root: %s", line)
+			}
+		}
+	}
+}
