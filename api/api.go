@@ -6,8 +6,10 @@ package api
 
 import (
 	"bytes"
+	"crypto/aes"
 	"crypto/rand"
 	_ "embed"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -18,7 +20,6 @@ import (
 	"net/http"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -155,14 +156,25 @@ func errorResponse(err error) (int, ErrorBody) {
 }
 
 // RequestIDs returns a request id generator for echo's RequestID
-// middleware: a random prefix drawn once per process and a counter, so ids
-// are unique across processes and cost no entropy per request.
+// middleware: a counter encrypted with AES under a key drawn once per
+// process. Ids are unique within a process (a block cipher is a
+// permutation) and, with a random key each, across processes; they cost no
+// entropy per request, and they do not count, so a client cannot read the
+// server's request volume off two of its answers.
 func RequestIDs() func() string {
-	var b [6]byte
-	rand.Read(b[:])
-	prefix := hex.EncodeToString(b[:]) + "-"
+	var key [16]byte
+	rand.Read(key[:])
+	block, err := aes.NewCipher(key[:])
+	if err != nil {
+		panic(err) // a 16-byte key is always valid
+	}
 	var n atomic.Uint64
-	return func() string { return prefix + strconv.FormatUint(n.Add(1), 36) }
+	return func() string {
+		var in, out [16]byte
+		binary.BigEndian.PutUint64(in[8:], n.Add(1))
+		block.Encrypt(out[:], in[:])
+		return hex.EncodeToString(out[:])
+	}
 }
 
 // RequestLog logs every request at debug level (method, route, status,

@@ -116,3 +116,20 @@ func TestDecodeStrictRefusesDuplicateAndMiscasedKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestRequestIDsDoNotCount: consecutive ids are not ordered like a
+// counter, so two answers do not tell how many requests came between.
+func TestRequestIDsDoNotCount(t *testing.T) {
+	next := RequestIDs()
+	prev, ascending := next(), 0
+	for range 100 {
+		id := next()
+		if id > prev {
+			ascending++
+		}
+		prev = id
+	}
+	if ascending > 80 || ascending < 20 {
+		t.Fatalf("%d of 100 consecutive ids sort after the one before: they count", ascending)
+	}
+}

@@ -62,7 +62,10 @@ alive() { local pid; pid=$(pidof_port "$1"); [ -n "$pid" ] && running "$pid"; }
 write_conf() { # port
   local d="$dir/$1"
   mkdir -p "$d"
-  cat >"$d/redis.conf" <<CONF
+  # Written 0600 from the start: the password goes into it below.
+  rm -f "$d/redis.conf"
+  (umask 077 && : >"$d/redis.conf")
+  cat >>"$d/redis.conf" <<CONF
 # written by deploy/redis.sh — one independent stock shard, no replicas
 port $1
 bind 127.0.0.1

@@ -8,6 +8,7 @@ import (
 	"html/template"
 	"io/fs"
 	"net/http"
+	"path"
 	"sync"
 	"time"
 
@@ -48,12 +49,23 @@ func NewPages(catalog Catalog, sessions Sessions, now func() time.Time) *Pages {
 
 // Register mounts the pages on e.
 func (p *Pages) Register(e *echo.Echo) {
-	static, _ := fs.Sub(web, "web")
+	static := assets{web}
 	e.GET("/", p.index)
 	e.GET("/products/:id", p.product)
 	e.GET("/admin/", p.file("admin.html"))
 	e.GET("/admin", func(c echo.Context) error { return c.Redirect(http.StatusMovedPermanently, "/admin/") })
 	e.GET("/static/*", echo.WrapHandler(http.StripPrefix("/static/", http.FileServer(http.FS(static)))))
+}
+
+// assets are the scripts and styles under web/, and nothing else of it:
+// the page templates are not served raw.
+type assets struct{ fs.FS }
+
+func (a assets) Open(name string) (fs.File, error) {
+	if ext := path.Ext(name); ext != ".css" && ext != ".js" {
+		return nil, fs.ErrNotExist
+	}
+	return a.FS.Open("web/" + name)
 }
 
 func (p *Pages) file(name string) echo.HandlerFunc {

@@ -50,3 +50,31 @@ func TestStrictJSONOverHTTP(t *testing.T) {
 		t.Fatalf(`pay {"result":"fail","RESULT":"success"}: %d %s`, rep.status, rep.raw)
 	}
 }
+
+// TestSmallHardenings (issue 15, item 8): the page templates are not
+// served raw, pages carry a Content-Security-Policy and frame and sniffing
+// denials, and a request id a client sends is not taken as the server's.
+func TestSmallHardenings(t *testing.T) {
+	r := shardtest.Start(t, 3)
+	m := startServer(t, r.URLs())
+	base := m.URL()
+	for _, p := range []string{"/static/product.html", "/static/index.html", "/static/admin.html"} {
+		if rep := do(t, "GET", base+p, ""); rep.status != 404 {
+			t.Fatalf("%s: %d, want 404 (a template)", p, rep.status)
+		}
+	}
+	if rep := do(t, "GET", base+"/static/sale.js", ""); rep.status != 200 {
+		t.Fatalf("/static/sale.js: %d", rep.status)
+	}
+	page := doRaw(t, "GET", base+"/admin/")
+	for h, want := range map[string]string{"Content-Security-Policy": "script-src 'self'", "X-Frame-Options": "DENY",
+		"X-Content-Type-Options": "nosniff"} {
+		if got := page.header.Get(h); !strings.Contains(got, want) {
+			t.Fatalf("%s: %q, want %q", h, got, want)
+		}
+	}
+	forged := doRaw(t, "GET", base+"/healthz", "X-Request-Id", "deadbeef-1")
+	if got := forged.header.Get("X-Request-Id"); got == "deadbeef-1" || got == "" {
+		t.Fatalf("X-Request-Id answered %q for a client's own", got)
+	}
+}

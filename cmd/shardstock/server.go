@@ -446,7 +446,19 @@ func (m *Main) router() *echo.Echo {
 	e.IPExtractor = m.realIP()
 	// X-Request-ID, in the canonical form that needs no copy per request.
 	requestID := middleware.RequestIDConfig{Generator: api.RequestIDs(), TargetHeader: "X-Request-Id"}
-	e.Use(middleware.Recover(), middleware.RequestIDWithConfig(requestID), api.RequestLog(m.log))
+	// A request id is the server's own: one a client sends is dropped, so
+	// it cannot pass for one of ours in the logs.
+	e.Pre(func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			c.Request().Header.Del(echo.HeaderXRequestID)
+			return next(c)
+		}
+	})
+	e.Use(middleware.Recover(), middleware.RequestIDWithConfig(requestID), api.RequestLog(m.log),
+		middleware.SecureWithConfig(middleware.SecureConfig{ContentTypeNosniff: "nosniff", XFrameOptions: "DENY",
+			ReferrerPolicy: "same-origin",
+			ContentSecurityPolicy: "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
+				"connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"}))
 
 	m.buyers.Register(e)
 	m.orders.Register(e, order.Identity(m.identity()))

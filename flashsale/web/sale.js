@@ -34,8 +34,9 @@
       row.className = "shard" + (s.up ? "" : " down");
       row.dataset.shard = s.index;
       const pct = s.up && s.alloc ? (100 * s.salable / s.alloc) : 0;
-      row.innerHTML = '<span>shard ' + s.index + '</span><div class="bar"><span style="width:' + pct +
-        '%"></span></div><span class="state">' + (s.up ? s.salable + " / " + s.alloc : "down") + "</span>";
+      row.innerHTML = '<span>shard ' + s.index + '</span><div class="bar"><span></span></div><span class="state">' +
+        (s.up ? s.salable + " / " + s.alloc : "down") + "</span>";
+      row.querySelector(".bar span").style.width = pct + "%"; // CSSOM: the CSP refuses inline style attributes
       return row;
     }));
   }
