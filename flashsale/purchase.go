@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -98,6 +99,9 @@ type Handler struct {
 	limiter   *limiter
 	requestID func() string
 	realIP    echo.IPExtractor
+	edgeMu    sync.Mutex // guards edgeBody and edgeAt
+	edgeBody  string     // the last /edge/limits answer
+	edgeAt    time.Time
 }
 
 // NewHandler returns a Handler; see Config for defaults.
@@ -132,7 +136,15 @@ func (h *Handler) Register(e *echo.Echo) {
 
 // edgeLimits publishes the limits for an nginx edge (deploy/nginx/limiter.lua),
 // one per line: "global N" and "product ID N", in requests per second.
+// The answer is kept for a second: the edge asks about once a second per
+// worker, and the endpoint must not cost a catalog read per call.
 func (h *Handler) edgeLimits(c echo.Context) error {
+	now := h.cfg.Now()
+	h.edgeMu.Lock()
+	defer h.edgeMu.Unlock()
+	if now.Sub(h.edgeAt) < time.Second && h.edgeBody != "" {
+		return c.String(http.StatusOK, h.edgeBody)
+	}
 	var b strings.Builder
 	if h.cfg.Limits.Global > 0 {
 		fmt.Fprintf(&b, "global %g\n", h.cfg.Limits.Global)
@@ -149,7 +161,8 @@ func (h *Handler) edgeLimits(c echo.Context) error {
 			}
 		}
 	}
-	return c.String(http.StatusOK, b.String())
+	h.edgeBody, h.edgeAt = b.String(), now
+	return c.String(http.StatusOK, h.edgeBody)
 }
 
 // Queued is the 202 body of a spooled purchase.

@@ -2,10 +2,14 @@ package order
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/oklog/ulid/v2"
 
 	"github.com/shardstock/shardstock"
 )
@@ -66,12 +70,13 @@ func TestPaymentMessages(t *testing.T) {
 		mustBe("a fail", paymentBody("a2", "fail", 0, "t-2"), PaymentApplied)
 
 		// A result that overtook its reservation: not decided, not refused.
-		holds["a9"] = "bob"
-		early := paymentBody("a9", "success", 0, "t-9")
+		a9 := ulid.MustNew(uint64(h.now.Load()), rand.Reader).String() // a reservation id of now
+		holds[a9] = "bob"
+		early := paymentBody(a9, "success", 0, "t-9")
 		if _, err := apply(early); err == nil || errors.Is(err, ErrPaymentRefused) {
 			t.Fatalf("a result for an order not written yet: %v, want a retryable error", err)
 		}
-		h.ingest(h.event("a9", "bob", 0))
+		h.ingest(h.event(a9, "bob", 0))
 		mustBe("the same result once the order is written", early, PaymentApplied)
 
 		// Poison: each is refused and changes nothing.
@@ -109,8 +114,44 @@ func TestPaymentMessages(t *testing.T) {
 		for _, st := range h.settle() {
 			got[st.OrderID]++
 		}
-		if len(got) != 3 || got["a1"] != 1 || got["a2"] != 1 || got["a9"] != 1 {
+		if len(got) != 3 || got["a1"] != 1 || got["a2"] != 1 || got[a9] != 1 {
 			t.Fatalf("settlements %v, want one each for a1, a2, a9", got)
 		}
 	})
+}
+
+// countingHolds is holdsAt that counts its lookups.
+type countingHolds struct {
+	holdsAt
+	calls int
+}
+
+func (c *countingHolds) FindHold(ctx context.Context, p []string, id string) (string, string, int, bool, error) {
+	c.calls++
+	return c.holdsAt.FindHold(ctx, p, id)
+}
+
+// TestUnknownOrderIsOneRead (issue 15, item 6): an order id that cannot be
+// a reservation still on its way (not a ULID, or made long before the
+// fail-fast age) is answered from the order table alone, with no look at
+// the shards; a recent one is looked for there.
+func TestUnknownOrderIsOneRead(t *testing.T) {
+	h := newHarness(t, openTest(t, "sqlite:"+t.TempDir()+"/o.db"), 1)
+	holds := &countingHolds{holdsAt: holdsAt{}}
+	h.svc.holds = holds
+	now := time.UnixMilli(h.now.Load())
+	for _, id := range []string{"not-a-ulid", ulid.MustNew(ulid.Timestamp(now.Add(-2*time.Hour)), rand.Reader).String(),
+		ulid.MustNew(ulid.Timestamp(now.Add(24*time.Hour)), rand.Reader).String()} {
+		if _, err := h.svc.Get(context.Background(), id, "alice"); !errors.Is(err, shardstock.ErrNotFound) {
+			t.Fatalf("%s: %v", id, err)
+		}
+	}
+	if holds.calls != 0 {
+		t.Fatalf("%d hold lookups for ids that cannot be pending", holds.calls)
+	}
+	recent := ulid.MustNew(ulid.Timestamp(now), rand.Reader).String()
+	h.svc.Get(context.Background(), recent, "alice")
+	if holds.calls != 1 {
+		t.Fatalf("a recent id was not looked for on the shards (%d lookups)", holds.calls)
+	}
 }
