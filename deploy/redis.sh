@@ -18,6 +18,9 @@
 #   --requirepass PASS       [SHARDSTOCK_REDIS_PASSWORD] password of the default user
 #   --acl-user NAME:PASS     [SHARDSTOCK_REDIS_ACL_USER] an ACL user for shardstock: only ss:* keys,
 #                            no dangerous or admin commands; use redis://NAME:PASS@host:port/0
+#   --tls-dir DIR            [SHARDSTOCK_REDIS_TLS_DIR] TLS only: DIR/server.crt, DIR/server.key and
+#                            DIR/ca.crt; no plain port; urls prints rediss:// (shardstock then needs
+#                            SHARDSTOCK_REDIS_CA_FILE=DIR/ca.crt unless the CA is a system root)
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -26,6 +29,7 @@ dir=${SHARDSTOCK_REDIS_DIR:-./run/redis}
 fsync=${SHARDSTOCK_REDIS_FSYNC:-everysec}
 requirepass=${SHARDSTOCK_REDIS_PASSWORD:-}
 acluser=${SHARDSTOCK_REDIS_ACL_USER:-}
+tlsdir=${SHARDSTOCK_REDIS_TLS_DIR:-}
 
 usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
 die() { echo "redis.sh: $*" >&2; exit 1; }
@@ -38,6 +42,7 @@ while [ $# -gt 0 ]; do
     --fsync) fsync=$2; shift 2 ;;
     --requirepass) requirepass=$2; shift 2 ;;
     --acl-user) acluser=$2; shift 2 ;;
+    --tls-dir) tlsdir=$2; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) die "unknown option $1 (see --help)" ;;
   esac
@@ -67,7 +72,7 @@ write_conf() { # port
   (umask 077 && : >"$d/redis.conf")
   cat >>"$d/redis.conf" <<CONF
 # written by deploy/redis.sh — one independent stock shard, no replicas
-port $1
+port $(if [ -n "$tlsdir" ]; then echo 0; else echo "$1"; fi)
 bind 127.0.0.1
 protected-mode yes
 daemonize yes
@@ -81,6 +86,10 @@ save ""
 # Stock keys must never be evicted: refuse writes when memory is full instead.
 maxmemory-policy noeviction
 CONF
+  if [ -n "$tlsdir" ]; then
+    printf 'tls-port %s\ntls-cert-file %s\ntls-key-file %s\ntls-ca-cert-file %s\ntls-auth-clients no\n' \
+      "$1" "$tlsdir/server.crt" "$tlsdir/server.key" "$tlsdir/ca.crt" >>"$d/redis.conf"
+  fi
   if [ -n "$requirepass" ]; then echo "requirepass $requirepass" >>"$d/redis.conf"; fi
   if [ -n "$acluser" ]; then
     echo "user ${acluser%%:*} on >${acluser#*:} ~ss:* &* +@all -@dangerous -@admin +ping +info" >>"$d/redis.conf"
@@ -89,7 +98,11 @@ CONF
 }
 
 # cli runs redis-cli against a master, with the default user's password.
-cli() { local p=$1; shift; REDISCLI_AUTH="$requirepass" redis-cli -p "$p" "$@"; }
+cli() {
+  local p=$1; shift
+  if [ -n "$tlsdir" ]; then set -- --tls --cacert "$tlsdir/ca.crt" "$@"; fi
+  REDISCLI_AUTH="$requirepass" redis-cli -p "$p" "$@"
+}
 
 start_one() { # port
   if alive "$1"; then echo "shard :$1 already running (pid $(pidof_port "$1"))"; return; fi
@@ -141,7 +154,8 @@ case "$cmd" in
   status) for p in "${port_list[@]}"; do
             if alive "$p"; then echo "shard :$p up pid $(pidof_port "$p")"; else echo "shard :$p down"; fi
           done ;;
-  urls) out=; for p in "${port_list[@]}"; do out="${out:+$out,}redis://127.0.0.1:$p/0"; done; echo "$out" ;;
+  urls) scheme=redis; [ -n "$tlsdir" ] && scheme=rediss
+        out=; for p in "${port_list[@]}"; do out="${out:+$out,}$scheme://127.0.0.1:$p/0"; done; echo "$out" ;;
   ""|-h|--help|help) usage ;;
   *) die "unknown command $cmd (see --help)" ;;
 esac

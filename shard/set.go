@@ -22,6 +22,8 @@ package shard
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -45,6 +47,9 @@ type Config struct {
 	// Timeout is the deadline of one call on one shard (dial, write and
 	// read included). Default 250ms.
 	Timeout time.Duration
+	// RootCAs verify the certificates of rediss:// shards; nil: the
+	// system's roots.
+	RootCAs *x509.CertPool
 	// EmptyTTL is how long a shard that answered "sold out" for a product
 	// is skipped for it before one request probes it again. Default 1s.
 	EmptyTTL time.Duration
@@ -137,6 +142,10 @@ func Open(urls []string, cfg Config) (*Set, error) {
 		if err != nil {
 			s.Close()
 			return nil, fmt.Errorf("shard %d: %w", i, err)
+		}
+		if opt.TLSConfig != nil {
+			opt.TLSConfig.RootCAs = cfg.RootCAs
+			opt.TLSConfig.MinVersion = tls.VersionTLS12
 		}
 		if cfg.Resync != nil {
 			opt.OnConnect = s.onConnect(i)

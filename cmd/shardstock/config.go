@@ -2,6 +2,7 @@ package main
 
 import (
 	"crypto/rand"
+	"crypto/x509"
 	"encoding/hex"
 	"flag"
 	"fmt"
@@ -29,6 +30,9 @@ type Config struct {
 	UserAuth   string
 	HMACSecret []byte // hmac mode: the token key
 	PaySecret  []byte // the payment callback signature key; empty: unsigned
+	// RedisCAs verify rediss:// shards (SHARDSTOCK_REDIS_CA_FILE); nil: the
+	// system's roots.
+	RedisCAs *x509.CertPool
 	// TrustedProxies are the peers whose X-User-ID and X-Forwarded-For are
 	// believed; nil: none. NewMain's callers in tests leave it nil, which
 	// Main reads as loopback.
@@ -85,6 +89,7 @@ var variables = []variable{
 	{"SHARDSTOCK_PAYMENT_SECRET", "payment-secret", "", "key of the payment results' signature (callback X-Signature, message signature; 32+ bytes); required unless SHARDSTOCK_DEV=1", true},
 	{"SHARDSTOCK_DEV", "dev", "", "1: for a local try: allow a missing admin token (make one up and print it) and unsigned payment results", false},
 	{"SHARDSTOCK_TRUSTED_PROXIES", "trusted-proxies", "127.0.0.0/8,::1/128", "peers (CIDRs, comma-separated, or none) whose X-User-ID (header mode) and X-Forwarded-For are believed: your authenticating gateway", false},
+	{"SHARDSTOCK_REDIS_CA_FILE", "redis-ca-file", "", "PEM file of the CA that signs the rediss:// shards' certificates (default: the system's roots)", false},
 	{"SHARDSTOCK_SHARD_TIMEOUT", "shard-timeout", "250ms", "deadline of one call on one shard", false},
 	{"SHARDSTOCK_COALESCE", "coalesce", "on", "on: concurrent script calls to one shard share one pipeline round trip; off: one round trip each", false},
 	{"SHARDSTOCK_START", "start", "home", "first shard a purchase reserves on: home (the buyer's home shard, hashed from the user id, which also keeps the buyer's per-user limit: one script execution per purchase) or random (the claim at home, then a random shard: two)", false},
@@ -187,6 +192,16 @@ func (c *Config) parseAddr(func(string) string) error {
 }
 
 func (c *Config) parseShards(get func(string) string) error {
+	if f := get("SHARDSTOCK_REDIS_CA_FILE"); f != "" {
+		pem, err := os.ReadFile(f)
+		if err != nil {
+			return &configError{"SHARDSTOCK_REDIS_CA_FILE", err.Error()}
+		}
+		c.RedisCAs = x509.NewCertPool()
+		if !c.RedisCAs.AppendCertsFromPEM(pem) {
+			return &configError{"SHARDSTOCK_REDIS_CA_FILE", f + " holds no PEM certificate"}
+		}
+	}
 	raw := get("SHARDSTOCK_SHARDS")
 	if raw == "" {
 		return &configError{"SHARDSTOCK_SHARDS", "required: comma-separated Redis URLs, e.g. redis://127.0.0.1:6479/0,redis://127.0.0.1:6579/0"}

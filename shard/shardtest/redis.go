@@ -23,10 +23,12 @@ type Redis struct {
 	Ports  []int
 }
 
-// Options secure the masters: a password for the default user, and an ACL
-// user ("name:pass") limited to shardstock's keys.
+// Options secure the masters: a password for the default user, an ACL
+// user ("name:pass") limited to shardstock's keys, and TLS (TLSDir holds
+// ca.crt, server.crt and server.key; the masters then listen on TLS only).
 type Options struct {
 	RequirePass, ACLUser string
+	TLSDir               string
 }
 
 // Start starts n masters and registers their shutdown with t.Cleanup. It
@@ -57,7 +59,11 @@ func (r *Redis) Dir() string { return r.dir }
 func (r *Redis) URLs() []string {
 	urls := make([]string, len(r.Ports))
 	for i, p := range r.Ports {
-		urls[i] = fmt.Sprintf("redis://127.0.0.1:%d/0", p)
+		scheme := "redis"
+		if r.opts.TLSDir != "" {
+			scheme = "rediss"
+		}
+		urls[i] = fmt.Sprintf("%s://127.0.0.1:%d/0", scheme, p)
 	}
 	return urls
 }
@@ -90,6 +96,9 @@ func (r *Redis) run(cmd string, ports ...int) {
 	}
 	if r.opts.ACLUser != "" {
 		args = append(args, "--acl-user", r.opts.ACLUser)
+	}
+	if r.opts.TLSDir != "" {
+		args = append(args, "--tls-dir", r.opts.TLSDir)
 	}
 	c := exec.Command("bash", args...)
 	out, err := c.CombinedOutput()
