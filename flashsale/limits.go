@@ -74,33 +74,83 @@ func (l *limiter) any() bool {
 // and when to retry. A refusal spends no token of any scope: the tokens the
 // scopes before it took are handed back.
 func (l *limiter) allow(product string, stock int64, user, ip string, now time.Time) (ok bool, scope string, retry time.Duration) {
-	checks := []struct {
-		scope string
-		lim   *rate.Limiter
-	}{
-		{"user", l.users.get(user, l.cfg.User, int(math.Ceil(l.cfg.User)), now)},
-		{"ip", l.ips.get(ip, l.cfg.IP, int(math.Ceil(l.cfg.IP)), now)},
-		{"product", l.products.get(product, l.productRate(stock), int(math.Ceil(l.productRate(stock))), now)},
-		{"global", l.global},
-	}
-	var taken [4]*rate.Reservation
-	for i, c := range checks {
+	b, p := l.buyerChecks(user, ip, now), l.productChecks(product, stock, now)
+	return l.reserve(nil, now, b[:], p[:])
+}
+
+// admitBuyer takes the buyer's own tokens (user, ip) of one purchase, before
+// its product is looked up; allowProduct then takes the rest. A purchase
+// refused by the product or global limit hands the buyer's tokens back; one
+// of a product that does not exist keeps them spent, so a flood of made-up
+// product ids costs its sender like any other request.
+func (l *limiter) admitBuyer(user, ip string, now time.Time) (taken []*rate.Reservation, ok bool, scope string, retry time.Duration) {
+	checks := l.buyerChecks(user, ip, now)
+	for _, c := range checks[:] {
 		if c.lim == nil {
 			continue
 		}
 		r := c.lim.ReserveN(now, 1)
 		if d := r.DelayFrom(now); d > 0 {
 			r.CancelAt(now)
-			for _, t := range taken[:i] {
-				if t != nil {
-					t.CancelAt(now)
-				}
-			}
-			return false, c.scope, d
+			cancelAll(taken, now)
+			return nil, false, c.scope, d
 		}
-		taken[i] = r
+		taken = append(taken, r)
+	}
+	return taken, true, "", 0
+}
+
+// allowProduct is allow for a purchase whose buyer admitBuyer admitted.
+func (l *limiter) allowProduct(pre []*rate.Reservation, product string, stock int64, now time.Time) (ok bool, scope string, retry time.Duration) {
+	p := l.productChecks(product, stock, now)
+	return l.reserve(pre, now, p[:])
+}
+
+type check struct {
+	scope string
+	lim   *rate.Limiter
+}
+
+func (l *limiter) buyerChecks(user, ip string, now time.Time) [2]check {
+	return [2]check{
+		{"user", l.users.get(user, l.cfg.User, int(math.Ceil(l.cfg.User)), now)},
+		{"ip", l.ips.get(ip, l.cfg.IP, int(math.Ceil(l.cfg.IP)), now)},
+	}
+}
+
+func (l *limiter) productChecks(product string, stock int64, now time.Time) [2]check {
+	return [2]check{
+		{"product", l.products.get(product, l.productRate(stock), int(math.Ceil(l.productRate(stock))), now)},
+		{"global", l.global},
+	}
+}
+
+// reserve takes one token of each check in order; the first that refuses
+// hands back every token taken, those of pre included.
+func (l *limiter) reserve(pre []*rate.Reservation, now time.Time, groups ...[]check) (ok bool, scope string, retry time.Duration) {
+	var buf [4]*rate.Reservation
+	taken := append(buf[:0], pre...)
+	for _, checks := range groups {
+		for _, c := range checks {
+			if c.lim == nil {
+				continue
+			}
+			r := c.lim.ReserveN(now, 1)
+			if d := r.DelayFrom(now); d > 0 {
+				r.CancelAt(now)
+				cancelAll(taken, now)
+				return false, c.scope, d
+			}
+			taken = append(taken, r)
+		}
 	}
 	return true, "", 0
+}
+
+func cancelAll(taken []*rate.Reservation, now time.Time) {
+	for _, t := range taken {
+		t.CancelAt(now)
+	}
 }
 
 func (l *limiter) productRate(stock int64) float64 {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/oklog/ulid/v2"
+	"golang.org/x/time/rate"
 
 	"github.com/shardstock/shardstock"
 	"github.com/shardstock/shardstock/api"
@@ -265,18 +266,30 @@ func (h *Handler) purchase(w http.ResponseWriter, r *http.Request, id string) (i
 		return 0, err
 	}
 	ctx := r.Context()
+	now := h.cfg.Now()
+	// A product the catalog must be read for (not cached: a new or made-up
+	// id) first costs the buyer their own tokens, so a flood of random ids
+	// is limited before it reaches SQL.
+	var pre []*rate.Reservation
+	if pk, ok := h.cfg.Catalog.(cachedCatalog); ok && h.limiter.any() {
+		if _, hit := pk.Cached(id); !hit {
+			var err error
+			if pre, err = h.admitBuyer(w, r, user, now); err != nil {
+				return 0, err
+			}
+		}
+	}
 	p, err := h.cfg.Catalog.Product(ctx, id)
 	if err != nil {
 		return 0, err
 	}
-	now := h.cfg.Now()
 	if err := p.Open(now); err != nil {
 		return 0, err
 	}
 	if h.cfg.Reserver.KnownSoldOut(p) {
 		return 0, shardstock.ErrSoldOut // after a sell-out most traffic ends here: no limit, no Redis
 	}
-	if err := h.allow(w, r, p, user, now); err != nil {
+	if err := h.allow(w, r, p, user, now, pre); err != nil {
 		return 0, err
 	}
 	orderID := h.cfg.NewID()
@@ -308,18 +321,51 @@ func (h *Handler) purchase(w http.ResponseWriter, r *http.Request, id string) (i
 
 // allow applies the buyer-side rate limits: nil, or ErrRateLimited with
 // Retry-After set.
-func (h *Handler) allow(w http.ResponseWriter, r *http.Request, p *shardstock.Product, user string, now time.Time) error {
+// pre, when set, holds the buyer's tokens admitBuyer took already.
+func (h *Handler) allow(w http.ResponseWriter, r *http.Request, p *shardstock.Product, user string, now time.Time, pre []*rate.Reservation) error {
 	if !h.limiter.any() {
 		return nil
 	}
-	ip := ""
-	if h.cfg.Limits.IP > 0 {
-		ip = h.realIP(r)
+	var ok bool
+	var scope string
+	var retry time.Duration
+	if pre != nil {
+		ok, scope, retry = h.limiter.allowProduct(pre, p.ID, p.Stock, now)
+	} else {
+		ok, scope, retry = h.limiter.allow(p.ID, p.Stock, user, h.clientIP(r), now)
 	}
-	ok, scope, retry := h.limiter.allow(p.ID, p.Stock, user, ip, now)
 	if ok {
 		return nil
 	}
+	return h.limited(w, scope, retry)
+}
+
+// admitBuyer takes the buyer's user and ip tokens before a catalog read.
+func (h *Handler) admitBuyer(w http.ResponseWriter, r *http.Request, user string, now time.Time) ([]*rate.Reservation, error) {
+	taken, ok, scope, retry := h.limiter.admitBuyer(user, h.clientIP(r), now)
+	if !ok {
+		return nil, h.limited(w, scope, retry)
+	}
+	if taken == nil {
+		taken = []*rate.Reservation{} // admitted with no buyer limit: not nil, so allow takes only the rest
+	}
+	return taken, nil
+}
+
+func (h *Handler) clientIP(r *http.Request) string {
+	if h.cfg.Limits.IP > 0 {
+		return h.realIP(r)
+	}
+	return ""
+}
+
+// cachedCatalog is a Catalog that says whether it has id without a read
+// (inventory.Service).
+type cachedCatalog interface {
+	Cached(id string) (*shardstock.Product, bool)
+}
+
+func (h *Handler) limited(w http.ResponseWriter, scope string, retry time.Duration) error {
 	if h.cfg.OnLimited != nil {
 		h.cfg.OnLimited(scope)
 	}

@@ -356,6 +356,10 @@ func (s *Service) Product(ctx context.Context, id string) (*shardstock.Product, 
 	return &p, nil
 }
 
+// Cached returns product id if this process has it (or knows it is not
+// defined: nil) without reading the catalog.
+func (s *Service) Cached(id string) (*shardstock.Product, bool) { return s.get(id) }
+
 func (s *Service) get(id string) (*shardstock.Product, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -2,9 +2,11 @@ package main
 
 import (
 	"net/netip"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/shardstock/shardstock/flashsale"
 	"github.com/shardstock/shardstock/shard/shardtest"
 )
 
@@ -76,5 +78,27 @@ func TestSmallHardenings(t *testing.T) {
 	forged := doRaw(t, "GET", base+"/healthz", "X-Request-Id", "deadbeef-1")
 	if got := forged.header.Get("X-Request-Id"); got == "deadbeef-1" || got == "" {
 		t.Fatalf("X-Request-Id answered %q for a client's own", got)
+	}
+}
+
+// TestMadeUpProductsAreLimitedBeforeSQL (issue 15, item 6): purchases of
+// product ids nobody defined cost their sender the per-buyer limit before
+// the catalog is read, so a flood of random ids gets 429, not a SQL read
+// each; a real product's buyers are not slowed by it.
+func TestMadeUpProductsAreLimitedBeforeSQL(t *testing.T) {
+	r := shardtest.Start(t, 3)
+	m := startServer(t, r.URLs(), func(c *Config) { c.Limits = flashsale.Limits{User: 2} })
+	base := m.URL()
+	putProduct(t, base, "real", `{"stock":100}`)
+	statuses := map[int]int{}
+	for i := range 20 {
+		statuses[purchase(t, base, "real", "other"+strconv.Itoa(i)).status]++ // warm: "real" is cached
+		statuses[purchase(t, base, "madeup"+strconv.Itoa(i), "flooder").status+1000]++
+	}
+	if statuses[1000+404] > 3 || statuses[1000+429] < 17 {
+		t.Fatalf("made-up ids from one buyer: %v (want 429 after the buyer's 2/s; 1000+ = the flooder)", statuses)
+	}
+	if statuses[200] != 20 {
+		t.Fatalf("buyers of a real product: %v", statuses)
 	}
 }
