@@ -92,6 +92,8 @@ type Config struct {
 type Spool interface {
 	Append(e ha.SpoolEntry) error
 	Ticket(ticket string) (ha.SpoolEntry, ha.SpoolResult, bool)
+	// Pending counts user's purchases of product waiting in the spool.
+	Pending(product, user string) int
 }
 
 // Handler serves the buyer API.
@@ -391,6 +393,12 @@ func (r Reserved) encode() []byte {
 // 202 with a ticket; when the spool cannot take it either, 503, and the
 // purchase's claim is given back (it will not be replayed).
 func (h *Handler) spool(w http.ResponseWriter, r *http.Request, p *shardstock.Product, user, orderID string, cause error) error {
+	// No buyer waits in the spool for more units than they may hold: the
+	// limit cannot be checked at the shards now, but it bounds the queue.
+	if h.cfg.Spool.Pending(p.ID, user) >= int(p.PerUserLimit) {
+		h.cfg.Reserver.Abandon(r.Context(), p, user, orderID)
+		return shardstock.ErrLimitReached
+	}
 	e := ha.SpoolEntry{Ticket: "T" + h.cfg.NewID(), ProductID: p.ID, UserID: user, OrderID: orderID, AtMS: h.cfg.Now().UnixMilli()}
 	if err := h.cfg.Spool.Append(e); err != nil {
 		h.cfg.Reserver.Abandon(r.Context(), p, user, orderID)

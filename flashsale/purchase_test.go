@@ -45,6 +45,16 @@ type recordingSpool struct {
 	full    bool
 }
 
+func (s *recordingSpool) Pending(product, user string) int {
+	n := 0
+	for _, e := range s.entries {
+		if e.ProductID == product && e.UserID == user {
+			n++
+		}
+	}
+	return n
+}
+
 func (s *recordingSpool) Append(e ha.SpoolEntry) error {
 	if s.full {
 		return errors.New("spool full")

@@ -78,6 +78,7 @@ type Spool struct {
 	pending []SpoolEntry           // arrival order
 	tickets map[string]*ticketInfo // ticket -> entry and outcome
 	seq     int64                  // arrivals so far
+	byBuyer map[string]int         // pending entries per product and buyer
 }
 
 type ticketInfo struct {
@@ -100,7 +101,8 @@ func OpenSpool(dir string, cfg SpoolConfig) (*Spool, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("spool: %w", err)
 	}
-	s := &Spool{cfg: cfg, path: filepath.Join(dir, "spool.log"), wake: make(chan struct{}, 1), tickets: map[string]*ticketInfo{}}
+	s := &Spool{cfg: cfg, path: filepath.Join(dir, "spool.log"), wake: make(chan struct{}, 1), tickets: map[string]*ticketInfo{},
+		byBuyer: map[string]int{}}
 	f, err := os.OpenFile(s.path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("spool: %w", err)
@@ -189,6 +191,7 @@ func (s *Spool) apply(rec record) {
 	case "req":
 		s.seq++
 		s.pending = append(s.pending, *rec.Entry)
+		s.byBuyer[buyerKey(*rec.Entry)]++
 		s.tickets[rec.Entry.Ticket] = &ticketInfo{entry: *rec.Entry, result: SpoolResult{Status: "queued"}, seq: s.seq}
 	case "done":
 		if ti := s.tickets[rec.Ticket]; ti != nil {
@@ -197,6 +200,11 @@ func (s *Spool) apply(rec record) {
 		for i, e := range s.pending {
 			if e.Ticket == rec.Ticket {
 				s.pending = append(s.pending[:i], s.pending[i+1:]...)
+				if k := buyerKey(e); s.byBuyer[k] <= 1 {
+					delete(s.byBuyer, k)
+				} else {
+					s.byBuyer[k]--
+				}
 				break
 			}
 		}
@@ -260,6 +268,15 @@ func (s *Spool) Ticket(ticket string) (SpoolEntry, SpoolResult, bool) {
 		return SpoolEntry{}, SpoolResult{}, false
 	}
 	return ti.entry, ti.result, true
+}
+
+func buyerKey(e SpoolEntry) string { return e.ProductID + "\x00" + e.UserID }
+
+// Pending returns how many of user's purchases of product wait in the spool.
+func (s *Spool) Pending(product, user string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.byBuyer[product+"\x00"+user]
 }
 
 // Depth is the number of purchases waiting for replay.

@@ -254,6 +254,10 @@ func TestSpoolWhenNoShardAnswers(t *testing.T) {
 			t.Fatalf("ticket: %d %s", tv.status, tv.raw)
 		}
 	}
+	// One buyer waits in the spool for at most per_user_limit units (1).
+	if rep := purchase(t, base, "spl", "late0"); rep.status != 409 || rep.str("error") != "limit_reached" {
+		t.Fatalf("a second spooled purchase of one buyer (limit 1): %d %s, want 409 limit_reached", rep.status, rep.raw)
+	}
 	if rep := purchase(t, base, "spl", "one-too-many"); rep.status != 503 || rep.str("error") != "unavailable" {
 		t.Fatalf("spool full: %d %s, want 503 unavailable", rep.status, rep.raw)
 	}
