@@ -18,8 +18,17 @@ const MinSecretLen = 32
 // MaxTokenTTL bounds a token's lifetime (exp - iat).
 const MaxTokenTTL = 24 * time.Hour
 
+// A buyer token names its issuer and audience, and a token that does not
+// name these is refused: a token some other service signed with the same
+// secret, for another purpose, does not pass for a buyer's here.
+const (
+	TokenIssuer   = "shardstock"
+	TokenAudience = "shardstock-buyers"
+)
+
 // TokenIdentity verifies "Authorization: Bearer <token>": a JWT signed with
-// HS256 and secret, whose subject is the user id (1-64 of [A-Za-z0-9_-]).
+// HS256 and secret, issued by TokenIssuer for TokenAudience, whose subject
+// is the user id (1-64 of [A-Za-z0-9_-]).
 // The token must carry exp and iat; it is refused once expired or when
 // issued in the future, each with skew of tolerance for clocks, and when it
 // claims a lifetime over MaxTokenTTL. Any other algorithm (none included) is
@@ -29,7 +38,8 @@ func TokenIdentity(secret []byte, skew time.Duration, now func() time.Time) Iden
 		now = time.Now
 	}
 	parser := jwt.NewParser(jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
-		jwt.WithExpirationRequired(), jwt.WithIssuedAt(), jwt.WithLeeway(skew), jwt.WithTimeFunc(now))
+		jwt.WithExpirationRequired(), jwt.WithIssuedAt(), jwt.WithLeeway(skew), jwt.WithTimeFunc(now),
+		jwt.WithIssuer(TokenIssuer), jwt.WithAudience(TokenAudience))
 	key := func(*jwt.Token) (any, error) { return secret, nil }
 	return func(r *http.Request) (string, error) {
 		raw, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
@@ -77,7 +87,8 @@ func MintToken(secret []byte, user string, ttl time.Duration, now time.Time) (st
 	if ttl <= 0 || ttl > MaxTokenTTL {
 		return "", errors.New("ttl must be positive and at most 24h")
 	}
-	claims := jwt.RegisteredClaims{Subject: user, IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(now.Add(ttl))}
+	claims := jwt.RegisteredClaims{Subject: user, IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(now.Add(ttl)),
+		Issuer: TokenIssuer, Audience: jwt.ClaimStrings{TokenAudience}}
 	return jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(secret)
 }
 

@@ -26,11 +26,15 @@ func TestTokenIdentity(t *testing.T) {
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	at := func(d time.Duration) *jwt.NumericDate { return jwt.NewNumericDate(now.Add(d)) }
 	good, _ := MintToken(secret, "alice", time.Hour, now)
+	aud := jwt.ClaimStrings{TokenAudience}
 	cases := []struct {
 		name, header, user string
 	}{
 		{"valid", "Bearer " + good, "alice"},
-		{"expired within the skew", "Bearer " + sign(t, jwt.SigningMethodHS256, secret, jwt.RegisteredClaims{Subject: "bob", IssuedAt: at(-time.Hour), ExpiresAt: at(-10 * time.Second)}), "bob"},
+		{"expired within the skew", "Bearer " + sign(t, jwt.SigningMethodHS256, secret, jwt.RegisteredClaims{Subject: "bob", IssuedAt: at(-time.Hour), ExpiresAt: at(-10 * time.Second), Issuer: TokenIssuer, Audience: aud}), "bob"},
+		{"no issuer", "Bearer " + sign(t, jwt.SigningMethodHS256, secret, jwt.RegisteredClaims{Subject: "bob", IssuedAt: at(0), ExpiresAt: at(time.Hour), Audience: aud}), ""},
+		{"no audience", "Bearer " + sign(t, jwt.SigningMethodHS256, secret, jwt.RegisteredClaims{Subject: "bob", IssuedAt: at(0), ExpiresAt: at(time.Hour), Issuer: TokenIssuer}), ""},
+		{"another audience", "Bearer " + sign(t, jwt.SigningMethodHS256, secret, jwt.RegisteredClaims{Subject: "bob", IssuedAt: at(0), ExpiresAt: at(time.Hour), Issuer: TokenIssuer, Audience: jwt.ClaimStrings{"billing"}}), ""},
 		{"expired", "Bearer " + sign(t, jwt.SigningMethodHS256, secret, jwt.RegisteredClaims{Subject: "bob", IssuedAt: at(-time.Hour), ExpiresAt: at(-time.Minute)}), ""},
 		{"issued in the future", "Bearer " + sign(t, jwt.SigningMethodHS256, secret, jwt.RegisteredClaims{Subject: "bob", IssuedAt: at(5 * time.Minute), ExpiresAt: at(time.Hour)}), ""},
 		{"no exp", "Bearer " + sign(t, jwt.SigningMethodHS256, secret, jwt.RegisteredClaims{Subject: "bob", IssuedAt: at(0)}), ""},
