@@ -21,7 +21,10 @@
 # shardstock may do anything to the shardstock database and nothing else
 # (no FILE, no other database); shardstock_test may create and use
 # databases named t_* and e2e_* only (the tests make one each). Root logs
-# in through the socket only.
+# in through the socket only. TLS: a CA and a server certificate for
+# 127.0.0.1 are made once under DIR/tls (openssl); clients verify the
+# server with DIR/tls/ca.crt (shardstock: ?tls=true in the DSN and
+# SHARDSTOCK_DB_CA_FILE).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -62,18 +65,35 @@ dbuser() {
   echo shardstock-db
 }
 
+# certificates: a CA and a server certificate for 127.0.0.1, made once.
+certificates() {
+  local t="$dir/tls"
+  [ -s "$t/server.crt" ] && return
+  command -v openssl >/dev/null || apt_install -- openssl
+  mkdir -p "$t"
+  (
+    cd "$t" && umask 077
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -subj "/CN=shardstock mariadb CA" -days 3650 2>/dev/null
+    openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr -subj "/CN=127.0.0.1" 2>/dev/null
+    printf 'subjectAltName=IP:127.0.0.1\n' >server.ext
+    openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out server.crt -days 3650 -extfile server.ext 2>/dev/null
+    chmod 644 ca.crt server.crt
+  ) || die "could not make the TLS certificates"
+}
+
 start() {
   install
   if alive; then echo "mariadb already running on :$port (pid $(pid))"; return; fi
   local user; user=$(dbuser)
   mkdir -p "$dir/files"
+  certificates
   if [ ! -d "$dir/data/mysql" ]; then
     mariadb-install-db --no-defaults --datadir="$dir/data" ${user:+--user="$user"} --skip-test-db \
       --auth-root-authentication-method=socket >"$dir/install.log" 2>&1 \
       || { tail -20 "$dir/install.log" >&2; die "mariadb-install-db failed"; }
   fi
   if [ -n "$user" ]; then
-    chown -R "$user" "$dir/data" "$dir/files"
+    chown -R "$user" "$dir/data" "$dir/files" "$dir/tls"
     chown "$user" "$dir"
     chmod 700 "$dir/files"
     # The OS user must reach the data dir through its parents.
@@ -81,6 +101,7 @@ start() {
   fi
   nohup mariadbd --no-defaults ${user:+--user="$user"} --datadir="$dir/data" --port="$port" --bind-address=127.0.0.1 \
     --socket="$sock" --pid-file="$dir/mariadb.pid" --log-error="$dir/error.log" --secure-file-priv="$dir/files" \
+    --ssl-ca="$dir/tls/ca.crt" --ssl-cert="$dir/tls/server.crt" --ssl-key="$dir/tls/server.key" \
     --skip-log-bin --innodb-buffer-pool-size=128M --max-connections=500 >/dev/null 2>&1 &
   local launched=$! app test; app=$(password shardstock); test=$(password shardstock_test)
   for _ in $(seq 1 120); do

@@ -27,6 +27,7 @@ trap stop EXIT
 "$root/deploy/mariadb.sh" start
 SHARDSTOCK_TEST_MYSQL=$("$root/deploy/mariadb.sh" test-dsn)
 SHARDSTOCK_TEST_MYSQL_APP=$("$root/deploy/mariadb.sh" dsn)
-export SHARDSTOCK_TEST_MYSQL SHARDSTOCK_TEST_MYSQL_APP
+SHARDSTOCK_TEST_MYSQL_CA=$SHARDSTOCK_MARIADB_DIR/tls/ca.crt
+export SHARDSTOCK_TEST_MYSQL SHARDSTOCK_TEST_MYSQL_APP SHARDSTOCK_TEST_MYSQL_CA
 "$root/deploy/rocketmq.sh" start
 "$@"

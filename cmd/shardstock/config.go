@@ -30,6 +30,9 @@ type Config struct {
 	UserAuth   string
 	HMACSecret []byte // hmac mode: the token key
 	PaySecret  []byte // the payment callback signature key; empty: unsigned
+	// DBCAs verify a MySQL server reached with ?tls=true
+	// (SHARDSTOCK_DB_CA_FILE); nil: the system's roots.
+	DBCAs *x509.CertPool
 	// RedisCAs verify rediss:// shards (SHARDSTOCK_REDIS_CA_FILE); nil: the
 	// system's roots.
 	RedisCAs *x509.CertPool
@@ -95,6 +98,7 @@ var variables = []variable{
 	{"SHARDSTOCK_START", "start", "home", "first shard a purchase reserves on: home (the buyer's home shard, hashed from the user id, which also keeps the buyer's per-user limit: one script execution per purchase) or random (the claim at home, then a random shard: two)", false},
 	{"SHARDSTOCK_MQ", "mq", "streams", "message transport: streams (Redis Streams on the shards) or rocketmq://HOST:9876[?broker=HOST:10911]", false},
 	{"SHARDSTOCK_DB", "db", "sqlite:./data/orders.db", "order database: sqlite:PATH or mysql://user:pass@tcp(host:port)/db", false},
+	{"SHARDSTOCK_DB_CA_FILE", "db-ca-file", "", "PEM file of the CA that signs the MySQL/MariaDB server's certificate, for a DSN with ?tls=true (default: the system's roots)", false},
 	{"SHARDSTOCK_PAY_TIMEOUT", "pay-timeout", "15m", "unpaid orders are cancelled after this", false},
 	{"SHARDSTOCK_FAIL_FAST_AGE", "fail-fast-age", "30m", "a reservation older than this when consumed becomes a failed order and is released", false},
 	{"SHARDSTOCK_ORDER_RATE", "order-rate", "10000", "order creations per second per process (a guard for the database; make bench measures what the pipeline can do)", false},
@@ -193,14 +197,11 @@ func (c *Config) parseAddr(func(string) string) error {
 
 func (c *Config) parseShards(get func(string) string) error {
 	if f := get("SHARDSTOCK_REDIS_CA_FILE"); f != "" {
-		pem, err := os.ReadFile(f)
+		pool, err := readCAs(f)
 		if err != nil {
 			return &configError{"SHARDSTOCK_REDIS_CA_FILE", err.Error()}
 		}
-		c.RedisCAs = x509.NewCertPool()
-		if !c.RedisCAs.AppendCertsFromPEM(pem) {
-			return &configError{"SHARDSTOCK_REDIS_CA_FILE", f + " holds no PEM certificate"}
-		}
+		c.RedisCAs = pool
 	}
 	raw := get("SHARDSTOCK_SHARDS")
 	if raw == "" {
@@ -224,6 +225,19 @@ func (c *Config) parseShards(get func(string) string) error {
 		return &configError{"SHARDSTOCK_SHARDS", fmt.Sprintf("at most %d shards", shard.MaxShards)}
 	}
 	return nil
+}
+
+// readCAs reads a PEM file of CA certificates.
+func readCAs(f string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(f)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s holds no PEM certificate", f)
+	}
+	return pool, nil
 }
 
 // redactURL hides a password in a URL shown in an error.
@@ -335,6 +349,13 @@ func (c *Config) parseOrders(get func(string) string) error {
 		if _, err := messaging.ParseRocketMQ(c.MQ); err != nil {
 			return &configError{"SHARDSTOCK_MQ", "must be streams or rocketmq://HOST:PORT"}
 		}
+	}
+	if f := get("SHARDSTOCK_DB_CA_FILE"); f != "" {
+		pool, err := readCAs(f)
+		if err != nil {
+			return &configError{"SHARDSTOCK_DB_CA_FILE", err.Error()}
+		}
+		c.DBCAs = pool
 	}
 	if !strings.HasPrefix(c.DB, "sqlite:") && !strings.HasPrefix(c.DB, "mysql://") {
 		return &configError{"SHARDSTOCK_DB", "must be sqlite:PATH or mysql://user:pass@tcp(host:port)/db"}

@@ -171,7 +171,7 @@ func (m *Main) spoolPort() flashsale.Spool {
 }
 
 func (m *Main) openStore(ctx context.Context) error {
-	store, err := order.Open(m.cfg.DB)
+	store, err := order.OpenTLS(m.cfg.DB, m.cfg.DBCAs)
 	if err != nil {
 		return fmt.Errorf("SHARDSTOCK_DB: %w", err)
 	}
