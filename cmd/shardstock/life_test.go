@@ -16,7 +16,7 @@ import (
 	"github.com/shardstock/shardstock/shard/shardtest"
 )
 
-func admin(t testing.TB, method, url, body string, headers ...string) reply {
+func adminDo(t testing.TB, method, url, body string, headers ...string) reply {
 	return do(t, method, url, body, append([]string{"Authorization", "Bearer " + testToken, "Content-Type", "application/json"}, headers...)...)
 }
 
@@ -82,7 +82,7 @@ func TestKillSwitchDuringARace(t *testing.T) {
 	putProduct(t, a.URL(), "ks", `{"stock":100000,"per_user_limit":1}`)
 	rc := startRace(t, "ks", a.URL(), b.URL())
 	time.Sleep(300 * time.Millisecond)
-	if rep := admin(t, "POST", b.URL()+"/admin/v1/products/ks/pause", ""); rep.status != 200 || !strings.Contains(rep.raw, `"paused":true`) {
+	if rep := adminDo(t, "POST", b.URL()+"/admin/v1/products/ks/pause", ""); rep.status != 200 || !strings.Contains(rep.raw, `"paused":true`) {
 		t.Fatalf("pause: %d %s", rep.status, rep.raw)
 	}
 	pausedAt := time.Now()
@@ -101,7 +101,7 @@ func TestKillSwitchDuringARace(t *testing.T) {
 	if paused == 0 {
 		t.Fatal("no 403 paused during the pause")
 	}
-	if rep := admin(t, "POST", a.URL()+"/admin/v1/products/ks/resume", ""); rep.status != 200 || !strings.Contains(rep.raw, `"paused":false`) {
+	if rep := adminDo(t, "POST", a.URL()+"/admin/v1/products/ks/resume", ""); rep.status != 200 || !strings.Contains(rep.raw, `"paused":false`) {
 		t.Fatalf("resume: %d %s", rep.status, rep.raw)
 	}
 	waitFor(t, 2*time.Second, "purchases on both coordinators after resume", func() (bool, string) {
@@ -131,14 +131,14 @@ func TestStockChangesDuringARace(t *testing.T) {
 	rc := startRace(t, "sc", base)
 	time.Sleep(100 * time.Millisecond)
 	for range 2 {
-		if rep := admin(t, "POST", base+"/admin/v1/products/sc/stock", `{"add":200}`, "Idempotency-Key", "add-1"); rep.status != 200 {
+		if rep := adminDo(t, "POST", base+"/admin/v1/products/sc/stock", `{"add":200}`, "Idempotency-Key", "add-1"); rep.status != 200 {
 			t.Fatalf("add: %d %s", rep.status, rep.raw)
 		}
 	}
 	var removed int64
 	before := productStatus(t, base, "sc").Stock
 	for range 2 {
-		rep := admin(t, "POST", base+"/admin/v1/products/sc/stock", `{"remove":100}`, "Idempotency-Key", "remove-1")
+		rep := adminDo(t, "POST", base+"/admin/v1/products/sc/stock", `{"remove":100}`, "Idempotency-Key", "remove-1")
 		if rep.status != 200 {
 			t.Fatalf("remove: %d %s", rep.status, rep.raw)
 		}
@@ -175,7 +175,7 @@ func TestWindowChangesReachEveryCoordinator(t *testing.T) {
 	if rep := purchase(t, b.URL(), "win", "w0"); rep.status != 200 {
 		t.Fatalf("before: %d %s", rep.status, rep.raw)
 	}
-	patch := func(body string) reply { return admin(t, "PATCH", a.URL()+"/admin/v1/products/win", body) }
+	patch := func(body string) reply { return adminDo(t, "PATCH", a.URL()+"/admin/v1/products/win", body) }
 	if rep := patch(fmt.Sprintf(`{"ends_at":%q}`, time.Now().UTC().Format(time.RFC3339Nano))); rep.status != 200 {
 		t.Fatalf("end now: %d %s", rep.status, rep.raw)
 	}
@@ -225,7 +225,7 @@ func sellOutAndPay(t *testing.T, m *Main, product string, stock int) {
 		})
 	}
 	wg.Wait()
-	if rep := admin(t, "PATCH", base+"/admin/v1/products/"+product, fmt.Sprintf(`{"ends_at":%q}`, time.Now().UTC().Format(time.RFC3339Nano))); rep.status != 200 {
+	if rep := adminDo(t, "PATCH", base+"/admin/v1/products/"+product, fmt.Sprintf(`{"ends_at":%q}`, time.Now().UTC().Format(time.RFC3339Nano))); rep.status != 200 {
 		t.Fatalf("end %s: %d %s", product, rep.status, rep.raw)
 	}
 	waitFor(t, 30*time.Second, product+" settled", func() (bool, string) {
@@ -260,7 +260,7 @@ func TestArchiveASettledSale(t *testing.T) {
 	m := startServer(t, r.URLs(), func(c *Config) { c.ArchiveAfter, c.ArchiveEvery = time.Second, 200*time.Millisecond })
 	base := m.URL()
 	putProduct(t, base, "arc", fmt.Sprintf(`{"stock":30,"ends_at":%q}`, time.Now().Add(time.Hour).UTC().Format(time.RFC3339)))
-	archive := func() reply { return admin(t, "POST", base+"/admin/v1/products/arc/archive", "") }
+	archive := func() reply { return adminDo(t, "POST", base+"/admin/v1/products/arc/archive", "") }
 	if rep := archive(); rep.status != 409 || !strings.Contains(rep.raw, "has not ended") {
 		t.Fatalf("archive during the sale: %d %s", rep.status, rep.raw)
 	}
@@ -269,7 +269,7 @@ func TestArchiveASettledSale(t *testing.T) {
 		c := statusCounts(t, m, "arc")
 		return c[shardstock.StatusAwaitingPayment] == 30, fmt.Sprint(c)
 	})
-	admin(t, "PATCH", base+"/admin/v1/products/arc", fmt.Sprintf(`{"ends_at":%q}`, time.Now().UTC().Format(time.RFC3339Nano)))
+	adminDo(t, "PATCH", base+"/admin/v1/products/arc", fmt.Sprintf(`{"ends_at":%q}`, time.Now().UTC().Format(time.RFC3339Nano)))
 	if rep := archive(); rep.status != 409 || !strings.Contains(rep.raw, "await payment") {
 		t.Fatalf("archive with orders awaiting payment: %d %s", rep.status, rep.raw)
 	}
@@ -344,7 +344,7 @@ func TestArchiveFreesRedis(t *testing.T) {
 	// buffers count in used_memory), but no sale's keys.
 	putProduct(t, m.URL(), "warmup", fmt.Sprintf(`{"stock":300,"ends_at":%q}`, time.Now().Add(time.Hour).UTC().Format(time.RFC3339)))
 	sellOutAndPay(t, m, "warmup", 300)
-	if rep := admin(t, "POST", m.URL()+"/admin/v1/products/warmup/archive", ""); rep.status != 200 {
+	if rep := adminDo(t, "POST", m.URL()+"/admin/v1/products/warmup/archive", ""); rep.status != 200 {
 		t.Fatalf("archive warmup: %d %s", rep.status, rep.raw)
 	}
 	time.Sleep(500 * time.Millisecond)
@@ -357,7 +357,7 @@ func TestArchiveFreesRedis(t *testing.T) {
 		if i == 0 {
 			peak = usedMemory(t, r)
 		}
-		if rep := admin(t, "POST", m.URL()+"/admin/v1/products/"+id+"/archive", ""); rep.status != 200 {
+		if rep := adminDo(t, "POST", m.URL()+"/admin/v1/products/"+id+"/archive", ""); rep.status != 200 {
 			t.Fatalf("archive %s: %d %s", id, rep.status, rep.raw)
 		}
 	}

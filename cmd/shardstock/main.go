@@ -1,6 +1,7 @@
 // Command shardstock is the sharded-inventory flash-sale coordinator.
 //
 //	shardstock serve     run the server (buyer API, admin API, metrics)
+//	shardstock admin     an operator's client for the admin API
 //	shardstock help      show this help
 //
 // Configuration is by SHARDSTOCK_* environment variables, each mirrored by a
@@ -32,6 +33,8 @@ Usage:
   shardstock token --user ID [--ttl 1h]
                              print a buyer token for hmac mode, signed with SHARDSTOCK_HMAC_SECRET
   shardstock loadgen [flags] drive the buyer API (race, steady, flood) and report; see "shardstock loadgen --help"
+  shardstock admin COMMAND   an operator's client: status, pause, resume, add, remove, end, archive,
+                             shards, drain, rebalance, reconcile; see "shardstock admin --help"
   shardstock help            show this help
 
 Each flag mirrors a SHARDSTOCK_* environment variable; see "shardstock serve --help".
@@ -55,6 +58,8 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		return token(args[1:], getenv, stdout, stderr)
 	case "loadgen":
 		return loadgen(args[1:], getenv, stdout, stderr)
+	case "admin":
+		return admin(args[1:], getenv, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
