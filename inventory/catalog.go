@@ -46,6 +46,8 @@ var _ Store = (*shard.Set)(nil)
 // (order.Store, in SQL).
 type Catalog interface {
 	SaveSession(ctx context.Context, s shardstock.Session) (created bool, err error)
+	Sessions(ctx context.Context) ([]shardstock.Session, error)
+	DeleteSession(ctx context.Context, id string) (bool, error)
 	SaveProduct(ctx context.Context, id, definition string) (created bool, stored string, err error)
 	ProductDefinition(ctx context.Context, id string) (string, error)
 	ProductIDs(ctx context.Context) ([]string, error)
@@ -84,6 +86,7 @@ type Service struct {
 	// gen counts their changes, and a cached product read under an older
 	// generation is read again (life.go).
 	controls atomic.Pointer[map[string]shardstock.Controls]
+	sessions atomic.Pointer[map[string]sessionWindow] // product -> the window of its sessions
 	gen      atomic.Uint64
 }
 
@@ -324,6 +327,9 @@ func (s *Service) DefineSession(ctx context.Context, ss shardstock.Session) (boo
 	if err != nil {
 		return false, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
 	}
+	if err := s.RefreshControls(ctx); err != nil { // this coordinator obeys the session's window at once
+		return created, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
+	}
 	return created, nil
 }
 
@@ -351,6 +357,9 @@ func (s *Service) Product(ctx context.Context, id string) (*shardstock.Product, 
 	}
 	if c, ok := s.controlsOf(id); ok {
 		p = c.Apply(p)
+	}
+	if w, ok := s.sessionWindowOf(id); ok && p.StartsAt.IsZero() && p.EndsAt.IsZero() {
+		p.StartsAt, p.EndsAt = w.StartsAt, w.EndsAt // a product without a window of its own sells in its sessions'
 	}
 	s.putGen(id, &p, gen)
 	return &p, nil

@@ -17,6 +17,9 @@ import (
 func (s *Service) Register(g *echo.Group) {
 	g.GET("/products", s.listProducts)
 	g.PUT("/sessions/:id", s.putSession)
+	g.GET("/sessions", s.listSessions)
+	g.GET("/sessions/:id", s.getSession)
+	g.DELETE("/sessions/:id", s.deleteSession)
 	g.PUT("/products/:id", s.putProduct)
 	g.GET("/products/:id", s.getProduct)
 	g.GET("/shards", s.getShards)
@@ -223,6 +226,52 @@ type sessionBody struct {
 	StartsAt api.OptionalTime `json:"starts_at"`
 	EndsAt   api.OptionalTime `json:"ends_at"`
 	Products []string         `json:"products"`
+}
+
+// listSessions lists every session, by start.
+func (s *Service) listSessions(c echo.Context) error {
+	ss, err := s.catalog.Sessions(c.Request().Context())
+	if err != nil {
+		return fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
+	}
+	return c.JSON(http.StatusOK, ss)
+}
+
+func (s *Service) getSession(c echo.Context) error {
+	ss, err := s.catalog.Sessions(c.Request().Context())
+	if err != nil {
+		return fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
+	}
+	for _, x := range ss {
+		if x.ID == c.Param("id") {
+			return c.JSON(http.StatusOK, x)
+		}
+	}
+	return shardstock.ErrNotFound
+}
+
+// deleteSession removes a session; its products keep selling only in a
+// window of their own or of their other sessions.
+func (s *Service) deleteSession(c echo.Context) error {
+	id := c.Param("id")
+	if !shardstock.ValidID(id) {
+		return shardstock.ErrNotFound
+	}
+	if err := api.Decode(c, &struct{}{}, true); err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	found, err := s.catalog.DeleteSession(ctx, id)
+	if err != nil {
+		return fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
+	}
+	if !found {
+		return shardstock.ErrNotFound
+	}
+	if err := s.RefreshControls(ctx); err != nil {
+		return fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
+	}
+	return c.NoContent(http.StatusNoContent)
 }
 
 func (s *Service) putSession(c echo.Context) error {

@@ -59,21 +59,63 @@ func (s *Service) controlsOf(id string) (shardstock.Controls, bool) {
 	return c, ok
 }
 
-// RefreshControls reads the controls from the catalog; when they changed,
-// every cached product is read again on its next use.
+// RefreshControls reads the controls and the sessions from the catalog;
+// when they changed, every cached product is read again on its next use.
 func (s *Service) RefreshControls(ctx context.Context) error {
-	if s.cfg.Controls == nil {
-		return nil
-	}
-	m, err := s.cfg.Controls.ProductControls(ctx)
+	sessions, err := s.catalog.Sessions(ctx)
 	if err != nil {
 		return err
 	}
-	if old := s.controls.Load(); old == nil || !maps.Equal(*old, m) {
-		s.controls.Store(&m)
+	windows := sessionWindows(sessions)
+	changed := false
+	if old := s.sessions.Load(); old == nil || !maps.Equal(*old, windows) {
+		s.sessions.Store(&windows)
+		changed = true
+	}
+	if s.cfg.Controls != nil {
+		m, err := s.cfg.Controls.ProductControls(ctx)
+		if err != nil {
+			return err
+		}
+		if old := s.controls.Load(); old == nil || !maps.Equal(*old, m) {
+			s.controls.Store(&m)
+			changed = true
+		}
+	}
+	if changed {
 		s.gen.Add(1)
 	}
 	return nil
+}
+
+// sessionWindow is the window a product without one of its own sells in:
+// from the earliest start to the latest end of the sessions that list it.
+type sessionWindow struct{ StartsAt, EndsAt time.Time }
+
+func sessionWindows(sessions []shardstock.Session) map[string]sessionWindow {
+	out := map[string]sessionWindow{}
+	for _, ss := range sessions {
+		for _, id := range ss.Products {
+			w, ok := out[id]
+			if !ok || ss.StartsAt.Before(w.StartsAt) {
+				w.StartsAt = ss.StartsAt
+			}
+			if !ok || ss.EndsAt.After(w.EndsAt) {
+				w.EndsAt = ss.EndsAt
+			}
+			out[id] = w
+		}
+	}
+	return out
+}
+
+func (s *Service) sessionWindowOf(id string) (sessionWindow, bool) {
+	m := s.sessions.Load()
+	if m == nil {
+		return sessionWindow{}, false
+	}
+	w, ok := (*m)[id]
+	return w, ok
 }
 
 // RunControls refreshes the controls every `every` until ctx is done.

@@ -72,3 +72,35 @@ func (s *Store) CurrentSession(ctx context.Context, now time.Time) (*shardstock.
 	}
 	return nil, nil
 }
+
+// Sessions lists every session, by start.
+func (s *Store) Sessions(ctx context.Context) ([]shardstock.Session, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT definition FROM sessions ORDER BY starts_at, id`)
+	if err != nil {
+		return nil, fmt.Errorf("list sessions: %w", err)
+	}
+	defer rows.Close()
+	out := []shardstock.Session{}
+	for rows.Next() {
+		var def string
+		if err := rows.Scan(&def); err != nil {
+			return nil, err
+		}
+		var ss shardstock.Session
+		if err := json.Unmarshal([]byte(def), &ss); err != nil {
+			return nil, fmt.Errorf("decode session: %w", err)
+		}
+		out = append(out, ss)
+	}
+	return out, rows.Err()
+}
+
+// DeleteSession removes session id; false when there was none.
+func (s *Store) DeleteSession(ctx context.Context, id string) (bool, error) {
+	res, err := s.db.ExecContext(ctx, `DELETE FROM sessions WHERE id = ?`, id)
+	if err != nil {
+		return false, fmt.Errorf("delete session %s: %w", id, err)
+	}
+	n, err := res.RowsAffected()
+	return n > 0, err
+}

@@ -370,3 +370,58 @@ func TestArchiveFreesRedis(t *testing.T) {
 		}
 	}
 }
+
+// TestSessionsAreComplete (issue 16, item 6): sessions can be read one by
+// one, listed by start and deleted; a session's window gates the purchases
+// of its products that have no window of their own (403 not_started /
+// ended), while a product with its own window keeps it.
+func TestSessionsAreComplete(t *testing.T) {
+	r := shardtest.Start(t, 3)
+	m := startServer(t, r.URLs())
+	base := m.URL()
+	putProduct(t, base, "plain", `{"stock":50,"per_user_limit":10}`)
+	own := time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)
+	putProduct(t, base, "owned", fmt.Sprintf(`{"stock":50,"per_user_limit":10,"starts_at":%q}`, own))
+	session := func(id string, from, to time.Duration) reply {
+		return adminDo(t, "PUT", base+"/admin/v1/sessions/"+id, fmt.Sprintf(`{"title":%q,"starts_at":%q,"ends_at":%q,"products":["plain","owned"]}`,
+			id, time.Now().Add(from).UTC().Format(time.RFC3339), time.Now().Add(to).UTC().Format(time.RFC3339)))
+	}
+	if rep := purchase(t, base, "plain", "b0"); rep.status != 200 {
+		t.Fatalf("before any session: %d %s", rep.status, rep.raw)
+	}
+	if rep := session("later", time.Hour, 2*time.Hour); rep.status != 201 {
+		t.Fatalf("session: %d %s", rep.status, rep.raw)
+	}
+	if rep := purchase(t, base, "plain", "b1"); rep.status != 403 || rep.str("error") != "not_started" {
+		t.Fatalf("a product of a session that has not started: %d %s", rep.status, rep.raw)
+	}
+	if rep := purchase(t, base, "owned", "b1"); rep.status != 200 {
+		t.Fatalf("a product with a window of its own: %d %s", rep.status, rep.raw)
+	}
+	session("earlier", -2*time.Hour, -time.Hour)
+	list := adminDo(t, "GET", base+"/admin/v1/sessions", "")
+	if list.status != 200 || strings.Index(list.raw, `"earlier"`) > strings.Index(list.raw, `"later"`) || strings.Index(list.raw, `"earlier"`) < 0 {
+		t.Fatalf("sessions by start: %d %s", list.status, list.raw)
+	}
+	if one := adminDo(t, "GET", base+"/admin/v1/sessions/later", ""); one.status != 200 || one.str("title") != "later" {
+		t.Fatalf("one session: %d %s", one.status, one.raw)
+	}
+	// Between the two sessions' windows (the union: earliest start to latest end) it sells.
+	if rep := purchase(t, base, "plain", "b2"); rep.status != 200 {
+		t.Fatalf("within the sessions' window: %d %s", rep.status, rep.raw)
+	}
+	for _, id := range []string{"later"} {
+		if rep := adminDo(t, "DELETE", base+"/admin/v1/sessions/"+id, ""); rep.status != 204 {
+			t.Fatalf("delete %s: %d %s", id, rep.status, rep.raw)
+		}
+	}
+	if rep := purchase(t, base, "plain", "b3"); rep.status != 403 || rep.str("error") != "ended" {
+		t.Fatalf("after the only session left ended: %d %s", rep.status, rep.raw)
+	}
+	if rep := adminDo(t, "GET", base+"/admin/v1/sessions/later", ""); rep.status != 404 {
+		t.Fatalf("a deleted session: %d %s", rep.status, rep.raw)
+	}
+	if rep := adminDo(t, "DELETE", base+"/admin/v1/sessions/later", ""); rep.status != 404 {
+		t.Fatalf("deleting it again: %d %s", rep.status, rep.raw)
+	}
+}
