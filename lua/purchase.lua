@@ -4,7 +4,8 @@
 -- stock hash is read once and written once per batch, whatever its size.
 -- KEYS[1] stock hash  KEYS[2] claims hash (the per-user limit register of
 --   the buyers whose home this shard is)  KEYS[3] holds hash  KEYS[4] outbox
--- ARGV[1] now, unix ms  ARGV[2] this shard's index  ARGV[3] product id
+-- ARGV[1] (unused: the shard's own clock, TIME, is the sale's one clock)
+-- ARGV[2] this shard's index  ARGV[3] product id
 -- (the outbox entry is res, user, at: the stream names the product and the
 -- shard)
 -- then four values per step: op, user id, reservation id, the unix ms the
@@ -23,7 +24,11 @@
 --   unknown      the product is not here (for P and C: the register is
 --                missing, so the limit cannot be vouched for)
 local stock, claims, holds, outbox = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local now, shard, product = ARGV[1], ARGV[2], ARGV[3]
+-- The sale window is judged, and holds are stamped, by the shard's clock:
+-- one clock for every coordinator, whatever their own clocks say.
+local t = redis.call('TIME')
+local now = string.format('%.0f', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+local shard, product = ARGV[2], ARGV[3]
 local s = redis.call('HMGET', stock, 'salable', 'locked', 'limit', 'starts', 'ends')
 local salable, locked = tonumber(s[1]), tonumber(s[2])
 local limit = tonumber(s[3])

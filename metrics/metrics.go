@@ -23,6 +23,7 @@ type Metrics struct {
 	ParkedEntries   *prometheus.CounterVec        // by consumer group
 	DeadLettered    prometheus.Counter            // reservations moved to the dead-letter topic
 	PaymentMessages *prometheus.CounterVec        // payment result messages by outcome
+	ClockSkew       prometheus.Gauge              // this coordinator's clock minus the shards' clock
 	Settlements     *prometheus.CounterVec        // by action
 	OrdersIngested  *prometheus.CounterVec        // by status written
 	RateLimited     *prometheus.CounterVec        // by scope
@@ -53,6 +54,8 @@ func New(reg prometheus.Registerer) *Metrics {
 		PaymentMessages: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shardstock_payment_messages_total",
 			Help: "Payment result messages by outcome: applied, duplicate, stale (a fail after the success), retried (the order not written yet, or the database down), dead_lettered (refused: see the dead-letter topic or stream)."},
 			[]string{"outcome"}),
+		ClockSkew: prometheus.NewGauge(prometheus.GaugeOpts{Name: "shardstock_clock_skew_seconds",
+			Help: "How far this coordinator's clock is ahead of the shards' (the sale's one clock; negative: behind). The coordinator corrects its own checks by it."}),
 		Settlements: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shardstock_settlements_applied_total",
 			Help: "Settlements applied to a holder shard, by action."}, []string{"action"}),
 		OrdersIngested: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shardstock_orders_ingested_total",
@@ -85,7 +88,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	for _, s := range []string{"awaiting_payment", "failed"} {
 		m.OrdersIngested.WithLabelValues(s)
 	}
-	reg.MustRegister(m.Purchases, m.PurchaseSeconds, m.Failovers, m.RedisErrors, m.ConsumerErrors, m.ParkedEntries, m.DeadLettered, m.PaymentMessages, m.Settlements,
+	reg.MustRegister(m.Purchases, m.PurchaseSeconds, m.Failovers, m.RedisErrors, m.ConsumerErrors, m.ParkedEntries, m.DeadLettered, m.PaymentMessages, m.ClockSkew, m.Settlements,
 		m.OrdersIngested, m.RateLimited, m.PipelineCalls, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -224,20 +224,24 @@ func TestReserveEdgeCases(t *testing.T) {
 	}
 	f.checkConservation(one)
 
-	start := f.clock().Add(time.Hour)
-	later := f.define(shardstock.Product{ID: "later", Stock: 3, StartsAt: start, EndsAt: start.Add(time.Hour)})
+	// The window is judged by the shard's clock (TIME), the sale's one
+	// clock, not by the coordinator's: the fixture's clock is moved by hours
+	// and the scripts still judge by the real time.
+	now := time.Now()
+	later := f.define(shardstock.Product{ID: "later", Stock: 3, StartsAt: now.Add(time.Hour), EndsAt: now.Add(2 * time.Hour)})
+	past := f.define(shardstock.Product{ID: "past", Stock: 3, StartsAt: now.Add(-2 * time.Hour), EndsAt: now.Add(-time.Hour)})
+	open := f.define(shardstock.Product{ID: "open", Stock: 3, StartsAt: now.Add(-time.Hour), EndsAt: now.Add(time.Hour)})
+	f.advance(3 * time.Hour) // the coordinator's clock is off: it does not matter
 	if _, _, err := f.reserve(later, "u"); !errors.Is(err, shardstock.ErrNotStarted) {
 		t.Fatalf("before the window: %v", err)
 	}
-	f.advance(2*time.Hour + time.Second)
-	if _, _, err := f.reserve(later, "u"); !errors.Is(err, shardstock.ErrEnded) {
+	if _, _, err := f.reserve(past, "u"); !errors.Is(err, shardstock.ErrEnded) {
 		t.Fatalf("after the window: %v", err)
 	}
-	f.advance(-time.Hour)
-	if _, _, err := f.reserve(later, "u"); err != nil {
+	if _, _, err := f.reserve(open, "u"); err != nil {
 		t.Fatalf("inside the window: %v", err)
 	}
-	f.checkConservation(later)
+	f.checkConservation(open)
 }
 
 func TestHoldTransitions(t *testing.T) {

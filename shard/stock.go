@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 )
 
 // Errors of the hold scripts.
@@ -228,4 +229,15 @@ func (s *Set) DeleteProduct(ctx context.Context, i int, product string) error {
 	}
 	s.empty.forget(product)
 	return nil
+}
+
+// Time is shard i's clock (TIME): the clock the scripts judge sale windows by.
+func (s *Set) Time(ctx context.Context, i int) (time.Time, error) {
+	var t time.Time
+	err := s.call(ctx, s.shards[i], func(ctx context.Context) error {
+		var err error
+		t, err = s.shards[i].Client.Time(ctx).Result()
+		return err
+	})
+	return t, err
 }

@@ -63,6 +63,8 @@ type Config struct {
 	Start        shard.Start
 	// GeneratedToken is true when Dev made up AdminToken.
 	GeneratedToken bool
+	// Clock is the coordinator's wall clock (tests skew it); nil: time.Now.
+	Clock func() time.Time
 	// OrderClock is the order service's clock (tests move it); nil: time.Now.
 	OrderClock func() time.Time
 	// HeaderTimeout bounds reading a request's headers (slow clients);

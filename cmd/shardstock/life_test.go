@@ -425,3 +425,26 @@ func TestSessionsAreComplete(t *testing.T) {
 		t.Fatalf("deleting it again: %d %s", rep.status, rep.raw)
 	}
 }
+
+// TestOneClockForTheSale (issue 16, item 8): a coordinator whose clock is
+// 30 s fast still sells until the window's end by the shards' clock (its
+// own checks are corrected by the skew it measures), and says how far off
+// it is in /readyz and in shardstock_clock_skew_seconds.
+func TestOneClockForTheSale(t *testing.T) {
+	r := shardtest.Start(t, 3)
+	fast := func() time.Time { return time.Now().Add(30 * time.Second) }
+	m := startServer(t, r.URLs(), func(c *Config) { c.Clock = fast })
+	base := m.URL()
+	putProduct(t, base, "clk", fmt.Sprintf(`{"stock":10,"per_user_limit":10,"ends_at":%q}`, time.Now().Add(10*time.Second).UTC().Format(time.RFC3339Nano)))
+	waitFor(t, 10*time.Second, "the skew measured", func() (bool, string) {
+		rep := do(t, "GET", base+"/readyz", "")
+		return strings.Contains(rep.raw, "clock_skew_seconds") && strings.Contains(rep.raw, "off the shards"), rep.raw
+	})
+	if v, _ := strconv.ParseFloat(metricValue(t, base, "shardstock_clock_skew_seconds"), 64); v < 29 || v > 31 {
+		t.Fatalf("shardstock_clock_skew_seconds %v, want about 30", v)
+	}
+	// By its own clock the sale ended 20 s ago; by the shards' it has seconds to go.
+	if rep := purchase(t, base, "clk", "buyer"); rep.status != 200 {
+		t.Fatalf("a purchase inside the window by the shards' clock: %d %s", rep.status, rep.raw)
+	}
+}

@@ -61,6 +61,7 @@ type Main struct {
 	resyncCtx context.Context // the resync loop's; cancelled by Close
 	stopSync  context.CancelFunc
 	foreign   atomic.Pointer[error] // a shard holding another catalog's stock
+	skew      atomic.Int64          // ns the coordinator's clock is ahead of the shards' (clock.go)
 	served    chan error
 }
 
@@ -135,6 +136,7 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	m.buyers = flashsale.NewHandler(flashsale.Config{Catalog: m.inv, Reserver: m.set, Identity: m.identity(), RealIP: m.realIP(),
+		Now:     m.saleClock,
 		Observe: m.metrics.ObservePurchase, Spool: m.spoolPort(), Logger: m.log,
 		Limits: m.cfg.Limits, OnLimited: func(s string) { m.metrics.RateLimited.WithLabelValues(s).Inc() },
 		ProductIDs: m.store.ProductIDs})
@@ -222,6 +224,7 @@ func (m *Main) startLoops() error {
 	ctx, cancel := context.WithCancel(context.Background())
 	m.stopLoops = cancel
 	m.loops.Go(func() { m.health.Run(ctx, m.set, 500*time.Millisecond) })
+	m.loops.Go(func() { m.runSkew(ctx) })
 	m.loops.Go(func() { m.orders.Run(ctx) })
 	m.loops.Go(func() { m.inv.RunControls(ctx, 500*time.Millisecond) })
 	if m.cfg.ArchiveAfter > 0 {
@@ -491,6 +494,10 @@ func (m *Main) router() *echo.Echo {
 func (m *Main) ready(c echo.Context) error {
 	if !m.health.AnyUp() {
 		return c.JSON(http.StatusServiceUnavailable, api.ErrorBody{Error: "unavailable", Message: "no shard answers"})
+	}
+	if skew := m.clockSkew(); skew > time.Second || skew < -time.Second {
+		return c.JSON(http.StatusOK, map[string]any{"status": "ready", "clock_skew_seconds": skew.Seconds(),
+			"warning": fmt.Sprintf("this coordinator's clock is %s off the shards'; sale windows are judged by the shards' clock, and its own checks are corrected by the skew", skew.Round(time.Millisecond))})
 	}
 	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
 }
