@@ -30,6 +30,8 @@ var (
 	transferInSrc string
 	//go:embed window.lua
 	windowSrc string
+	//go:embed budget.lua
+	budgetSrc string
 )
 
 // Scripts are the stock-path scripts. The zero value is not usable; call
@@ -41,7 +43,7 @@ type Scripts struct {
 	Init, Confirm, Release  *redis.Script
 	Register, RestoreHold   *redis.Script
 	TransferOut, TransferIn *redis.Script
-	Window                  *redis.Script
+	Window, Budget          *redis.Script
 }
 
 // NewScripts wraps the embedded sources.
@@ -49,6 +51,7 @@ func NewScripts() *Scripts {
 	return &Scripts{
 		Purchase:    redis.NewScript(purchaseSrc),
 		Window:      redis.NewScript(windowSrc),
+		Budget:      redis.NewScript(budgetSrc),
 		Init:        redis.NewScript(initSrc),
 		Confirm:     redis.NewScript(confirmSrc),
 		Release:     redis.NewScript(releaseSrc),

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-multierror"
@@ -34,6 +35,12 @@ type HoldFinder interface {
 	FindHold(ctx context.Context, products []string, id string) (product, user string, shard int, found bool, err error)
 }
 
+// Budget hands out the cluster's order-creation tokens (shard.Set's
+// TakeBudget): up to want, as many as it has now.
+type Budget interface {
+	Take(ctx context.Context, want int) (int, error)
+}
+
 // ClaimReturner gives a buyer's per-user limit claim back at the buyer's
 // home shard (shard.Set); an error means it must be tried again.
 type ClaimReturner interface {
@@ -52,6 +59,10 @@ type Config struct {
 	Now         func() time.Time
 	Logger      *slog.Logger
 	OnIngest    func(status string) // optional: an order row was written (metrics)
+	// Budget, if set, is the order-creation rate shared by every
+	// coordinator (Rate orders per second for the cluster, not per
+	// process); nil, or while it cannot answer: Rate for this process alone.
+	Budget Budget
 	// PaySecret signs payment results (the callback's X-Signature, a
 	// message's signature); empty: unsigned results are accepted (dev).
 	PaySecret []byte
@@ -80,13 +91,15 @@ func (c *Config) fill() {
 
 // Service is the order service. Safe for concurrent use.
 type Service struct {
-	store    *Store
-	settler  Settler
-	holds    HoldFinder
-	limiter  *rate.Limiter
-	cfg      Config
-	kick     chan struct{} // wakes the settlement sweep
-	products sync.Map      // product id -> *shardstock.Product (definitions never change)
+	store   *Store
+	settler Settler
+	holds   HoldFinder
+	limiter *rate.Limiter
+	cfg     Config
+	kick    chan struct{} // wakes the settlement sweep
+	// budgetDown: the shared budget failed last time (logged once per outage)
+	budgetDown atomic.Bool
+	products   sync.Map // product id -> *shardstock.Product (definitions never change)
 }
 
 // NewService returns a Service; holds may be nil (no pending lookups).
@@ -118,7 +131,7 @@ func (s *Service) Ingest(ctx context.Context, ev shardstock.ReservationEvent) er
 	}
 	status := s.firstStatus(ev)
 	if status == shardstock.StatusAwaitingPayment {
-		if err := s.limiter.Wait(ctx); err != nil {
+		if err := s.admit(ctx, 1); err != nil {
 			return err
 		}
 	}
@@ -161,12 +174,8 @@ func (s *Service) IngestBatch(ctx context.Context, evs []shardstock.ReservationE
 			fresh++
 		}
 	}
-	for fresh > 0 { // the order-creation rate limit, in steps of at most its burst
-		n := min(fresh, s.limiter.Burst())
-		if err := s.limiter.WaitN(ctx, n); err != nil {
-			return 0, err
-		}
-		fresh -= n
+	if err := s.admit(ctx, fresh); err != nil {
+		return 0, err
 	}
 	now := s.cfg.Now()
 	written, err := s.store.InsertBatch(ctx, rows, now, now.Add(s.cfg.PayTimeout))
@@ -208,6 +217,40 @@ func (s *Service) firstStatus(ev shardstock.ReservationEvent) string {
 		return shardstock.StatusFailed
 	}
 	return shardstock.StatusAwaitingPayment
+}
+
+// admit waits until n order creations fit the order-creation rate: the
+// cluster's budget when there is one, else (or while it does not answer)
+// this process's own limiter.
+func (s *Service) admit(ctx context.Context, n int) error {
+	for n > 0 {
+		if s.cfg.Budget != nil {
+			got, err := s.cfg.Budget.Take(ctx, min(n, s.limiter.Burst()))
+			if err == nil {
+				s.budgetDown.Store(false)
+				if n -= got; n > 0 && got == 0 {
+					// Empty: wait for about one token's worth.
+					t := time.NewTimer(max(time.Millisecond, time.Duration(float64(time.Second)/s.cfg.Rate)))
+					select {
+					case <-ctx.Done():
+						t.Stop()
+						return ctx.Err()
+					case <-t.C:
+					}
+				}
+				continue
+			}
+			if s.budgetDown.CompareAndSwap(false, true) {
+				s.cfg.Logger.Warn("the shared order budget does not answer; this process keeps its own rate meanwhile", "err", err)
+			}
+		}
+		step := min(n, s.limiter.Burst())
+		if err := s.limiter.WaitN(ctx, step); err != nil {
+			return err
+		}
+		n -= step // one local step, then the shared budget again
+	}
+	return nil
 }
 
 func (s *Service) ingestEach(ctx context.Context, evs []shardstock.ReservationEvent) (int, error) {

@@ -241,3 +241,26 @@ func (s *Set) Time(ctx context.Context, i int) (time.Time, error) {
 	})
 	return t, err
 }
+
+// budgetKey is the order-creation budget every coordinator shares.
+const budgetKey = "ss:order-budget"
+
+// TakeBudget takes up to want tokens of the cluster's order-creation
+// budget (rate per second, burst) and returns how many it got. The bucket
+// lives on the first shard that answers, in index order: while shard 0 is
+// down the next one holds it (for that while, a coordinator that still
+// reaches shard 0 may take from a second bucket: the budget is at most
+// doubled, never lost). Errors: no shard answered.
+func (s *Set) TakeBudget(ctx context.Context, rate float64, burst, want int) (int, error) {
+	var errs error
+	for _, sh := range s.shards {
+		v, err := s.run(ctx, sh, s.scripts.Budget, []string{budgetKey}, rate, burst, want)
+		if err != nil {
+			errs = errors.Join(errs, fmt.Errorf("shard %d: budget: %w", sh.Index, err))
+			continue
+		}
+		n, _ := v.(int64)
+		return int(n), nil
+	}
+	return 0, errs
+}

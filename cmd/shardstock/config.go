@@ -103,7 +103,7 @@ var variables = []variable{
 	{"SHARDSTOCK_DB_CA_FILE", "db-ca-file", "", "PEM file of the CA that signs the MySQL/MariaDB server's certificate, for a DSN with ?tls=true (default: the system's roots)", false},
 	{"SHARDSTOCK_PAY_TIMEOUT", "pay-timeout", "15m", "unpaid orders are cancelled after this", false},
 	{"SHARDSTOCK_FAIL_FAST_AGE", "fail-fast-age", "30m", "a reservation older than this when consumed becomes a failed order and is released", false},
-	{"SHARDSTOCK_ORDER_RATE", "order-rate", "10000", "order creations per second per process (a guard for the database; make bench measures what the pipeline can do)", false},
+	{"SHARDSTOCK_ORDER_RATE", "order-rate", "10000", "order creations per second for all coordinators together (a token bucket on the shards; a guard for the database; make bench measures what the pipeline can do)", false},
 	{"SHARDSTOCK_CLAIM_IDLE", "claim-idle", "30s", "outbox entries another coordinator left unprocessed this long are taken over", false},
 	{"SHARDSTOCK_ARCHIVE_AFTER", "archive-after", "24h", "a product is archived (its shard keys deleted, its totals kept in SQL) this long after its window ended, once its orders are final; off: only by the archive call", false},
 	{"SHARDSTOCK_RATE_LIMITS", "rate-limits", flashsale.DefaultLimits, "buyer-side limits per second: global=N,product=N|auto,user=N,ip=N (0: none), or off", false},

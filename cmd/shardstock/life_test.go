@@ -448,3 +448,32 @@ func TestOneClockForTheSale(t *testing.T) {
 		t.Fatalf("a purchase inside the window by the shards' clock: %d %s", rep.status, rep.raw)
 	}
 }
+
+// TestOrderBudgetIsShared (issue 16, item 7): SHARDSTOCK_ORDER_RATE is a
+// budget for the whole cluster: two coordinators reading the outboxes
+// together write orders at no more than that rate (with one burst of
+// slack), where each alone would have been allowed the full rate.
+func TestOrderBudgetIsShared(t *testing.T) {
+	r := shardtest.Start(t, 3)
+	a, b := twoCoordinators(t, r, func(c *Config) { c.OrderRate = 100 })
+	putProduct(t, a.URL(), "bud", `{"stock":2000}`)
+	buy(t, a.URL(), "bud", "x", 250)
+	buy(t, b.URL(), "bud", "y", 250)
+	start := time.Now()
+	var worst float64
+	waitFor(t, 60*time.Second, "every order written", func() (bool, string) {
+		n := statusCounts(t, a, "bud")[shardstock.StatusAwaitingPayment]
+		elapsed := time.Since(start).Seconds()
+		// Allowed by now: what was written before start, one burst, and
+		// 100/s since (the first reading includes what came in while buying).
+		if excess := float64(n) - (10 + 100*elapsed); excess > worst {
+			worst = excess
+		}
+		return n == 500, fmt.Sprintf("%d orders after %.1fs", n, elapsed)
+	})
+	took := time.Since(start)
+	t.Logf("500 orders by two coordinators sharing 100/s: %s (alone each could take 100/s: about 2.5 s)", took.Round(100*time.Millisecond))
+	if took < 3500*time.Millisecond {
+		t.Fatalf("500 orders in %s: faster than the shared 100/s allows (%.0f over the budget at worst)", took, worst)
+	}
+}

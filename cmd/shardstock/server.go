@@ -131,6 +131,7 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	m.orders = order.NewService(m.store, settler, set, order.Config{Claims: set, PayTimeout: m.cfg.PayTimeout,
 		FailFastAge: m.cfg.FailFastAge, Rate: m.cfg.OrderRate, Now: m.cfg.OrderClock, Logger: m.log, PaySecret: m.cfg.PaySecret,
+		Budget: orderBudget{set: set, rate: m.cfg.OrderRate},
 		OnIngest: func(st string) { m.metrics.OrdersIngested.WithLabelValues(st).Inc() }})
 	if err := m.openSpool(); err != nil {
 		return err
@@ -257,6 +258,17 @@ func (m *Main) startLoops() error {
 	outbox.OnParked = m.metrics.ParkedEntries.WithLabelValues(outbox.Group).Inc
 	m.loops.Go(func() { outbox.Run(ctx) })
 	return nil
+}
+
+// orderBudget is the cluster's order-creation rate, kept on the shards
+// (SHARDSTOCK_ORDER_RATE for all coordinators together).
+type orderBudget struct {
+	set  *shard.Set
+	rate float64
+}
+
+func (b orderBudget) Take(ctx context.Context, want int) (int, error) {
+	return b.set.TakeBudget(ctx, b.rate, max(1, int(b.rate/10)), want)
 }
 
 // archiveLoop archives the products whose window ended ArchiveAfter ago
