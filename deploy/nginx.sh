@@ -6,16 +6,19 @@
 #
 #   deploy/nginx.sh install
 #   deploy/nginx.sh start [--port 8000] [--upstreams 127.0.0.1:8080,...] [--dir ./run/nginx]
-#                         [--conns-per-ip 256] [--ops-allow CIDR,...]
+#                         [--conns-per-ip 256] [--ops-allow CIDR,...] [--pages DIR]
 #
 # The edge serves buyers only: the operators' paths (/admin, /metrics,
 # /edge/limits, /openapi.yaml) answer 403 except from the --ops-allow
 # networks (none by default), and a client's own X-User-ID is dropped.
+# With --pages DIR (the coordinators' SHARDSTOCK_PAGES_DIR), the product
+# pages and their scripts are served from DIR as files; the coordinators
+# answer only what the pages poll.
 #   deploy/nginx.sh stop  [--dir ./run/nginx]
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 here=$(cd "$(dirname "$0")" && pwd)
-port=8000 upstreams=127.0.0.1:8080 dir=./run/nginx conns=256 ops=""
+port=8000 upstreams=127.0.0.1:8080 dir=./run/nginx conns=256 ops="" pages=""
 usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
 die() { echo "nginx.sh: $*" >&2; exit 1; }
 cmd=${1:-}; [ $# -gt 0 ] && shift
@@ -26,6 +29,7 @@ while [ $# -gt 0 ]; do
     --dir) dir=$2; shift 2 ;;
     --conns-per-ip) conns=$2; shift 2 ;;
     --ops-allow) ops=$2; shift 2 ;;
+    --pages) pages=$(cd "$2" && pwd); shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) die "unknown option $1 (see --help)" ;;
   esac
@@ -45,12 +49,17 @@ start() {
   local ups=""
   IFS=, read -r -a list <<<"$upstreams"
   for u in "${list[@]}"; do ups="$ups    server $u max_fails=1 fail_timeout=2s;"$'\n'; done
+  local pagecfg=""
+  if [ -n "$pages" ]; then
+    pagecfg="    location ~ \"^/products/([A-Za-z0-9_-]{1,64})\$\" { root $pages; default_type text/html; try_files /products/\$1.html =404; }"$'\n'
+    pagecfg="$pagecfg    location /static/ { root $pages; }"$'\n'
+  fi
   local rules=""
   IFS=, read -r -a nets <<<"$ops"
   for n in "${nets[@]}"; do [ -n "$n" ] && rules="$rules      allow $n;"$'\n'; done
   sed -e "s|@DIR@|$dir|g" -e "s|@PORT@|$port|g" -e "s|@LUA@|$here/nginx|g" -e "s|@CONNS_PER_IP@|$conns|g" \
       -e "s|@OPS_ALLOW@|${ops:-nowhere}|g" "$here/nginx/nginx.conf.tmpl" \
-    | awk -v ups="$ups" -v rules="$rules" '{ if ($0 == "@UPSTREAMS@") printf "%s", ups; else if ($0 == "@OPS_RULES@") printf "%s", rules; else print }' >"$dir/nginx.conf"
+    | awk -v ups="$ups" -v rules="$rules" -v pages="$pagecfg" '{ if ($0 == "@UPSTREAMS@") printf "%s", ups; else if ($0 == "@OPS_RULES@") printf "%s", rules; else if ($0 == "@PAGES@") printf "%s", pages; else print }' >"$dir/nginx.conf"
   nginx -t -q -c "$dir/nginx.conf" -p "$dir" 2>"$dir/check.log" || { cat "$dir/check.log" >&2; die "bad config"; }
   nohup nginx -c "$dir/nginx.conf" -p "$dir" >"$dir/nginx.out" 2>&1 &
   echo $! >"$dir/nginx.launch.pid"

@@ -8,7 +8,9 @@ import (
 	"html/template"
 	"io/fs"
 	"net/http"
+	"os"
 	"path"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -26,16 +28,17 @@ type Sessions interface {
 }
 
 // Pages serves the sale pages: the current session's products at /, one
-// page per product at /products/{id} (rendered once and cached: a product's
-// definition never changes), the operators' page at /admin/ and the static
-// files. Live numbers come from the JSON APIs the pages poll.
+// page per product at /products/{id} (rendered when what it shows changes),
+// the operators' page at /admin/ and the static files. Live numbers come
+// from the JSON APIs the pages poll. Publish writes the product pages to a
+// directory an edge serves.
 type Pages struct {
 	catalog  Catalog
 	sessions Sessions
 	now      func() time.Time
 	tmpl     *template.Template
-	mu       sync.Mutex        // guards rendered
-	rendered map[string][]byte // product id -> page
+	mu       sync.Mutex              // guards rendered
+	rendered map[string]renderedPage // product id -> page
 }
 
 // NewPages parses the embedded templates.
@@ -44,7 +47,7 @@ func NewPages(catalog Catalog, sessions Sessions, now func() time.Time) *Pages {
 		now = time.Now
 	}
 	t := template.Must(template.ParseFS(web, "web/*.html"))
-	return &Pages{catalog: catalog, sessions: sessions, now: now, tmpl: t, rendered: map[string][]byte{}}
+	return &Pages{catalog: catalog, sessions: sessions, now: now, tmpl: t, rendered: map[string]renderedPage{}}
 }
 
 // Register mounts the pages on e.
@@ -115,25 +118,43 @@ func (p *Pages) product(c echo.Context) error {
 	if !shardstock.ValidID(id) {
 		return shardstock.ErrNotFound
 	}
-	p.mu.Lock()
-	page, ok := p.rendered[id]
-	p.mu.Unlock()
-	if !ok {
-		prod, err := p.catalog.Product(c.Request().Context(), id)
-		if err != nil {
-			return err
-		}
-		if page, err = p.render(prod); err != nil {
-			return err
-		}
-		p.mu.Lock()
-		p.rendered[id] = page
-		p.mu.Unlock()
+	prod, err := p.catalog.Product(c.Request().Context(), id)
+	if err != nil {
+		return err
+	}
+	page, err := p.page(prod)
+	if err != nil {
+		return err
 	}
 	return c.HTMLBlob(http.StatusOK, page)
 }
 
-func (p *Pages) render(prod *shardstock.Product) ([]byte, error) {
+// page is prod's sale page, rendered again only when what it shows changed
+// (a moved window, a paused product; the stock on it is polled live).
+func (p *Pages) page(prod *shardstock.Product) ([]byte, error) {
+	d := pageData(prod)
+	p.mu.Lock()
+	r, ok := p.rendered[prod.ID]
+	p.mu.Unlock()
+	if ok && r.data == d {
+		return r.page, nil
+	}
+	page, err := p.render(d)
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	p.rendered[prod.ID] = renderedPage{data: d, page: page}
+	p.mu.Unlock()
+	return page, nil
+}
+
+type renderedPage struct {
+	data productData
+	page []byte
+}
+
+func pageData(prod *shardstock.Product) productData {
 	d := productData{ID: prod.ID, Title: prod.Title, Stock: prod.Stock, Limit: prod.PerUserLimit}
 	if d.Title == "" {
 		d.Title = prod.ID
@@ -147,7 +168,59 @@ func (p *Pages) render(prod *shardstock.Product) ([]byte, error) {
 	if !prod.EndsAt.IsZero() {
 		d.EndsMS = prod.EndsAt.UnixMilli()
 	}
+	return d
+}
+
+func (p *Pages) render(d productData) ([]byte, error) {
 	var b bytes.Buffer
 	err := p.tmpl.ExecuteTemplate(&b, "product.html", d)
 	return b.Bytes(), err
+}
+
+// Publish writes the sale page of each product in ids to
+// dir/products/ID.html, and the pages' scripts and styles to dir/static/,
+// for an edge to serve them as files (deploy/nginx.sh --pages): the
+// coordinators then answer only the live numbers the pages poll. A file
+// is rewritten only when its content changed, through a rename, so the
+// edge never serves half a page.
+func (p *Pages) Publish(ctx context.Context, dir string, ids []string) error {
+	for _, sub := range []string{"products", "static"} {
+		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
+			return err
+		}
+	}
+	for _, name := range []string{"sale.js", "style.css"} {
+		b, err := web.ReadFile("web/" + name)
+		if err != nil {
+			return err
+		}
+		if err := writeIfChanged(filepath.Join(dir, "static", name), b); err != nil {
+			return err
+		}
+	}
+	for _, id := range ids {
+		prod, err := p.catalog.Product(ctx, id)
+		if err != nil {
+			continue // gone, or the catalog cannot answer now: the next round
+		}
+		page, err := p.page(prod)
+		if err != nil {
+			return err
+		}
+		if err := writeIfChanged(filepath.Join(dir, "products", id+".html"), page); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func writeIfChanged(path string, b []byte) error {
+	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, b) {
+		return nil
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }

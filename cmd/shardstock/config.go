@@ -63,6 +63,8 @@ type Config struct {
 	Start        shard.Start
 	// GeneratedToken is true when Dev made up AdminToken.
 	GeneratedToken bool
+	// PagesDir, if set, receives the product pages (Pages.Publish).
+	PagesDir string
 	// Clock is the coordinator's wall clock (tests skew it); nil: time.Now.
 	Clock func() time.Time
 	// OrderClock is the order service's clock (tests move it); nil: time.Now.
@@ -110,6 +112,7 @@ var variables = []variable{
 	{"SHARDSTOCK_SPOOL_DIR", "spool-dir", "./data/spool", "directory of the disk spool for purchases no shard can take; off disables it (503 instead)", false},
 	{"SHARDSTOCK_SPOOL_MAX_ENTRIES", "spool-max-entries", "100000", "most purchases waiting in the spool; beyond it, 503", false},
 	{"SHARDSTOCK_SPOOL_MAX_BYTES", "spool-max-bytes", "67108864", "largest spool file in bytes; beyond it, 503", false},
+	{"SHARDSTOCK_PAGES_DIR", "pages-dir", "", "publish each product's sale page to this directory for an edge to serve as files (deploy/nginx.sh --pages DIR); empty: pages only from the coordinator", false},
 	{"SHARDSTOCK_LOG_FORMAT", "log-format", "text", "log format: text or json", false},
 	{"SHARDSTOCK_LOG_LEVEL", "log-level", "info", "log level: debug, info, warn or error", false},
 }
@@ -389,6 +392,7 @@ func (c *Config) parseOrders(get func(string) string) error {
 }
 
 func (c *Config) parseSpool(get func(string) string) error {
+	c.PagesDir = get("SHARDSTOCK_PAGES_DIR")
 	if c.SpoolDir = get("SHARDSTOCK_SPOOL_DIR"); c.SpoolDir == "off" {
 		c.SpoolDir = ""
 	}

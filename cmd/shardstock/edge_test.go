@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -132,5 +134,43 @@ func TestEdgeSlowClientsCannotShutEveryoneOut(t *testing.T) {
 	}
 	if refused < 30 {
 		t.Fatalf("%d of 60 slow connections from one address refused, want at least 30 (40 past the bound of 20)", refused)
+	}
+}
+
+// TestPagesAtTheEdge (issue 16, item 10): the coordinators publish each
+// product's sale page as a file that the nginx edge serves itself: the
+// page is there through the edge, stays there with every coordinator
+// gone (while the live numbers, from the stock API, do not), and a moved
+// window is published again.
+func TestPagesAtTheEdge(t *testing.T) {
+	r := shardtest.Start(t, 3)
+	pages := t.TempDir()
+	// nginx's workers run as an unprivileged user: they must reach the files.
+	os.Chmod(pages, 0o755)
+	os.Chmod(filepath.Dir(pages), 0o755)
+	m := startServer(t, r.URLs(), func(c *Config) { c.PagesDir = pages })
+	putProduct(t, m.URL(), "lamp", `{"stock":10,"title":"Desk lamp"}`)
+	dir, port := t.TempDir(), strings.Split(freeAddr(t), ":")[1]
+	runDeploy(t, "nginx.sh", "start", "--port", port, "--upstreams", strings.TrimPrefix(m.URL(), "http://"), "--dir", dir, "--pages", pages)
+	t.Cleanup(func() { runDeploy(t, "nginx.sh", "stop", "--dir", dir) })
+	edge := "http://127.0.0.1:" + port
+	waitFor(t, 10*time.Second, "the page published and served by the edge", func() (bool, string) {
+		rep := do(t, "GET", edge+"/products/lamp", "")
+		return rep.status == 200 && strings.Contains(rep.raw, "Desk lamp"), fmt.Sprint(rep.status)
+	})
+	if rep := do(t, "GET", edge+"/static/sale.js", ""); rep.status != 200 {
+		t.Fatalf("the page's script through the edge: %d", rep.status)
+	}
+	before := do(t, "GET", edge+"/products/lamp", "").raw
+	adminDo(t, "PATCH", m.URL()+"/admin/v1/products/lamp", fmt.Sprintf(`{"ends_at":%q}`, time.Now().Add(time.Hour).UTC().Format(time.RFC3339)))
+	waitFor(t, 10*time.Second, "the moved window published", func() (bool, string) {
+		return do(t, "GET", edge+"/products/lamp", "").raw != before, "unchanged"
+	})
+	m.Close()
+	if rep := do(t, "GET", edge+"/products/lamp", ""); rep.status != 200 || !strings.Contains(rep.raw, "Desk lamp") {
+		t.Fatalf("the page with no coordinator left: %d", rep.status)
+	}
+	if rep := do(t, "GET", edge+"/api/v1/products/lamp/stock", ""); rep.status != 503 {
+		t.Fatalf("the stock API with no coordinator left: %d, want 503", rep.status)
 	}
 }

@@ -62,6 +62,7 @@ type Main struct {
 	stopSync  context.CancelFunc
 	foreign   atomic.Pointer[error] // a shard holding another catalog's stock
 	skew      atomic.Int64          // ns the coordinator's clock is ahead of the shards' (clock.go)
+	pages     *flashsale.Pages
 	served    chan error
 }
 
@@ -131,11 +132,12 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	m.orders = order.NewService(m.store, settler, set, order.Config{Claims: set, PayTimeout: m.cfg.PayTimeout,
 		FailFastAge: m.cfg.FailFastAge, Rate: m.cfg.OrderRate, Now: m.cfg.OrderClock, Logger: m.log, PaySecret: m.cfg.PaySecret,
-		Budget: orderBudget{set: set, rate: m.cfg.OrderRate},
+		Budget:   orderBudget{set: set, rate: m.cfg.OrderRate},
 		OnIngest: func(st string) { m.metrics.OrdersIngested.WithLabelValues(st).Inc() }})
 	if err := m.openSpool(); err != nil {
 		return err
 	}
+	m.pages = flashsale.NewPages(m.inv, m.store, nil)
 	m.buyers = flashsale.NewHandler(flashsale.Config{Catalog: m.inv, Reserver: m.set, Identity: m.identity(), RealIP: m.realIP(),
 		Now:     m.saleClock,
 		Observe: m.metrics.ObservePurchase, Spool: m.spoolPort(), Logger: m.log,
@@ -231,6 +233,9 @@ func (m *Main) startLoops() error {
 	if m.cfg.ArchiveAfter > 0 {
 		m.loops.Go(func() { m.archiveLoop(ctx) })
 	}
+	if m.cfg.PagesDir != "" {
+		m.loops.Go(func() { m.publishLoop(ctx) })
+	}
 	if m.spool != nil {
 		m.loops.Go(func() { m.spool.Run(ctx, m.buyers.Replay) })
 	}
@@ -258,6 +263,29 @@ func (m *Main) startLoops() error {
 	outbox.OnParked = m.metrics.ParkedEntries.WithLabelValues(outbox.Group).Inc
 	m.loops.Go(func() { outbox.Run(ctx) })
 	return nil
+}
+
+// publishLoop writes the product pages to SHARDSTOCK_PAGES_DIR every 2 s
+// (only the files whose content changed).
+func (m *Main) publishLoop(ctx context.Context) {
+	t := time.NewTicker(2 * time.Second)
+	defer t.Stop()
+	failing := false
+	for {
+		ids, err := m.store.ProductIDs(ctx)
+		if err == nil {
+			err = m.pages.Publish(ctx, m.cfg.PagesDir, ids)
+		}
+		if err != nil && !failing && ctx.Err() == nil {
+			m.log.Warn("could not publish the sale pages; will retry", "dir", m.cfg.PagesDir, "err", err)
+		}
+		failing = err != nil
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // orderBudget is the cluster's order-creation rate, kept on the shards
@@ -478,7 +506,10 @@ func (m *Main) router() *echo.Echo {
 	m.buyers.Register(e)
 	m.orders.Register(e, order.Identity(m.identity()))
 	m.inv.RegisterPublic(e)
-	flashsale.NewPages(m.inv, m.store, nil).Register(e)
+	if m.pages == nil {
+		m.pages = flashsale.NewPages(m.inv, m.store, nil)
+	}
+	m.pages.Register(e)
 	admin := e.Group("/admin/v1", inventory.AdminAuth(m.cfg.AdminToken))
 	m.inv.Register(admin)
 	// Profiles during a sale, behind the admin token:
