@@ -28,12 +28,21 @@ type Product struct {
 	// drained then get none); nil in definitions older than 0.7.0, whose
 	// split is SplitStock over every shard. Set by the server.
 	Split []int64 `json:"split,omitempty"`
+	// ShardAddrs are the addresses (host:port/db) of the shards the product
+	// was defined on, in index order; nil in definitions older than this
+	// field. Set by the server. A coordinator whose shard list no longer
+	// has them in those places does not sell the product (Moved).
+	ShardAddrs []string `json:"shard_addrs,omitempty"`
 
 	// Paused and Archived are the product's state, not its definition
 	// (never in the definition's JSON): set by the operator's pause and
 	// archive (A sale's life), read from the catalog.
 	Paused   bool `json:"-"`
 	Archived bool `json:"-"`
+	// Moved, when set, says how this coordinator's shard list differs from
+	// ShardAddrs: its stock is on other masters than the ones this
+	// coordinator would use, so it answers ErrUnavailable for it.
+	Moved string `json:"-"`
 }
 
 // Shards is the number of shards p lives on when the coordinator has n.
@@ -79,6 +88,9 @@ func (p *Product) Validate() error {
 // an archived product's has ended). A zero bound is open on that side; EndsAt is
 // exclusive.
 func (p *Product) Open(now time.Time) error {
+	if p.Moved != "" {
+		return &Error{ErrUnavailable.Code, p.Moved}
+	}
 	if p.Paused {
 		return ErrPaused
 	}

@@ -85,9 +85,10 @@ type Service struct {
 	// controls are the operators' changes as last read from the catalog;
 	// gen counts their changes, and a cached product read under an older
 	// generation is read again (life.go).
-	controls atomic.Pointer[map[string]shardstock.Controls]
-	sessions atomic.Pointer[map[string]sessionWindow] // product -> the window of its sessions
-	gen      atomic.Uint64
+	controls  atomic.Pointer[map[string]shardstock.Controls]
+	sessions  atomic.Pointer[map[string]sessionWindow] // product -> the window of its sessions
+	gen       atomic.Uint64
+	movedOnce sync.Once // the shard-moved error is logged once
 }
 
 type cached struct {
@@ -175,13 +176,16 @@ func (s *Service) placeOnShards(ctx context.Context, p *shardstock.Product) erro
 			return err
 		}
 		p.ShardCount = s.store.Len()
+		for _, sh := range s.store.Shards() {
+			p.ShardAddrs = append(p.ShardAddrs, sh.Addr)
+		}
 		return s.splitOverLiveShards(ctx, p)
 	}
 	var old shardstock.Product
 	if err := json.Unmarshal([]byte(stored), &old); err != nil {
 		return fmt.Errorf("decode definition of %s: %w", p.ID, err)
 	}
-	p.ShardCount, p.Split = old.ShardCount, old.Split
+	p.ShardCount, p.Split, p.ShardAddrs = old.ShardCount, old.Split, old.ShardAddrs
 	return nil
 }
 
@@ -358,11 +362,33 @@ func (s *Service) Product(ctx context.Context, id string) (*shardstock.Product, 
 	if c, ok := s.controlsOf(id); ok {
 		p = c.Apply(p)
 	}
+	p.Moved = s.moved(&p)
 	if w, ok := s.sessionWindowOf(id); ok && p.StartsAt.IsZero() && p.EndsAt.IsZero() {
 		p.StartsAt, p.EndsAt = w.StartsAt, w.EndsAt // a product without a window of its own sells in its sessions'
 	}
 	s.putGen(id, &p, gen)
 	return &p, nil
+}
+
+// moved says how this coordinator's shards differ from those p was defined
+// on ("" when they are the same, or p predates the record): a master
+// missing, or listed in another place, would have its units sold, settled
+// and counted on the wrong master.
+func (s *Service) moved(p *shardstock.Product) string {
+	shards := s.store.Shards()
+	if len(p.ShardAddrs) > len(shards) {
+		return fmt.Sprintf("%s lives on %d shards and SHARDSTOCK_SHARDS lists %d: add the missing masters back", p.ID, len(p.ShardAddrs), len(shards))
+	}
+	for i, addr := range p.ShardAddrs {
+		if shards[i].Addr != addr {
+			s.movedOnce.Do(func() {
+				s.cfg.Logger.Error("a product's shard moved: keep the masters a product was defined on first, in the same order, and add new ones after them",
+					"product", p.ID, "shard", i, "defined_on", addr, "now", shards[i].Addr)
+			})
+			return fmt.Sprintf("%s was defined with shard %d at %s, and SHARDSTOCK_SHARDS has %s there: keep the old masters first, in the same order", p.ID, i, addr, shards[i].Addr)
+		}
+	}
+	return ""
 }
 
 // Cached returns product id if this process has it (or knows it is not

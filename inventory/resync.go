@@ -76,8 +76,8 @@ func (s *Service) resyncProduct(ctx context.Context, i int, id string) error {
 	if err != nil {
 		return err
 	}
-	if p.Archived {
-		return nil // its keys are gone from every shard on purpose
+	if p.Archived || p.Moved != "" {
+		return nil // its keys are gone on purpose, or this shard index is another master now
 	}
 	on, err := s.catalog.InitialisedShards(ctx, id)
 	if err != nil || i >= p.Shards(s.store.Len()) || !on[i] {

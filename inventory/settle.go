@@ -3,6 +3,7 @@ package inventory
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/shardstock/shardstock"
 	"github.com/shardstock/shardstock/shard"
@@ -19,6 +20,11 @@ import (
 // (retrying cannot change it). Errors are transport failures: the caller
 // must offer the settlement again.
 func (s *Service) Settle(ctx context.Context, st shardstock.Settlement) error {
+	if p, err := s.Product(ctx, st.ProductID); err == nil && p.Moved != "" {
+		// Its shard index would name another master: wait until the
+		// shard list is put back (the settlement is retried).
+		return fmt.Errorf("%w: %s", shardstock.ErrUnavailable, p.Moved)
+	}
 	var err error
 	if st.Action == shardstock.Confirm {
 		_, err = s.store.Confirm(ctx, st.Shard, st.ProductID, st.OrderID)

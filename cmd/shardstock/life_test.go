@@ -477,3 +477,62 @@ func TestOrderBudgetIsShared(t *testing.T) {
 		t.Fatalf("500 orders in %s: faster than the shared 100/s allows (%.0f over the budget at worst)", took, worst)
 	}
 }
+
+// TestGrowFromThreeToSixMasters (issue 16, item 5): a sale runs on three
+// masters; the coordinators restart with three more. The running sale
+// stays on its three (its buyers' limit holds, its orders settle there, it
+// sells on with conservation), a new product is split over all six, and a
+// coordinator that lists the old masters in another order refuses to sell
+// the old product (503 saying how to fix it) rather than using the wrong
+// masters.
+func TestGrowFromThreeToSixMasters(t *testing.T) {
+	r := shardtest.Start(t, 6)
+	db := "sqlite:" + t.TempDir() + "/orders.db"
+	sameDB := func(c *Config) { c.DB = db }
+	three := startServer(t, r.URLs()[:3], sameDB)
+	putProduct(t, three.URL(), "run", `{"stock":300,"per_user_limit":1}`)
+	before := buy(t, three.URL(), "run", "early", 30)
+	waitFor(t, 20*time.Second, "orders", func() (bool, string) {
+		c := statusCounts(t, three, "run")
+		return c[shardstock.StatusAwaitingPayment] == 30, fmt.Sprint(c)
+	})
+	three.Close()
+
+	six := startServer(t, r.URLs(), sameDB)
+	base := six.URL()
+	for id, user := range before {
+		if rep := purchase(t, base, "run", user); rep.status != 409 {
+			t.Fatalf("%s bought again after the growth: %d %s", user, rep.status, rep.raw)
+		}
+		if rep := do(t, "POST", base+"/api/v1/orders/"+id+"/pay", `{"result":"success"}`, "X-User-ID", user, "Content-Type", "application/json"); rep.status != 202 {
+			t.Fatalf("pay %s: %d %s", id, rep.status, rep.raw)
+		}
+	}
+	for k := range 30 {
+		rep := purchase(t, base, "run", fmt.Sprintf("late%d", k))
+		if sh, _ := rep.body["shard"].(float64); rep.status != 200 || sh > 2 {
+			t.Fatalf("a purchase of the running sale after the growth: %d %s", rep.status, rep.raw)
+		}
+	}
+	waitFor(t, 20*time.Second, "the early orders settled on the old masters", func() (bool, string) {
+		st := productStatus(t, base, "run")
+		return st.Totals.Sold == 30, fmt.Sprint(st.Totals)
+	})
+	st := productStatus(t, base, "run")
+	checkShards(t, st)
+	if len(st.ShardAddrs) != 3 || st.Shards[3].Alloc != nil {
+		t.Fatalf("the running sale after the growth: shard_addrs %v, shard 3 %+v", st.ShardAddrs, st.Shards[3])
+	}
+	putProduct(t, base, "next", `{"stock":600}`)
+	if nx := productStatus(t, base, "next"); len(nx.Split) != 6 || nx.Shards[5].Alloc == nil || *nx.Shards[5].Alloc != 100 {
+		t.Fatalf("a new product after the growth: split %v", nx.Split)
+	}
+	six.Close()
+
+	u := r.URLs()
+	swapped := startServer(t, append([]string{u[1], u[0]}, u[2:]...), sameDB)
+	rep := purchase(t, swapped.URL(), "run", "someone")
+	if rep.status != 503 || !strings.Contains(rep.str("message"), "keep the old masters first") {
+		t.Fatalf("the old sale on reordered masters: %d %s", rep.status, rep.raw)
+	}
+}
