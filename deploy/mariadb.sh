@@ -85,19 +85,20 @@ start() {
   install
   if alive; then echo "mariadb already running on :$port (pid $(pid))"; return; fi
   local user; user=$(dbuser)
-  mkdir -p "$dir/files"
+  mkdir -p "$dir/files" "$dir/data"
   certificates
+  if [ -n "$user" ]; then
+    # The database's OS user owns its files and reaches them through the
+    # parents (before mariadb-install-db, which runs as that user too).
+    chown -R "$user" "$dir/data" "$dir/files" "$dir/tls"
+    chown "$user" "$dir"
+    chmod 700 "$dir/files"
+    local p="$dir"; while [ "$p" != / ]; do p=$(dirname "$p"); chmod o+x "$p" 2>/dev/null || true; done
+  fi
   if [ ! -d "$dir/data/mysql" ]; then
     mariadb-install-db --no-defaults --datadir="$dir/data" ${user:+--user="$user"} --skip-test-db \
       --auth-root-authentication-method=socket >"$dir/install.log" 2>&1 \
       || { tail -20 "$dir/install.log" >&2; die "mariadb-install-db failed"; }
-  fi
-  if [ -n "$user" ]; then
-    chown -R "$user" "$dir/data" "$dir/files" "$dir/tls"
-    chown "$user" "$dir"
-    chmod 700 "$dir/files"
-    # The OS user must reach the data dir through its parents.
-    local p="$dir"; while [ "$p" != / ]; do p=$(dirname "$p"); chmod o+x "$p" 2>/dev/null || true; done
   fi
   nohup mariadbd --no-defaults ${user:+--user="$user"} --datadir="$dir/data" --port="$port" --bind-address=127.0.0.1 \
     --socket="$sock" --pid-file="$dir/mariadb.pid" --log-error="$dir/error.log" --secure-file-priv="$dir/files" \
@@ -107,6 +108,7 @@ start() {
   for _ in $(seq 1 120); do
     if mariadb-admin --no-defaults --socket="$sock" -u"$(admin_login)" ping >/dev/null 2>&1; then
       mariadb --no-defaults --socket="$sock" -u"$(admin_login)" -e "
+        DROP USER IF EXISTS '${user:-nobody-here}'@'localhost';
         CREATE DATABASE IF NOT EXISTS shardstock;
         CREATE USER IF NOT EXISTS 'shardstock'@'127.0.0.1' IDENTIFIED BY '$app';
         ALTER USER 'shardstock'@'127.0.0.1' IDENTIFIED BY '$app';

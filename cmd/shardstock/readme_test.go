@@ -151,8 +151,9 @@ func makeRun(t *testing.T, dir, mode string) string {
 		mu  sync.Mutex
 		buf strings.Builder
 	)
-	up := make(chan struct{})
+	up, ended := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(ended)
 		sc := bufio.NewScanner(out)
 		var once sync.Once
 		for sc.Scan() {
@@ -166,6 +167,10 @@ func makeRun(t *testing.T, dir, mode string) string {
 	}()
 	select {
 	case <-up:
+	case <-ended:
+		mu.Lock()
+		defer mu.Unlock()
+		t.Fatalf("make run MQ=%s ended without coming up:\n%s", mode, buf.String())
 	case <-time.After(4 * time.Minute):
 		mu.Lock()
 		defer mu.Unlock()
