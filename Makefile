@@ -72,6 +72,8 @@ bench: ## side-by-side benchmark (HTTP and Redis ceilings vs the purchase path; 
 	$(ROCKETMQ) fetch
 	deploy/with-services.sh bash -c '$(GO) test -run "^$$" -bench . -benchtime $(BENCHTIME) ./shard/ && \
 	  $(GO) test -run "^$$" -bench OrderPipeline -benchtime 3000x ./cmd/shardstock/'
+	@echo "the memory a 1M-unit sale holds on 3 shards before its archive (about 2 min):"
+	SHARDSTOCK_MEASURE_UNITS=1000000 $(GO) test -count=1 -timeout 20m -run '^TestMeasureSaleMemory$$' -v ./shard/ | grep -E 'units on|^ok|FAIL'
 
 clean: ## delete the build output and the test runs' data (not the quick start's: see make reset)
 	rm -rf bin run/test run/bench
