@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -56,6 +57,9 @@ type SpoolConfig struct {
 	MaxEntries int   // pending purchases; default 100000
 	MaxBytes   int64 // file size; default 64 MiB
 	Logger     *slog.Logger
+	// OnWriteError, if set, is told each failed write (a full disk, say:
+	// metrics and an alert).
+	OnWriteError func()
 }
 
 // record is one frame's payload: a purchase, or an outcome.
@@ -79,6 +83,11 @@ type Spool struct {
 	tickets map[string]*ticketInfo // ticket -> entry and outcome
 	seq     int64                  // arrivals so far
 	byBuyer map[string]int         // pending entries per product and buyer
+	// unwritten are outcomes decided but not on disk yet (a write failed):
+	// they are not replayed again, and Run writes them before it replays
+	// anything else.
+	unwritten  []record
+	failWrites atomic.Bool // tests: every write fails, as on a full disk
 }
 
 type ticketInfo struct {
@@ -231,11 +240,24 @@ func (s *Spool) writeNoSync(rec record) error {
 	binary.BigEndian.PutUint32(frame[:4], uint32(len(payload)))
 	binary.BigEndian.PutUint32(frame[4:8], crc32.ChecksumIEEE(payload))
 	copy(frame[8:], payload)
+	if s.failWrites.Load() {
+		return s.writeFailed(errors.New("no space left on device (injected)"))
+	}
 	if _, err := s.f.Write(frame); err != nil {
-		return fmt.Errorf("spool write: %w", err)
+		// A torn frame at the end would hide every later one: cut it off.
+		s.f.Truncate(s.size)
+		s.f.Seek(s.size, io.SeekStart)
+		return s.writeFailed(err)
 	}
 	s.size += int64(len(frame))
 	return nil
+}
+
+func (s *Spool) writeFailed(err error) error {
+	if s.cfg.OnWriteError != nil {
+		s.cfg.OnWriteError()
+	}
+	return fmt.Errorf("spool write: %w", err)
 }
 
 // Append spools a purchase durably (written and fsynced when it returns
@@ -293,9 +315,31 @@ type Replayer func(ctx context.Context, e SpoolEntry) (SpoolResult, error)
 // Run replays spooled purchases in arrival order until ctx is done. When
 // the replayer fails, it waits (250ms doubling to 5s) and tries the same
 // purchase again.
+//
+// Outcomes that could not be written (a full disk) are written first, with
+// the same backoff and one log line per failing stretch; nothing is
+// replayed meanwhile, and the spool carries on by itself once the disk has
+// room again.
 func (s *Spool) Run(ctx context.Context, replay Replayer) {
 	backoff := time.Duration(0)
+	failing := false
 	for ctx.Err() == nil {
+		if err := s.flush(); err != nil {
+			if !failing {
+				s.cfg.Logger.Error("spool: cannot write replay outcomes; replay waits until the disk takes them", "err", err)
+			}
+			failing = true
+			backoff = min(max(2*backoff, 250*time.Millisecond), 5*time.Second)
+			select {
+			case <-ctx.Done():
+			case <-time.After(backoff):
+			}
+			continue
+		}
+		if failing {
+			s.cfg.Logger.Info("spool: outcomes written again; replay goes on")
+			failing, backoff = false, 0
+		}
 		e, ok := s.next()
 		if !ok {
 			select {
@@ -316,9 +360,7 @@ func (s *Spool) Run(ctx context.Context, replay Replayer) {
 			continue
 		}
 		backoff = 0
-		if err := s.finish(e.Ticket, res); err != nil {
-			s.cfg.Logger.Error("spool: could not record an outcome; it will be replayed again", "ticket", e.Ticket, "err", err)
-		}
+		s.finish(e.Ticket, res) // a failed write is kept and retried above
 	}
 }
 
@@ -331,19 +373,39 @@ func (s *Spool) next() (SpoolEntry, bool) {
 	return s.pending[0], true
 }
 
-// finish records a purchase's outcome durably.
+// finish records a purchase's outcome: at once in memory (the purchase is
+// decided and is never replayed again), and on disk, now or, when the
+// write fails, by Run later.
 func (s *Spool) finish(ticket string, res SpoolResult) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	rec := record{Kind: "done", Ticket: ticket, Result: &res}
-	if err := s.write(rec); err != nil {
+	s.apply(rec)
+	s.unwritten = append(s.unwritten, rec)
+	if err := s.flushLocked(); err != nil {
 		return err
 	}
-	s.apply(rec)
 	if len(s.pending) == 0 && s.size > s.cfg.MaxBytes/4 {
 		if err := s.compact(time.Now().Add(-ticketRetention)); err != nil {
 			s.cfg.Logger.Error("spool: compaction failed; the file keeps growing", "err", err)
 		}
+	}
+	return nil
+}
+
+// flush writes the outcomes a failed write left in memory.
+func (s *Spool) flush() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.flushLocked()
+}
+
+func (s *Spool) flushLocked() error {
+	for len(s.unwritten) > 0 {
+		if err := s.write(s.unwritten[0]); err != nil {
+			return err
+		}
+		s.unwritten = s.unwritten[1:]
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -236,4 +237,68 @@ func FuzzSpoolOpen(f *testing.F) {
 			t.Fatalf("append after open: %v", err)
 		}
 	})
+}
+
+// TestSpoolFullDisk (issue 14, item 3): while outcomes cannot be written
+// (a full disk), each purchase is still replayed once — never again, so
+// its reservation id is not held on one shard after another — replay
+// waits with a backoff instead of spinning, each failed write is counted,
+// and when the disk takes writes again the outcomes are written and
+// replay goes on by itself; after a restart the tickets read as decided.
+func TestSpoolFullDisk(t *testing.T) {
+	dir := t.TempDir()
+	var writeErrors atomic.Int64
+	s := openSpool(t, dir, SpoolConfig{OnWriteError: func() { writeErrors.Add(1) }})
+	for i := 0; i < 3; i++ {
+		if err := s.Append(entry(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.failWrites.Store(true)
+	var mu sync.Mutex
+	replays := map[string]int{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		s.Run(ctx, func(_ context.Context, e SpoolEntry) (SpoolResult, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			replays[e.Ticket]++
+			return SpoolResult{Status: "reserved", OrderID: e.OrderID}, nil
+		})
+		close(done)
+	}()
+	time.Sleep(1500 * time.Millisecond) // the disk stays full for a while
+	mu.Lock()
+	during := fmt.Sprint(replays)
+	mu.Unlock()
+	if during != "map[t0:1]" {
+		t.Fatalf("replays while outcomes cannot be written: %s, want t0 once and nothing more", during)
+	}
+	if n := writeErrors.Load(); n < 2 || n > 10 {
+		t.Fatalf("%d write attempts in 1.5 s: want a few, with a backoff (not a busy loop)", n)
+	}
+	s.failWrites.Store(false) // space again
+	deadline := time.Now().Add(10 * time.Second)
+	for s.Depth() > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	mu.Lock()
+	after := fmt.Sprint(replays)
+	mu.Unlock()
+	if after != "map[t0:1 t1:1 t2:1]" {
+		t.Fatalf("replays after the disk had room again: %s, want each once", after)
+	}
+	s.Close()
+	again := openSpool(t, dir, SpoolConfig{})
+	for i := 0; i < 3; i++ {
+		if _, r, ok := again.Ticket(fmt.Sprintf("t%d", i)); !ok || r.Status != "reserved" {
+			t.Fatalf("ticket t%d after a restart: %+v %v", i, r, ok)
+		}
+	}
+	if again.Depth() != 0 {
+		t.Fatalf("%d purchases pending after a restart, want none", again.Depth())
+	}
 }

@@ -15,20 +15,21 @@ import (
 
 // Metrics are the event counters and histograms.
 type Metrics struct {
-	Purchases       *prometheus.CounterVec // by outcome: reserved or the error code
-	PurchaseSeconds prometheus.Histogram
-	Failovers       prometheus.Counter
-	RedisErrors     *prometheus.CounterVec        // by shard
-	ConsumerErrors  *prometheus.CounterVec        // by consumer group
-	ParkedEntries   *prometheus.CounterVec        // by consumer group
-	DeadLettered    prometheus.Counter            // reservations moved to the dead-letter topic
-	PaymentMessages *prometheus.CounterVec        // payment result messages by outcome
-	ClockSkew       prometheus.Gauge              // this coordinator's clock minus the shards' clock
-	Settlements     *prometheus.CounterVec        // by action
-	OrdersIngested  *prometheus.CounterVec        // by status written
-	RateLimited     *prometheus.CounterVec        // by scope
-	purchases       map[string]prometheus.Counter // Purchases by known outcome, resolved once
-	PipelineCalls   prometheus.Histogram          // script calls per coalesced round trip
+	Purchases        *prometheus.CounterVec // by outcome: reserved or the error code
+	PurchaseSeconds  prometheus.Histogram
+	Failovers        prometheus.Counter
+	RedisErrors      *prometheus.CounterVec        // by shard
+	ConsumerErrors   *prometheus.CounterVec        // by consumer group
+	ParkedEntries    *prometheus.CounterVec        // by consumer group
+	DeadLettered     prometheus.Counter            // reservations moved to the dead-letter topic
+	PaymentMessages  *prometheus.CounterVec        // payment result messages by outcome
+	ClockSkew        prometheus.Gauge              // this coordinator's clock minus the shards' clock
+	SpoolWriteErrors prometheus.Counter            // failed spool writes (a full disk)
+	Settlements      *prometheus.CounterVec        // by action
+	OrdersIngested   *prometheus.CounterVec        // by status written
+	RateLimited      *prometheus.CounterVec        // by scope
+	purchases        map[string]prometheus.Counter // Purchases by known outcome, resolved once
+	PipelineCalls    prometheus.Histogram          // script calls per coalesced round trip
 }
 
 // New registers the metrics, the Go and process collectors on reg.
@@ -54,6 +55,8 @@ func New(reg prometheus.Registerer) *Metrics {
 		PaymentMessages: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shardstock_payment_messages_total",
 			Help: "Payment result messages by outcome: applied, duplicate, stale (a fail after the success), retried (the order not written yet, or the database down), dead_lettered (refused: see the dead-letter topic or stream)."},
 			[]string{"outcome"}),
+		SpoolWriteErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "shardstock_spool_write_errors_total",
+			Help: "Writes to the disk spool that failed (a full or broken disk): purchases are refused with 503, replay outcomes wait in memory."}),
 		ClockSkew: prometheus.NewGauge(prometheus.GaugeOpts{Name: "shardstock_clock_skew_seconds",
 			Help: "How far this coordinator's clock is ahead of the shards' (the sale's one clock; negative: behind). The coordinator corrects its own checks by it."}),
 		Settlements: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shardstock_settlements_applied_total",
@@ -88,7 +91,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	for _, s := range []string{"awaiting_payment", "failed"} {
 		m.OrdersIngested.WithLabelValues(s)
 	}
-	reg.MustRegister(m.Purchases, m.PurchaseSeconds, m.Failovers, m.RedisErrors, m.ConsumerErrors, m.ParkedEntries, m.DeadLettered, m.PaymentMessages, m.ClockSkew, m.Settlements,
+	reg.MustRegister(m.Purchases, m.PurchaseSeconds, m.Failovers, m.RedisErrors, m.ConsumerErrors, m.ParkedEntries, m.DeadLettered, m.PaymentMessages, m.ClockSkew, m.SpoolWriteErrors, m.Settlements,
 		m.OrdersIngested, m.RateLimited, m.PipelineCalls, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -153,7 +153,8 @@ func (m *Main) openSpool() error {
 	if m.cfg.SpoolDir == "" {
 		return nil
 	}
-	sp, err := ha.OpenSpool(m.cfg.SpoolDir, ha.SpoolConfig{MaxEntries: m.cfg.SpoolEntries, MaxBytes: m.cfg.SpoolBytes, Logger: m.log})
+	sp, err := ha.OpenSpool(m.cfg.SpoolDir, ha.SpoolConfig{MaxEntries: m.cfg.SpoolEntries, MaxBytes: m.cfg.SpoolBytes, Logger: m.log,
+		OnWriteError: m.metrics.SpoolWriteErrors.Inc})
 	if err != nil {
 		return fmt.Errorf("SHARDSTOCK_SPOOL_DIR: %w", err)
 	}
