@@ -1,3 +1,6 @@
+#!lua flags=allow-oom
+-- (allow-oom: a shard at maxmemory, which refuses new holds, still lets
+-- settlements through: they free units, and must not wait for memory.)
 -- confirm: a paid hold moves locked -> sold. Only a locked hold moves, so a
 -- repeated or late confirm changes nothing.
 -- KEYS[1] stock hash  KEYS[2] holds hash

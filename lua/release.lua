@@ -1,3 +1,6 @@
+#!lua flags=allow-oom
+-- (allow-oom: a shard at maxmemory, which refuses new holds, still lets
+-- settlements through: they free units, and must not wait for memory.)
 -- release: an unpaid hold moves locked -> salable (pay failed, cancelled,
 -- timed out, failed fast). Only a locked hold moves, so a repeated or late
 -- release changes nothing.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -18,6 +19,11 @@ import (
 type StreamSettler struct {
 	Clients []*redis.Client // index = shard
 	Timeout time.Duration   // per publish; default 1s
+	// Direct, if set, applies a settlement the shard's stream refuses
+	// because the shard is at its maxmemory (OOM: XADD needs memory): the
+	// settlement scripts may run there (allow-oom) and free units, so a
+	// full shard still settles.
+	Direct func(ctx context.Context, s shardstock.Settlement) error
 }
 
 // Publish appends s to its shard's settle stream.
@@ -29,6 +35,9 @@ func (p *StreamSettler) Publish(ctx context.Context, s shardstock.Settlement) er
 	defer cancel()
 	err := p.Clients[s.Shard].XAdd(ctx, &redis.XAddArgs{Stream: shard.SettleKey,
 		Values: []any{"body", string(s.Encode())}}).Err()
+	if err != nil && p.Direct != nil && strings.HasPrefix(err.Error(), "OOM") {
+		err = p.Direct(ctx, s)
+	}
 	if err != nil {
 		return fmt.Errorf("shard %d: publish settlement: %w", s.Shard, err)
 	}

@@ -32,6 +32,8 @@ var (
 		"Outbox entries on a shard not yet turned into orders (streams) or relayed (rocketmq).", []string{"shard"}, nil)
 	descSettle = prometheus.NewDesc("shardstock_settle_backlog",
 		"Settlements on a shard's settle stream not yet applied (streams mode).", []string{"shard"}, nil)
+	descMemory = prometheus.NewDesc("shardstock_shard_memory_bytes",
+		"A shard's memory: used (used_memory) and max (maxmemory; 0: no limit). At max a noeviction shard refuses new holds.", []string{"shard", "kind"}, nil)
 	descBreaker = prometheus.NewDesc("shardstock_shard_breaker_state",
 		"A shard's circuit breaker: 0 closed (in rotation), 1 open (skipped), 2 half-open (probing).", []string{"shard"}, nil)
 	descPool = prometheus.NewDesc("shardstock_redis_pool_connections",
@@ -51,7 +53,7 @@ type ShardCollector struct {
 
 // Describe sends the descriptors.
 func (c *ShardCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descUnits, descStock, descUp, descOutbox, descSettle, descPool, descPoolEvents, descBreaker} {
+	for _, d := range []*prometheus.Desc{descUnits, descStock, descUp, descOutbox, descSettle, descPool, descPoolEvents, descBreaker, descMemory} {
 		ch <- d
 	}
 }
@@ -99,6 +101,8 @@ func (c *ShardCollector) collectShard(ch chan<- prometheus.Metric, sh shard.Shar
 	gauge(descUp, 1, idx, sh.Addr)
 	gauge(descOutbox, float64(sh.Outbox), idx)
 	gauge(descSettle, float64(sh.Settle), idx)
+	gauge(descMemory, float64(sh.UsedMemory), idx, "used")
+	gauge(descMemory, float64(sh.MaxMemory), idx, "max")
 	for p, cn := range sh.Products {
 		if !cn.Known {
 			continue

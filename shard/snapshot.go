@@ -3,6 +3,8 @@ package shard
 import (
 	"context"
 	"errors"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
@@ -18,6 +20,9 @@ type ShardSnapshot struct {
 	Outbox   int64               // outbox entries not yet turned into orders (or relayed)
 	Settle   int64               // settlements not yet applied
 	Pool     *redis.PoolStats
+	// UsedMemory and MaxMemory are INFO memory's used_memory and maxmemory
+	// (0: no limit): a shard at its limit refuses new holds (noeviction).
+	UsedMemory, MaxMemory int64
 }
 
 // Snapshot reads every shard at once, one pipelined round trip per shard,
@@ -37,6 +42,7 @@ func (s *Set) snapshotOne(ctx context.Context, sh *Shard, products []string) Sha
 	counters := make([]*redis.SliceCmd, len(products))
 	outboxes := make([]*redis.IntCmd, len(products))
 	var settle *redis.IntCmd
+	var memory *redis.StringCmd
 	snap.Err = s.call(ctx, sh, func(ctx context.Context) error {
 		_, err := sh.Client.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for i, prod := range products {
@@ -45,6 +51,7 @@ func (s *Set) snapshotOne(ctx context.Context, sh *Shard, products []string) Sha
 				outboxes[i] = p.XLen(ctx, k.outbox)
 			}
 			settle = p.XLen(ctx, SettleKey)
+			memory = p.Info(ctx, "memory")
 			return nil
 		})
 		if errors.Is(err, redis.Nil) {
@@ -63,5 +70,18 @@ func (s *Set) snapshotOne(ctx context.Context, sh *Shard, products []string) Sha
 		snap.Outbox += outboxes[i].Val()
 	}
 	snap.Settle = settle.Val()
+	snap.UsedMemory, snap.MaxMemory = memoryOf(memory.Val())
 	return snap
+}
+
+// memoryOf reads used_memory and maxmemory from INFO memory.
+func memoryOf(info string) (used, max int64) {
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
+			used, _ = strconv.ParseInt(v, 10, 64)
+		} else if v, ok := strings.CutPrefix(line, "maxmemory:"); ok {
+			max, _ = strconv.ParseInt(v, 10, 64)
+		}
+	}
+	return used, max
 }

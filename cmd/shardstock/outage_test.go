@@ -439,3 +439,44 @@ func TestBuyerWhoHungUpIsNotSpooled(t *testing.T) {
 		t.Fatalf("spool depth %d, want 1 (the buyer who waited)", d)
 	}
 }
+
+// TestShardAtMaxMemory (issue 14, item 2): a shard at its maxmemory
+// (noeviction) is reported before and while it refuses writes
+// (shardstock_shard_memory_bytes), purchases are never answered sold out
+// because of it, and releases still get through, so it frees units itself.
+func TestShardAtMaxMemory(t *testing.T) {
+	r := shardtest.Start(t, 1)
+	m := startServer(t, r.URLs(), func(c *Config) { c.SpoolDir = "" })
+	base := m.URL()
+	putProduct(t, base, "mem", `{"stock":20}`)
+	orders := buy(t, base, "mem", "early", 5)
+	waitFor(t, 20*time.Second, "orders", func() (bool, string) {
+		c := statusCounts(t, m, "mem")
+		return c[shardstock.StatusAwaitingPayment] == 5, fmt.Sprint(c)
+	})
+	opt, _ := redis.ParseURL(r.URLs()[0])
+	c := redis.NewClient(opt)
+	defer c.Close()
+	ctx := context.Background()
+	c.ConfigSet(ctx, "maxmemory", "1") // everything is over the limit now
+	defer c.ConfigSet(ctx, "maxmemory", "0")
+	waitFor(t, 10*time.Second, "the memory reported", func() (bool, string) {
+		used := metricValue(t, base, `shardstock_shard_memory_bytes{kind="used",shard="0"}`)
+		max := metricValue(t, base, `shardstock_shard_memory_bytes{kind="max",shard="0"}`)
+		return max == "1" && used != "" && used != "0", used + " / " + max
+	})
+	rep := purchase(t, base, "mem", "late")
+	if rep.status == 200 || rep.status == 410 {
+		t.Fatalf("a purchase on a shard at maxmemory: %d %s (a full shard is not sold out, and takes no hold)", rep.status, rep.raw)
+	}
+	for id, user := range orders {
+		if rep := do(t, "POST", base+"/api/v1/orders/"+id+"/cancel", "", "X-User-ID", user); rep.status != 202 {
+			t.Fatalf("cancel: %d %s", rep.status, rep.raw)
+		}
+		break
+	}
+	waitFor(t, 20*time.Second, "the release applied at maxmemory", func() (bool, string) {
+		st := productStatus(t, base, "mem")
+		return st.Totals.Salable == 16 && st.Totals.Locked == 4, fmt.Sprint(st.Totals)
+	})
+}

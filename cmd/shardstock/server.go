@@ -194,7 +194,9 @@ func (m *Main) openStore(ctx context.Context) error {
 // settlements are published.
 func (m *Main) openTransport(ctx context.Context) (order.Settler, error) {
 	if m.cfg.MQ == "streams" {
-		return &messaging.StreamSettler{Clients: m.clients()}, nil
+		return &messaging.StreamSettler{Clients: m.clients(), Direct: func(ctx context.Context, st shardstock.Settlement) error {
+			return m.inv.Settle(ctx, st)
+		}}, nil
 	}
 	rc, _ := messaging.ParseRocketMQ(m.cfg.MQ)
 	rc.Instance = messaging.ConsumerName()
