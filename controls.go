@@ -17,18 +17,18 @@ type Controls struct {
 // ArchiveState is how far a product's archive got.
 type ArchiveState int
 
-// Archive states: an archiving product's shard keys are being deleted; an
-// archived one's are gone and the catalog keeps its final totals.
+// Archive states: a running archive is deleting the product's shard keys;
+// a done one deleted them, and the catalog keeps the final totals.
 const (
-	NotArchived ArchiveState = iota
-	Archiving
-	Archived
+	ArchiveNone ArchiveState = iota
+	ArchiveRunning
+	ArchiveDone
 )
 
 // Apply returns p as c changes it.
 func (c Controls) Apply(p Product) Product {
 	p.Paused = c.Paused
-	p.Archived = c.Archive != NotArchived
+	p.Archived = c.Archive != ArchiveNone
 	if c.WindowSet {
 		p.StartsAt, p.EndsAt = c.StartsAt, c.EndsAt
 	}

@@ -168,7 +168,7 @@ func (s *Service) placeOnShards(ctx context.Context, p *shardstock.Product) erro
 	if err != nil {
 		return fmt.Errorf("%w: catalog: %w", shardstock.ErrUnavailable, err)
 	}
-	if c, ok := s.controlsOf(p.ID); ok && c.Archive != shardstock.NotArchived {
+	if c, ok := s.controlsOf(p.ID); ok && c.Archive != shardstock.ArchiveNone {
 		return shardstock.Conflict(fmt.Sprintf("product %s is archived: define the next sale under another id", p.ID))
 	}
 	if stored == "" {

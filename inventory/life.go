@@ -333,24 +333,24 @@ func (s *Service) Archive(ctx context.Context, id string) (*ProductStatus, error
 		return nil, err
 	}
 	c, _ := s.controlsOf(id)
-	if c.Archive == shardstock.NotArchived {
+	if c.Archive == shardstock.ArchiveNone {
 		if err := s.archivable(ctx, p); err != nil {
 			return nil, err
 		}
 		if err := s.recordTotals(ctx, p); err != nil {
 			return nil, err
 		}
-		if err := s.cfg.Controls.SetArchive(ctx, id, shardstock.Archiving); err != nil {
+		if err := s.cfg.Controls.SetArchive(ctx, id, shardstock.ArchiveRunning); err != nil {
 			return nil, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
 		}
 	}
-	if c.Archive != shardstock.Archived {
+	if c.Archive != shardstock.ArchiveDone {
 		for i := range p.Shards(s.store.Len()) {
 			if err := s.store.DeleteProduct(ctx, i, id); err != nil {
 				return nil, fmt.Errorf("%w: archive of %s stopped (a repeat, or the automatic archive, finishes it): %w", shardstock.ErrUnavailable, id, err)
 			}
 		}
-		if err := s.cfg.Controls.SetArchive(ctx, id, shardstock.Archived); err != nil {
+		if err := s.cfg.Controls.SetArchive(ctx, id, shardstock.ArchiveDone); err != nil {
 			return nil, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
 		}
 		s.cfg.Logger.Info("product archived: its shard keys are deleted, the catalog keeps its totals", "product", id)
@@ -419,8 +419,8 @@ func (s *Service) ArchiveDue(ctx context.Context, after time.Duration) error {
 			continue
 		}
 		c, _ := s.controlsOf(id)
-		due := c.Archive == shardstock.Archiving ||
-			c.Archive == shardstock.NotArchived && !p.EndsAt.IsZero() && s.cfg.Now().After(p.EndsAt.Add(after))
+		due := c.Archive == shardstock.ArchiveRunning ||
+			c.Archive == shardstock.ArchiveNone && !p.EndsAt.IsZero() && s.cfg.Now().After(p.EndsAt.Add(after))
 		if !due {
 			continue
 		}

@@ -39,7 +39,7 @@ func (s *Service) Snapshot(ctx context.Context) ([]string, []shard.ShardSnapshot
 	}
 	ids := all[:0:0]
 	for _, id := range all {
-		if c, ok := s.controlsOf(id); !ok || c.Archive == shardstock.NotArchived {
+		if c, ok := s.controlsOf(id); !ok || c.Archive == shardstock.ArchiveNone {
 			ids = append(ids, id) // an archived product has no keys left to read
 		}
 	}
