@@ -86,7 +86,18 @@ type Config struct {
 	// RealIP finds a request's client address (per-IP limits); nil: echo's
 	// X-Forwarded-For extractor with its default trust.
 	RealIP echo.IPExtractor
+	// MaxInFlight bounds the purchases that may be at the shards at once
+	// in this process, and QueueBudget how long one waits for a place
+	// (admission control): past it the purchase is answered 503 with
+	// Retry-After before it touches Redis — an overloaded coordinator
+	// sheds load instead of letting deadlines expire against healthy
+	// shards (which would open breakers and spool). Zero: 1024 and 50ms.
+	MaxInFlight int
+	QueueBudget time.Duration
 }
+
+// errOverloaded answers a purchase admission control turned away.
+var errOverloaded = &shardstock.Error{Code: shardstock.ErrUnavailable.Code, Message: "this coordinator is at its limit of purchases in flight; retry in a second"}
 
 // Spool is the disk spool (ha.Spool).
 type Spool interface {
@@ -102,8 +113,9 @@ type Handler struct {
 	limiter   *limiter
 	requestID func() string
 	realIP    echo.IPExtractor
-	edgeMu    sync.Mutex // guards edgeBody and edgeAt
-	edgeBody  string     // the last /edge/limits answer
+	inflight  chan struct{} // admission control: a place per purchase at the shards
+	edgeMu    sync.Mutex    // guards edgeBody and edgeAt
+	edgeBody  string        // the last /edge/limits answer
 	edgeAt    time.Time
 }
 
@@ -118,7 +130,14 @@ func NewHandler(cfg Config) *Handler {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	h := &Handler{cfg: cfg, limiter: newLimiter(cfg.Limits), requestID: api.RequestIDs(), realIP: cfg.RealIP}
+	if cfg.MaxInFlight <= 0 {
+		cfg.MaxInFlight = 1024
+	}
+	if cfg.QueueBudget <= 0 {
+		cfg.QueueBudget = 50 * time.Millisecond
+	}
+	h := &Handler{cfg: cfg, limiter: newLimiter(cfg.Limits), requestID: api.RequestIDs(), realIP: cfg.RealIP,
+		inflight: make(chan struct{}, cfg.MaxInFlight)}
 	if h.realIP == nil {
 		h.realIP = echo.ExtractIPFromXFFHeader()
 	}
@@ -294,6 +313,11 @@ func (h *Handler) purchase(w http.ResponseWriter, r *http.Request, id string) (i
 	if err := h.allow(w, r, p, user, now, pre); err != nil {
 		return 0, err
 	}
+	if !h.admit() {
+		w.Header().Set("Retry-After", "1")
+		return 0, errOverloaded
+	}
+	defer h.release()
 	orderID := h.cfg.NewID()
 	if h.cfg.Spool == nil {
 		shard, err := h.cfg.Reserver.Reserve(ctx, p, user, orderID)
@@ -323,6 +347,26 @@ func (h *Handler) purchase(w http.ResponseWriter, r *http.Request, id string) (i
 
 // allow applies the buyer-side rate limits: nil, or ErrRateLimited with
 // Retry-After set.
+// admit takes a place for a purchase at the shards, waiting at most the
+// queue budget; false: the coordinator is overloaded.
+func (h *Handler) admit() bool {
+	select {
+	case h.inflight <- struct{}{}:
+		return true
+	default:
+	}
+	t := time.NewTimer(h.cfg.QueueBudget)
+	defer t.Stop()
+	select {
+	case h.inflight <- struct{}{}:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+func (h *Handler) release() { <-h.inflight }
+
 // pre, when set, holds the buyer's tokens admitBuyer took already.
 func (h *Handler) allow(w http.ResponseWriter, r *http.Request, p *shardstock.Product, user string, now time.Time, pre []*rate.Reservation) error {
 	if !h.limiter.any() {

@@ -63,6 +63,9 @@ type Config struct {
 	Start        shard.Start
 	// GeneratedToken is true when Dev made up AdminToken.
 	GeneratedToken bool
+	// MaxInFlight bounds the purchases at the shards at once (admission
+	// control); zero: the handler's default.
+	MaxInFlight int
 	// PagesDir, if set, receives the product pages (Pages.Publish).
 	PagesDir string
 	// Clock is the coordinator's wall clock (tests skew it); nil: time.Now.
@@ -109,6 +112,7 @@ var variables = []variable{
 	{"SHARDSTOCK_CLAIM_IDLE", "claim-idle", "30s", "outbox entries another coordinator left unprocessed this long are taken over", false},
 	{"SHARDSTOCK_ARCHIVE_AFTER", "archive-after", "24h", "a product is archived (its shard keys deleted, its totals kept in SQL) this long after its window ended, once its orders are final; off: only by the archive call", false},
 	{"SHARDSTOCK_RATE_LIMITS", "rate-limits", flashsale.DefaultLimits, "buyer-side limits per second: global=N,product=N|auto,user=N,ip=N (0: none), or off", false},
+	{"SHARDSTOCK_MAX_INFLIGHT", "max-inflight", "1024", "purchases at the shards at once in this process; past it a purchase waits up to 50ms, then gets 503 with Retry-After before it touches Redis (admission control)", false},
 	{"SHARDSTOCK_SPOOL_DIR", "spool-dir", "./data/spool", "directory of the disk spool for purchases no shard can take; off disables it (503 instead)", false},
 	{"SHARDSTOCK_SPOOL_MAX_ENTRIES", "spool-max-entries", "100000", "most purchases waiting in the spool; beyond it, 503", false},
 	{"SHARDSTOCK_SPOOL_MAX_BYTES", "spool-max-bytes", "67108864", "largest spool file in bytes; beyond it, 503", false},
@@ -393,6 +397,11 @@ func (c *Config) parseOrders(get func(string) string) error {
 
 func (c *Config) parseSpool(get func(string) string) error {
 	c.PagesDir = get("SHARDSTOCK_PAGES_DIR")
+	inflight, err := strconv.Atoi(get("SHARDSTOCK_MAX_INFLIGHT"))
+	if err != nil || inflight <= 0 {
+		return &configError{"SHARDSTOCK_MAX_INFLIGHT", "must be a positive number of purchases"}
+	}
+	c.MaxInFlight = inflight
 	if c.SpoolDir = get("SHARDSTOCK_SPOOL_DIR"); c.SpoolDir == "off" {
 		c.SpoolDir = ""
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -479,4 +480,44 @@ func TestShardAtMaxMemory(t *testing.T) {
 		st := productStatus(t, base, "mem")
 		return st.Totals.Salable == 16 && st.Totals.Locked == 4, fmt.Sprint(st.Totals)
 	})
+}
+
+// TestAdmissionControl (issue 14, item 3): with its purchases in flight at
+// the bound (here 2, held by frozen shards), a coordinator answers the
+// next purchase 503 with Retry-After within its queue budget, before it
+// touches Redis: not spooled, not sold out, and without waiting on a shard.
+func TestAdmissionControl(t *testing.T) {
+	r := shardtest.Start(t, 3)
+	m := startServer(t, r.URLs(), func(c *Config) { c.MaxInFlight, c.ShardTimeout = 2, 2*time.Second })
+	base := m.URL()
+	putProduct(t, base, "adm", `{"stock":100}`)
+	for i := range r.Ports {
+		r.Freeze(i)
+	}
+	defer func() {
+		for i := range r.Ports {
+			r.Thaw(i)
+		}
+	}()
+	var wg sync.WaitGroup
+	for k := range 2 { // these two wait on the frozen shards
+		wg.Go(func() { purchase(t, base, "adm", fmt.Sprintf("held%d", k)) })
+	}
+	time.Sleep(300 * time.Millisecond)
+	start := time.Now()
+	rep := doRaw(t, "POST", base+"/api/v1/products/adm/purchase", "X-User-ID", "third")
+	took := time.Since(start)
+	if rep.status != 503 || rep.header.Get("Retry-After") == "" || !strings.Contains(rep.raw, "in flight") {
+		t.Fatalf("a purchase past the bound: %d %s (Retry-After %q)", rep.status, rep.raw, rep.header.Get("Retry-After"))
+	}
+	if took > time.Second {
+		t.Fatalf("the refusal took %s: it waited on the shards, not on the queue budget", took)
+	}
+	for i := range r.Ports {
+		r.Thaw(i)
+	}
+	wg.Wait()
+	if rep := purchase(t, base, "adm", "fourth"); rep.status != 200 {
+		t.Fatalf("a purchase once the bound has room: %d %s", rep.status, rep.raw)
+	}
 }

@@ -139,7 +139,7 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	m.pages = flashsale.NewPages(m.inv, m.store, nil)
 	m.buyers = flashsale.NewHandler(flashsale.Config{Catalog: m.inv, Reserver: m.set, Identity: m.identity(), RealIP: m.realIP(),
-		Now:     m.saleClock,
+		Now: m.saleClock, MaxInFlight: m.cfg.MaxInFlight,
 		Observe: m.metrics.ObservePurchase, Spool: m.spoolPort(), Logger: m.log,
 		Limits: m.cfg.Limits, OnLimited: func(s string) { m.metrics.RateLimited.WithLabelValues(s).Inc() },
 		ProductIDs: m.store.ProductIDs})
