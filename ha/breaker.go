@@ -1,6 +1,7 @@
 package ha
 
 import (
+	"math/bits"
 	"sync"
 	"time"
 )
@@ -48,7 +49,18 @@ type Breaker struct {
 	state    BreakerState
 	failures int       // consecutive, while closed
 	since    time.Time // when it opened, or when the probe was let through
+	// recent holds the last 20 outcomes while closed (bit set: failed): a
+	// shard that fails half its calls opens the breaker even when its
+	// failures never come three in a row.
+	recent, calls uint32
 }
+
+// errorWindow is how many recent calls the error rate is judged over, and
+// errorRate the share of them that opens the breaker.
+const (
+	errorWindow = 20
+	errorRate   = 0.5
+)
 
 // NewBreaker returns a closed breaker.
 func NewBreaker(cfg BreakerConfig) *Breaker {
@@ -85,14 +97,30 @@ func (b *Breaker) Record(ok bool) {
 	case ok && b.state == Open && b.cfg.Now().Sub(b.since) < b.cfg.Cooldown:
 		// A late answer to a call sent before it opened: not a probe.
 	case ok:
+		if b.state != Closed {
+			b.recent, b.calls = 0, 0
+		}
 		b.state, b.failures = Closed, 0
+		b.remember(false)
 	case b.state == Closed:
 		b.failures++
-		if b.failures >= b.cfg.Failures {
+		b.remember(true)
+		if b.failures >= b.cfg.Failures || b.calls >= errorWindow && bits.OnesCount32(b.recent) >= int(errorRate*errorWindow) {
 			b.state, b.since = Open, b.cfg.Now()
 		}
 	default: // a failed probe, or a failure while open
 		b.state, b.since = Open, b.cfg.Now()
+	}
+}
+
+// remember shifts one outcome into the recent window.
+func (b *Breaker) remember(failed bool) {
+	b.recent = (b.recent << 1) & (1<<errorWindow - 1)
+	if failed {
+		b.recent |= 1
+	}
+	if b.calls < errorWindow {
+		b.calls++
 	}
 }
 

@@ -69,3 +69,22 @@ func TestBreaker(t *testing.T) {
 		})
 	}
 }
+
+// TestBreakerOpensOnErrorRate: failures that never come three in a row but
+// are half of the recent calls open the breaker too.
+func TestBreakerOpensOnErrorRate(t *testing.T) {
+	b := NewBreaker(BreakerConfig{})
+	for i := 0; i < 40 && b.State() == Closed; i++ {
+		b.Record(i%2 == 0) // fail, answer, fail, answer, ...
+	}
+	if b.State() != Open {
+		t.Fatal("a shard failing every other call kept its breaker closed")
+	}
+	ok := NewBreaker(BreakerConfig{})
+	for i := 0; i < 100; i++ {
+		ok.Record(i%5 != 0) // one failure in five
+	}
+	if ok.State() != Closed {
+		t.Fatal("one failure in five opened the breaker")
+	}
+}

@@ -8,6 +8,7 @@ package ha
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -26,10 +27,14 @@ type ShardStatus struct {
 // Health records per-shard reachability. It is safe for concurrent use and
 // satisfies shard.Health.
 type Health struct {
-	now      func() time.Time
-	breakers []*Breaker
-	mu       sync.RWMutex // guards state
-	state    []ShardStatus
+	// SlowAfter: a ping answered later than this counts as a failure, so a
+	// shard that has turned slow (but still answers) leaves rotation like a
+	// down one, and the shard view says why. Zero: latency is not judged.
+	SlowAfter time.Duration
+	now       func() time.Time
+	breakers  []*Breaker
+	mu        sync.RWMutex // guards state
+	state     []ShardStatus
 }
 
 // NewHealth tracks n shards, all presumed up, each with a breaker of cfg
@@ -111,7 +116,14 @@ func (h *Health) Run(ctx context.Context, p Pinger, interval time.Duration) {
 	for {
 		var wg sync.WaitGroup
 		for i := range h.state {
-			wg.Go(func() { h.Observe(i, p.Ping(ctx, i)) })
+			wg.Go(func() {
+				start := h.now()
+				err := p.Ping(ctx, i)
+				if took := h.now().Sub(start); err == nil && h.SlowAfter > 0 && took > h.SlowAfter {
+					err = fmt.Errorf("slow: a ping took %s (over %s)", took.Round(time.Millisecond), h.SlowAfter)
+				}
+				h.Observe(i, err)
+			})
 		}
 		wg.Wait()
 		select {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -105,4 +106,31 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(time.Millisecond)
 	}
 	t.Fatal("condition never held")
+}
+
+// slowPinger answers every ping after a delay.
+type slowPinger time.Duration
+
+func (d slowPinger) Ping(ctx context.Context, i int) error {
+	time.Sleep(time.Duration(d))
+	return nil
+}
+
+// TestSlowShardLeavesRotation: a shard that answers, but slower than
+// SlowAfter, is taken out of rotation like a down one, and its status
+// says why.
+func TestSlowShardLeavesRotation(t *testing.T) {
+	h := NewHealth(1, BreakerConfig{})
+	h.SlowAfter = 20 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go h.Run(ctx, slowPinger(40*time.Millisecond), 10*time.Millisecond)
+	deadline := time.Now().Add(5 * time.Second)
+	for h.Up(0) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	st := h.Status()[0]
+	if h.Up(0) || st.Breaker != Open || !strings.Contains(st.LastError, "slow") {
+		t.Fatalf("a slow shard: %+v", st)
+	}
 }

@@ -94,6 +94,8 @@ func (m *Main) Run(ctx context.Context) error {
 	m.registry = prometheus.NewRegistry()
 	m.metrics = metrics.New(m.registry)
 	m.health = ha.NewHealth(len(m.cfg.Shards), ha.BreakerConfig{})
+	// A shard whose pings take longer than a call may is as good as down.
+	m.health.SlowAfter = m.cfg.ShardTimeout
 	for i := range m.cfg.Shards {
 		m.metrics.RedisErrors.WithLabelValues(strconv.Itoa(i))
 	}
