@@ -246,7 +246,10 @@ func (r *RocketMQ) subscribeBatch(group, topic string, max int, h func(ctx conte
 		consumer.WithConsumeMessageBatchMaxSize(max),
 		consumer.WithNameServer([]string{r.cfg.NameServer}),
 		consumer.WithGroupName(r.cfg.name(group)),
-		consumer.WithInstance(r.cfg.Instance),
+		// A client of its own per consumer: consumers sharing one client
+		// race inside the library when one starts while another rebalances
+		// (seen by the race detector with three consumers).
+		consumer.WithInstance(r.cfg.Instance+"-"+group),
 		consumer.WithConsumerModel(consumer.Clustering),
 		// A group seen for the first time starts at the first offset, so
 		// reservations relayed before it first ran are not skipped; the
