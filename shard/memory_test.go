@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -28,14 +27,12 @@ func TestMeasureSaleMemory(t *testing.T) {
 	ctx := context.Background()
 	used := func() []int64 {
 		var out []int64
-		for _, sh := range f.set.Shards() {
-			info, _ := sh.Client.Info(ctx, "memory").Result()
-			for _, line := range strings.Split(info, "\r\n") {
-				if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
-					n, _ := strconv.ParseInt(v, 10, 64)
-					out = append(out, n)
-				}
+		for i := range f.set.Len() {
+			u, _, err := f.set.Memory(ctx, i)
+			if err != nil {
+				t.Fatal(err)
 			}
+			out = append(out, u)
 		}
 		return out
 	}

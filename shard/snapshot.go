@@ -85,3 +85,16 @@ func memoryOf(info string) (used, max int64) {
 	}
 	return used, max
 }
+
+// Memory is shard i's used_memory and maxmemory (0: no limit), from INFO
+// memory.
+func (s *Set) Memory(ctx context.Context, i int) (used, max int64, err error) {
+	var info string
+	err = s.call(ctx, s.shards[i], func(ctx context.Context) error {
+		var err error
+		info, err = s.shards[i].Client.Info(ctx, "memory").Result()
+		return err
+	})
+	used, max = memoryOf(info)
+	return used, max, err
+}

@@ -313,22 +313,14 @@ func TestArchiveASettledSale(t *testing.T) {
 	})
 }
 
-func usedMemory(t *testing.T, r *shardtest.Redis) []int64 {
+func usedMemory(t *testing.T, m *Main) []int64 {
 	var out []int64
-	for _, u := range r.URLs() {
-		opt, _ := redis.ParseURL(u)
-		c := redis.NewClient(opt)
-		info, err := c.Info(context.Background(), "memory").Result()
-		c.Close()
+	for i := range m.set.Len() {
+		used, _, err := m.set.Memory(context.Background(), i)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, line := range strings.Split(info, "\r\n") {
-			if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
-				n, _ := strconv.ParseInt(v, 10, 64)
-				out = append(out, n)
-			}
-		}
+		out = append(out, used)
 	}
 	return out
 }
@@ -349,21 +341,21 @@ func TestArchiveFreesRedis(t *testing.T) {
 		t.Fatalf("archive warmup: %d %s", rep.status, rep.raw)
 	}
 	time.Sleep(500 * time.Millisecond)
-	start := usedMemory(t, r)
+	start := usedMemory(t, m)
 	var peak []int64
 	for i := range 20 {
 		id := fmt.Sprintf("sale%02d", i)
 		putProduct(t, m.URL(), id, fmt.Sprintf(`{"stock":300,"per_user_limit":1,"ends_at":%q}`, time.Now().Add(time.Hour).UTC().Format(time.RFC3339)))
 		sellOutAndPay(t, m, id, 300)
 		if i == 0 {
-			peak = usedMemory(t, r)
+			peak = usedMemory(t, m)
 		}
 		if rep := adminDo(t, "POST", m.URL()+"/admin/v1/products/"+id+"/archive", ""); rep.status != 200 {
 			t.Fatalf("archive %s: %d %s", id, rep.status, rep.raw)
 		}
 	}
 	time.Sleep(500 * time.Millisecond) // UNLINK frees in the background
-	end := usedMemory(t, r)
+	end := usedMemory(t, m)
 	t.Logf("used_memory per shard: start %v, one sale of 300 units before its archive %v, after 20 archived sales %v", start, peak, end)
 	for i := range start {
 		if d := float64(end[i]-start[i]) / float64(start[i]); d > 0.10 {
