@@ -77,3 +77,28 @@ func ErrorResponse(err error) (int, *Error) {
 	}
 	return http.StatusInternalServerError, ErrInternal
 }
+
+// InDoubt is an ErrUnavailable purchase some of whose steps went unanswered
+// and could not be resolved: on the shards in Shards (bit i: shard i) the
+// reservation id may hold a unit, or a step may still take one. Whoever
+// tries the purchase again with the same id passes Shards along, and the
+// shard set resolves them before anything else is decided (shard/walk.go):
+// a buyer's answer is then the truth, and an id is never held on two
+// shards.
+type InDoubt struct {
+	Shards uint64
+	Err    error // wraps ErrUnavailable
+}
+
+func (e *InDoubt) Error() string { return e.Err.Error() }
+func (e *InDoubt) Unwrap() error { return e.Err }
+
+// DoubtOf returns the shards err leaves in doubt (an *InDoubt in its
+// chain), or 0.
+func DoubtOf(err error) uint64 {
+	var d *InDoubt
+	if errors.As(err, &d) {
+		return d.Shards
+	}
+	return 0
+}

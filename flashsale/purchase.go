@@ -33,13 +33,14 @@ type Catalog interface {
 // Reserver holds one unit for a buyer (shard.Set) and returns the shard.
 // ReserveRetryable is Reserve for a purchase the spool will try again with
 // the same id if it ends ErrUnavailable (its per-user claim stays for the
-// retry), with the sale window checked at asOf (zero: now); Abandon gives
+// retry), with the sale window checked at asOf (zero: now) and the shards a
+// former try left in doubt (shardstock.InDoubt) resolved first; Abandon gives
 // such a purchase's claim back when it will not be tried after all.
 // KnownSoldOut reports, without a Redis call, that every shard recently
 // answered empty for the product (the sold-out fast path).
 type Reserver interface {
 	Reserve(ctx context.Context, p *shardstock.Product, user, id string) (int, error)
-	ReserveRetryable(ctx context.Context, p *shardstock.Product, user, id string, asOf time.Time) (int, error)
+	ReserveRetryable(ctx context.Context, p *shardstock.Product, user, id string, asOf time.Time, doubt uint64) (int, error)
 	Abandon(ctx context.Context, p *shardstock.Product, user, id string)
 	KnownSoldOut(p *shardstock.Product) bool
 }
@@ -327,7 +328,7 @@ func (h *Handler) purchase(w http.ResponseWriter, r *http.Request, id string) (i
 		api.WriteJSON(w, http.StatusOK, Reserved{Status: "reserved", OrderID: orderID, Shard: shard}.encode())
 		return http.StatusOK, nil
 	}
-	shard, err := h.cfg.Reserver.ReserveRetryable(ctx, p, user, orderID, time.Time{})
+	shard, err := h.cfg.Reserver.ReserveRetryable(ctx, p, user, orderID, time.Time{}, 0)
 	if errors.Is(err, shardstock.ErrUnavailable) && ctx.Err() != nil {
 		// The buyer hung up: nobody would get the ticket. Not spooled; a
 		// unit a step in flight may have reserved becomes an order that
@@ -443,7 +444,8 @@ func (h *Handler) spool(w http.ResponseWriter, r *http.Request, p *shardstock.Pr
 		h.cfg.Reserver.Abandon(r.Context(), p, user, orderID)
 		return shardstock.ErrLimitReached
 	}
-	e := ha.SpoolEntry{Ticket: "T" + h.cfg.NewID(), ProductID: p.ID, UserID: user, OrderID: orderID, AtMS: h.cfg.Now().UnixMilli()}
+	e := ha.SpoolEntry{Ticket: "T" + h.cfg.NewID(), ProductID: p.ID, UserID: user, OrderID: orderID, AtMS: h.cfg.Now().UnixMilli(),
+		Doubt: shardstock.DoubtOf(cause)}
 	if err := h.cfg.Spool.Append(e); err != nil {
 		h.cfg.Reserver.Abandon(r.Context(), p, user, orderID)
 		h.cfg.Logger.Warn("purchase not spooled", "err", err, "cause", cause)
@@ -479,14 +481,15 @@ func (h *Handler) ticket(c echo.Context) error {
 
 // Replay tries a spooled purchase again (ha.Replayer): reserved, or
 // rejected with the error code a buyer would have got; an error when
-// nothing can take it yet. The sale window is checked at the time the
+// nothing can take it yet (an *shardstock.InDoubt names the shards the next
+// try must resolve first: the spool keeps them). The sale window is checked at the time the
 // purchase arrived, so one taken in time is not refused because the shards
 // came back after the sale ended.
 func (h *Handler) Replay(ctx context.Context, e ha.SpoolEntry) (ha.SpoolResult, error) {
 	p, err := h.cfg.Catalog.Product(ctx, e.ProductID)
 	if err == nil {
 		var shard int
-		if shard, err = h.cfg.Reserver.ReserveRetryable(ctx, p, e.UserID, e.OrderID, time.UnixMilli(e.AtMS)); err == nil {
+		if shard, err = h.cfg.Reserver.ReserveRetryable(ctx, p, e.UserID, e.OrderID, time.UnixMilli(e.AtMS), e.Doubt); err == nil {
 			return ha.SpoolResult{Status: "reserved", OrderID: e.OrderID, Shard: shard}, nil
 		}
 	}

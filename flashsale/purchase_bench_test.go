@@ -26,7 +26,7 @@ func (r benchReserver) Reserve(context.Context, *shardstock.Product, string, str
 	return 1, nil
 }
 
-func (r benchReserver) ReserveRetryable(context.Context, *shardstock.Product, string, string, time.Time) (int, error) {
+func (r benchReserver) ReserveRetryable(context.Context, *shardstock.Product, string, string, time.Time, uint64) (int, error) {
 	return 1, nil
 }
 func (benchReserver) Abandon(context.Context, *shardstock.Product, string, string) {}

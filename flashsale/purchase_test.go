@@ -32,7 +32,7 @@ type outageReserver struct {
 	abandoned []string
 }
 
-func (r *outageReserver) ReserveRetryable(context.Context, *shardstock.Product, string, string, time.Time) (int, error) {
+func (r *outageReserver) ReserveRetryable(context.Context, *shardstock.Product, string, string, time.Time, uint64) (int, error) {
 	return -1, shardstock.ErrUnavailable
 }
 

@@ -16,6 +16,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/shardstock/shardstock"
 )
 
 // The disk spool takes purchases when no shard can (seed: "write the
@@ -42,6 +44,9 @@ type SpoolEntry struct {
 	UserID    string `json:"user"`
 	OrderID   string `json:"order_id"` // the reservation id the replay uses
 	AtMS      int64  `json:"at"`
+	// Doubt is the shards where a try of this purchase went unanswered and
+	// may hold a unit (shardstock.InDoubt): the replay resolves them first.
+	Doubt uint64 `json:"doubt,omitempty"`
 }
 
 // SpoolResult is what became of a spooled purchase.
@@ -64,10 +69,11 @@ type SpoolConfig struct {
 
 // record is one frame's payload: a purchase, or an outcome.
 type record struct {
-	Kind   string       `json:"k"` // "req" or "done"
+	Kind   string       `json:"k"` // "req", "doubt" (Doubt of a pending purchase grew) or "done"
 	Entry  *SpoolEntry  `json:"e,omitempty"`
 	Ticket string       `json:"t,omitempty"`
 	Result *SpoolResult `json:"r,omitempty"`
+	Doubt  uint64       `json:"d,omitempty"`
 }
 
 // Spool is the disk spool. Safe for concurrent use.
@@ -189,6 +195,8 @@ func (rec record) valid() bool {
 		return rec.Entry != nil && rec.Entry.Ticket != ""
 	case "done":
 		return rec.Result != nil && rec.Ticket != ""
+	case "doubt":
+		return rec.Ticket != ""
 	}
 	return false
 }
@@ -202,6 +210,13 @@ func (s *Spool) apply(rec record) {
 		s.pending = append(s.pending, *rec.Entry)
 		s.byBuyer[buyerKey(*rec.Entry)]++
 		s.tickets[rec.Entry.Ticket] = &ticketInfo{entry: *rec.Entry, result: SpoolResult{Status: "queued"}, seq: s.seq}
+	case "doubt":
+		for i := range s.pending {
+			if s.pending[i].Ticket == rec.Ticket {
+				s.pending[i].Doubt |= rec.Doubt
+				break
+			}
+		}
 	case "done":
 		if ti := s.tickets[rec.Ticket]; ti != nil {
 			ti.result = *rec.Result
@@ -350,6 +365,9 @@ func (s *Spool) Run(ctx context.Context, replay Replayer) {
 			continue
 		}
 		res, err := replay(ctx, e)
+		if d := shardstock.DoubtOf(err); d&^e.Doubt != 0 {
+			s.doubt(e.Ticket, d)
+		}
 		if err != nil {
 			backoff = min(max(2*backoff, 250*time.Millisecond), 5*time.Second)
 			s.cfg.Logger.Debug("spool: replay must wait", "ticket", e.Ticket, "err", err, "backoff", backoff)
@@ -391,6 +409,18 @@ func (s *Spool) finish(ticket string, res SpoolResult) error {
 		}
 	}
 	return nil
+}
+
+// doubt records that a pending purchase's tries left shards d in doubt
+// (shardstock.InDoubt): at once in memory, so the next replay resolves
+// them, and on disk like an outcome.
+func (s *Spool) doubt(ticket string, d uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rec := record{Kind: "doubt", Ticket: ticket, Doubt: d}
+	s.apply(rec)
+	s.unwritten = append(s.unwritten, rec)
+	s.flushLocked() // a failed write is kept and retried by Run
 }
 
 // flush writes the outcomes a failed write left in memory.

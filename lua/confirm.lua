@@ -8,7 +8,8 @@
 -- Returns 'ok', 'already' (sold before), 'released' (released before: the
 -- unit went back on sale and cannot be sold to this hold) or 'unknown'.
 local h = redis.call('HGET', KEYS[2], ARGV[1])
-if not h then return 'unknown' end
+-- A void marker ('V g': shard/walk.go) is no hold.
+if not h or string.sub(h, 1, 2) == 'V ' then return 'unknown' end
 local state, rest = string.match(h, '^(%a) (.*)$')
 if state == 'S' then return 'already' end
 if state == 'R' then return 'released' end

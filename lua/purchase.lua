@@ -15,9 +15,20 @@
 --   C  claim only (a purchase that reserves elsewhere first)
 --   R  reserve only: the claim is held at the buyer's home
 --   U  give the claim back: its attempt got no unit
+--   Q  resolve: a P or R step of this reservation id went unanswered (a
+--      deadline, a broken connection), so it may have run, or may still
+--      run. If the id holds a unit here, 'held'. Otherwise fence it: the
+--      hold field becomes the void marker 'V g' (g one more than before),
+--      which every P or R step of the id sent before it finds and leaves
+--      alone, so that step can never take a unit; 'void g' is returned.
+-- P and R may carry the void generation they were sent for, as 'P:g' or
+-- 'R:g': such a step takes a unit only over the marker 'V g'.
 -- Returns one status per step:
 --   ok           reserved (P, R); claim recorded (C); given back (U)
 --   dup          this reservation id is held here already (P, R; a replay)
+--   void         the id is fenced here under another generation (P, R:
+--                nothing written; resolve again to learn the generation)
+--   held, void g  (Q) see above
 --   empty        no salable unit here (P: the claim is held; R)
 --   limit        the buyer's claims fill the limit (P, C; nothing written)
 --   not_started, ended   outside the window (nothing written)
@@ -92,12 +103,34 @@ local function take(user, id)
   return 'ok'
 end
 
+-- resolve: see Q above.
+local function resolve(user, id)
+  local h = redis.call('HGET', holds, id)
+  local g = 1
+  if h then
+    if string.sub(h, 1, 2) ~= 'V ' then return 'held' end
+    g = tonumber(string.sub(h, 3)) + 1
+  end
+  redis.call('HSET', holds, id, 'V ' .. g)
+  return 'void ' .. g
+end
+
 local function step(op, user, id, asof)
   if op == 'U' then return unclaim(user, id) end
+  if op == 'Q' then return resolve(user, id) end
+  local gen = nil
+  if #op > 1 then
+    gen = 'V ' .. string.sub(op, 3)
+    op = string.sub(op, 1, 1)
+  end
   local w = window(asof)
   if w then return w end
   if op == 'C' then return claim(user, id) end
-  if redis.call('HEXISTS', holds, id) == 1 then return 'dup' end
+  local h = redis.call('HGET', holds, id)
+  if h then
+    if string.sub(h, 1, 2) ~= 'V ' then return 'dup' end
+    if h ~= gen then return 'void' end
+  end
   if op == 'R' then
     if not here then return 'unknown' end
     return take(user, id)

@@ -9,7 +9,8 @@
 -- Returns 'ok', 'already' (released before), 'sold' (paid: a sold unit is
 -- never released) or 'unknown'.
 local h = redis.call('HGET', KEYS[2], ARGV[1])
-if not h then return 'unknown' end
+-- A void marker ('V g': shard/walk.go) is no hold.
+if not h or string.sub(h, 1, 2) == 'V ' then return 'unknown' end
 local state, user, rest = string.match(h, '^(%a) (%S+) (.*)$')
 if state == 'R' then return 'already' end
 if state == 'S' then return 'sold' end

@@ -7,7 +7,9 @@
 -- Returns 'ok' (restored), 'exists', 'unknown' (no product here) or
 -- 'no_unit' (no salable unit left to hold: the shard's counters and the
 -- orders disagree beyond what a lost second explains).
-if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then return 'exists' end
+-- (A void marker, 'V g': shard/walk.go, is no hold and is overwritten.)
+local h = redis.call('HGET', KEYS[2], ARGV[1])
+if h and string.sub(h, 1, 2) ~= 'V ' then return 'exists' end
 local salable = tonumber(redis.call('HGET', KEYS[1], 'salable'))
 if not salable then return 'unknown' end
 if salable <= 0 then return 'no_unit' end

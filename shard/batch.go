@@ -42,6 +42,7 @@ type step struct {
 	op       string
 	user, id string
 	asOf     string // unix ms the sale window is checked at; "": now
+	gen      string // the void generation a P or R step is sent for (walk.go); "": none
 }
 
 type stepCall struct {
@@ -212,7 +213,11 @@ func (g *group) args(now, shard string) []any {
 	args := make([]any, 0, 3+4*len(g.calls))
 	args = append(args, now, shard, g.product)
 	for _, c := range g.calls {
-		args = append(args, c.step.op, c.step.user, c.step.id, c.step.asOf)
+		op := c.step.op
+		if c.step.gen != "" {
+			op += ":" + c.step.gen
+		}
+		args = append(args, op, c.step.user, c.step.id, c.step.asOf)
 	}
 	return args
 }

@@ -68,7 +68,7 @@ func (s *Set) findOn(ctx context.Context, sh *Shard, products []string, id strin
 	}
 	for i, c := range cmds {
 		if v, err := c.Result(); err == nil {
-			if f := strings.Fields(v); len(f) >= 2 {
+			if f := strings.Fields(v); len(f) >= 2 && f[0] != "V" { // V: a void marker (walk.go), no hold
 				return products[i], f[1], true, nil
 			}
 		}

@@ -2,12 +2,11 @@ package shard
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"strconv"
 	"time"
-
-	"github.com/hashicorp/go-multierror"
 
 	"github.com/shardstock/shardstock"
 )
@@ -125,7 +124,7 @@ func (s *Set) shardsOf(p *shardstock.Product) (int, error) {
 // reported as sold out. On ErrUnavailable the buyer's claim is given back
 // when no step of the attempt is in doubt.
 func (s *Set) Reserve(ctx context.Context, p *shardstock.Product, user, id string) (int, error) {
-	return s.reserve(ctx, p, user, id, time.Time{}, false)
+	return s.reserve(ctx, p, user, id, time.Time{}, false, 0)
 }
 
 // ReserveRetryable is Reserve for a purchase that will be tried again with
@@ -134,187 +133,67 @@ func (s *Set) Reserve(ctx context.Context, p *shardstock.Product, user, id strin
 // will not be tried again after all must be Abandoned. The sale window is
 // checked at asOf (zero: now): a purchase taken in time and replayed after
 // the window closed is still served; the hold carries the real time.
-func (s *Set) ReserveRetryable(ctx context.Context, p *shardstock.Product, user, id string, asOf time.Time) (int, error) {
-	return s.reserve(ctx, p, user, id, asOf, true)
+//
+// doubt is the shards a former try of the same id left in doubt (the
+// Shards of the *shardstock.InDoubt it ended with): they are resolved
+// first (walk.go). An attempt that ends with shards in doubt returns an
+// *shardstock.InDoubt, which wraps ErrUnavailable.
+func (s *Set) ReserveRetryable(ctx context.Context, p *shardstock.Product, user, id string, asOf time.Time, doubt uint64) (int, error) {
+	return s.reserve(ctx, p, user, id, asOf, true, doubt)
 }
 
-func (s *Set) reserve(ctx context.Context, p *shardstock.Product, user, id string, asOf time.Time, keep bool) (int, error) {
+func (s *Set) reserve(ctx context.Context, p *shardstock.Product, user, id string, asOf time.Time, keep bool, doubt uint64) (int, error) {
 	n, err := s.shardsOf(p)
 	if err != nil {
 		return -1, err
 	}
 	skip, soldOut := s.empty.plan(p.ID, n, s.cfg.Now())
-	if soldOut {
+	if soldOut && doubt == 0 { // with a doubt, the id may hold a unit on a shard marked empty
 		return -1, shardstock.ErrSoldOut
 	}
-	a := attempt{set: s, p: p, n: n, user: user, id: id, skip: skip}
+	a := attempt{run: s.stepOn, product: p.ID, user: user, id: id, n: n,
+		home: s.home(user, n).Index, skip: skip, doubt: doubt, onFailover: s.cfg.OnFailover}
+	a.first = a.home
+	if s.cfg.Start == StartRandom {
+		a.first = s.cfg.Rand(n)
+	}
 	if !asOf.IsZero() {
 		a.asOf = strconv.FormatInt(asOf.UnixMilli(), 10)
 	}
 	idx, err := a.walk(ctx)
+	if errors.Is(err, errNoRegister) { // the home lost its data: rebuild its register, then walk again
+		if err = s.rebuildRegister(ctx, p, s.shards[a.home]); err == nil {
+			a.again()
+			if idx, err = a.walk(ctx); errors.Is(err, errNoRegister) {
+				err = errRegisterLost
+			}
+		}
+		if err != nil {
+			a.fail(a.home, fmt.Errorf("per-user limit register: %w", err))
+			err = fmt.Errorf("%w: the buyer's home shard cannot vouch for the per-user limit: %w", shardstock.ErrUnavailable, a.errs.ErrorOrNil())
+		}
+	}
+	for i := range a.n {
+		switch {
+		case a.emptied&(1<<i) != 0:
+			s.empty.mark(p.ID, i, n, s.cfg.Now())
+		case i == idx && err == nil && skip != 0:
+			s.empty.unmark(p.ID, i)
+		}
+	}
 	if err != nil && a.claimed && !a.uncertain && (!keep || a.final) {
 		s.unclaim(ctx, p, user, id)
 	}
 	return idx, err
 }
 
-// attempt is one purchase's walk over the shards.
-type attempt struct {
-	set      *Set
-	p        *shardstock.Product
-	n        int // the shards p lives on: 0..n-1
-	user, id string
-	asOf     string // unix ms the sale window is checked at; "": now
-	skip     uint64 // shards known empty
-	tried    uint64 // shards asked to reserve
-	empties  int    // shards that answered, or are known, empty
-	claimed  bool   // the home recorded the claim
-	// uncertain: a step may have run on a shard that did not answer, so
-	// the attempt may hold a unit there; its claim must stay.
-	uncertain bool
-	final     bool // the answer will not change on a retry (window closed)
-	errs      *multierror.Error
-}
-
-func (a *attempt) walk(ctx context.Context) (int, error) {
-	n := a.n
-	home := a.set.home(a.user, n)
-	first, op := home, opPurchase
-	if a.set.cfg.Start == StartRandom {
-		if first = a.set.shards[a.set.cfg.Rand(n)]; first != home {
-			op = opClaim
-		}
-	}
-	if done, idx, err := a.atHome(ctx, home, op); done {
-		return idx, err
-	}
-	for j := 0; j < n; j++ {
-		sh := a.set.shards[(first.Index+j)%n]
-		if a.tried&(1<<sh.Index) != 0 {
-			continue
-		}
-		if a.tried != 0 && a.set.cfg.OnFailover != nil {
-			a.set.cfg.OnFailover()
-		}
-		if done, err := a.reserveOn(ctx, sh); done {
-			if err != nil {
-				return -1, err
-			}
-			return sh.Index, nil
-		}
-	}
-	if a.empties == n {
-		a.final = true
-		return -1, shardstock.ErrSoldOut
-	}
-	return -1, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, a.errs.ErrorOrNil())
-}
-
-// atHome runs the first step at the buyer's home: the claim, and with op P
-// the reserve. done is true when the attempt is over.
-func (a *attempt) atHome(ctx context.Context, home *Shard, op string) (done bool, idx int, err error) {
-	if op == opPurchase {
-		a.tried |= 1 << home.Index
-	}
-	status, err := a.step(ctx, home, op)
-	if status == "unknown" {
-		if err = a.set.rebuildRegister(ctx, a.p, home); err == nil {
-			status, err = a.step(ctx, home, op)
-		}
-		if err == nil && status == "unknown" {
-			err = errRegisterLost
-		}
-	}
-	if err != nil {
-		a.fail(home, fmt.Errorf("per-user limit register: %w", err))
-		return true, -1, fmt.Errorf("%w: the buyer's home shard cannot vouch for the per-user limit: %w", shardstock.ErrUnavailable, a.errs.ErrorOrNil())
-	}
-	switch status {
-	case "ok", "dup":
-		a.claimed = true
-		if op == opPurchase {
-			a.reserved(home)
-			return true, home.Index, nil
-		}
-		return false, -1, nil
-	case "empty":
-		a.claimed = true
-		a.emptyAt(home)
-		return false, -1, nil
-	}
-	return true, -1, a.refused(home, status)
-}
-
-// reserveOn asks one shard to reserve for the claim held at the home.
-// done is true when the attempt is over: reserved (err nil) or refused
-// for a reason no other shard would change.
-func (a *attempt) reserveOn(ctx context.Context, sh *Shard) (done bool, err error) {
-	a.tried |= 1 << sh.Index
-	if a.skip&(1<<sh.Index) != 0 {
-		a.empties++
-		return false, nil
-	}
-	status, err := a.step(ctx, sh, opReserve)
-	if err != nil {
-		a.fail(sh, err)
-		return false, nil
-	}
-	switch status {
-	case "ok", "dup":
-		a.reserved(sh)
-		return true, nil
-	case "empty", "unknown":
-		// "unknown": the shard does not hold this catalog product — it lost
-		// its data (its allocation is given up, see inventory.allocate) or
-		// was never initialised. Either way it has no unit to sell, which is
-		// an answer, not an outage.
-		a.emptyAt(sh)
-		return false, nil
-	}
-	return true, a.refused(sh, status)
-}
-
-// step runs one purchase step on sh unless Health says sh is down.
-func (a *attempt) step(ctx context.Context, sh *Shard, op string) (string, error) {
-	if !a.set.up(sh.Index) {
+// stepOn runs one purchase step on shard i (attempt.run): errShardDown,
+// unsent, when Health says the shard is down.
+func (s *Set) stepOn(ctx context.Context, i int, st step) (string, error) {
+	if !s.up(i) {
 		return "", errShardDown
 	}
-	status, err := a.set.runStep(ctx, sh, step{product: a.p.ID, op: op, user: a.user, id: a.id, asOf: a.asOf})
-	if err != nil && !notSent(err) {
-		a.uncertain = true
-	}
-	return status, err
-}
-
-func (a *attempt) reserved(sh *Shard) {
-	if a.skip != 0 {
-		a.set.empty.unmark(a.p.ID, sh.Index)
-	}
-}
-
-func (a *attempt) emptyAt(sh *Shard) {
-	a.set.empty.mark(a.p.ID, sh.Index, a.n, a.set.cfg.Now())
-	a.empties++
-}
-
-// refused maps a step's refusal to the buyer's error.
-func (a *attempt) refused(sh *Shard, status string) error {
-	switch status {
-	case "limit":
-		return shardstock.ErrLimitReached
-	case "not_started":
-		a.final = true
-		return shardstock.ErrNotStarted
-	case "ended":
-		a.final = true
-		return shardstock.ErrEnded
-	}
-	a.fail(sh, fmt.Errorf("unexpected purchase status %q", status))
-	return fmt.Errorf("%w: %w", shardstock.ErrUnavailable, a.errs.ErrorOrNil())
-}
-
-func (a *attempt) fail(sh *Shard, err error) {
-	a.errs = multierror.Append(a.errs, fmt.Errorf("shard %d (%s): %w", sh.Index, sh.Addr, err))
+	return s.runStep(ctx, s.shards[i], st)
 }
 
 // runStep runs one purchase step on sh through its batcher under the

@@ -167,11 +167,22 @@ func (s *Set) GiveBack(ctx context.Context, p *shardstock.Product, user, id stri
 
 // Abandon gives back the claim of a ReserveRetryable attempt that ended
 // ErrUnavailable and will not be tried again after all (the spool refused
-// it). The claim stays when some shard holds the id or cannot say whether
-// it does: that unit may exist, and its order will come.
+// it, or the buyer hung up). Every shard is asked with a Q step (walk.go),
+// which also fences the id there, so no step of the attempt still on its
+// way can take a unit after the claim is gone. The claim stays when some
+// shard holds the id or cannot answer: that unit may exist, and its order
+// will come.
 func (s *Set) Abandon(ctx context.Context, p *shardstock.Product, user, id string) {
-	if _, _, _, found, err := s.FindHold(callCtx(ctx), []string{p.ID}, id); found || err != nil {
+	n, err := s.shardsOf(p)
+	if err != nil {
 		return
+	}
+	ctx = callCtx(ctx)
+	for i := range n {
+		status, err := s.stepOn(ctx, i, step{product: p.ID, op: opResolve, user: user, id: id})
+		if err != nil || !strings.HasPrefix(status, "void ") {
+			return
+		}
 	}
 	s.unclaim(ctx, p, user, id)
 }

@@ -764,7 +764,7 @@ func TestReplayedPurchaseKeepsItsClaim(t *testing.T) {
 	}
 	f.redis.Kill(1)
 	f.redis.Kill(2)
-	if _, err := f.set.ReserveRetryable(f.ctx(), p, user, "X", time.Time{}); !errors.Is(err, shardstock.ErrUnavailable) {
+	if _, err := f.set.ReserveRetryable(f.ctx(), p, user, "X", time.Time{}, 0); !errors.Is(err, shardstock.ErrUnavailable) {
 		t.Fatalf("every other shard down: %v, want ErrUnavailable", err)
 	}
 	if n := f.set.PendingGiveBacks(); n != 0 {
@@ -772,7 +772,7 @@ func TestReplayedPurchaseKeepsItsClaim(t *testing.T) {
 	}
 	f.redis.Restart(1)
 	f.redis.Restart(2)
-	if _, err := f.set.ReserveRetryable(f.ctx(), p, user, "X", time.Time{}); err != nil {
+	if _, err := f.set.ReserveRetryable(f.ctx(), p, user, "X", time.Time{}, 0); err != nil {
 		t.Fatalf("replay: %v", err)
 	}
 	time.Sleep(1500 * time.Millisecond) // a give-back tick passes
