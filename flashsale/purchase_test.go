@@ -25,15 +25,15 @@ func TestReservedEncodesLikeEncodingJSON(t *testing.T) {
 	}
 }
 
-// outageReserver answers every purchase ErrUnavailable and records what
-// was abandoned.
+// outageReserver answers every purchase ErrUnavailable, in doubt about
+// shard 2, and records what was abandoned.
 type outageReserver struct {
 	benchReserver
 	abandoned []string
 }
 
 func (r *outageReserver) ReserveRetryable(context.Context, *shardstock.Product, string, string, time.Time, uint64) (int, error) {
-	return -1, shardstock.ErrUnavailable
+	return -1, &shardstock.InDoubt{Shards: 1 << 2, Err: shardstock.ErrUnavailable}
 }
 
 func (r *outageReserver) Abandon(_ context.Context, _ *shardstock.Product, _, id string) {
@@ -101,6 +101,11 @@ func TestUnavailablePurchaseIsSpooledOnlyForABuyerWhoWaits(t *testing.T) {
 			}
 			if len(sp.entries) != tc.wantSpooled || len(res.abandoned) != tc.wantAbandon {
 				t.Fatalf("spooled %d, abandoned %d; want %d, %d", len(sp.entries), len(res.abandoned), tc.wantSpooled, tc.wantAbandon)
+			}
+			for _, e := range sp.entries {
+				if e.Doubt != 1<<2 {
+					t.Fatalf("spooled with doubts %b, want the reserver's 100 (the replay resolves them first)", e.Doubt)
+				}
 			}
 		})
 	}

@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/shardstock/shardstock"
 )
 
 func entry(i int) SpoolEntry {
@@ -300,5 +302,43 @@ func TestSpoolFullDisk(t *testing.T) {
 	}
 	if again.Depth() != 0 {
 		t.Fatalf("%d purchases pending after a restart, want none", again.Depth())
+	}
+}
+
+// A replay that ends in doubt about some shards (shardstock.InDoubt) leaves
+// them on the entry, on disk too: the next try, in this process or after a
+// restart, is handed them to resolve first.
+func TestSpoolKeepsTheShardsInDoubt(t *testing.T) {
+	dir := t.TempDir()
+	s := openSpool(t, dir, SpoolConfig{})
+	e := entry(1)
+	e.Doubt = 1 << 0
+	if err := s.Append(e); err != nil {
+		t.Fatal(err)
+	}
+	var seen []uint64
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		s.Run(ctx, func(_ context.Context, e SpoolEntry) (SpoolResult, error) {
+			seen = append(seen, e.Doubt)
+			cancel()
+			return SpoolResult{}, &shardstock.InDoubt{Shards: 1 << 2, Err: shardstock.ErrUnavailable}
+		})
+		close(done)
+	}()
+	<-done
+	if len(seen) != 1 || seen[0] != 1<<0 {
+		t.Fatalf("the replay was handed doubts %b, want [1]", seen)
+	}
+	s.Close()
+	s = openSpool(t, dir, SpoolConfig{})
+	var got uint64
+	replayAll(t, s, func(_ context.Context, e SpoolEntry) (SpoolResult, error) {
+		got = e.Doubt
+		return SpoolResult{Status: "reserved", OrderID: e.OrderID, Shard: 2}, nil
+	})
+	if got != 1<<0|1<<2 {
+		t.Fatalf("after a restart the replay was handed doubts %b, want 101", got)
 	}
 }

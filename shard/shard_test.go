@@ -11,7 +11,10 @@ import (
 	"testing"
 	"time"
 
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
 
 	"github.com/shardstock/shardstock"
 	"github.com/shardstock/shardstock/inventory"
@@ -779,4 +782,92 @@ func TestReplayedPurchaseKeepsItsClaim(t *testing.T) {
 	if _, _, err := f.reserve(p, user); !errors.Is(err, shardstock.ErrLimitReached) {
 		t.Fatalf("after the replay reserved: %v, want ErrLimitReached", err)
 	}
+}
+
+// An unanswered step is resolved, not guessed at (issue 14, item 1). With
+// Toxiproxy holding back shard 1's answers for longer than a call may take,
+// a purchase whose only unit left is on shard 1 reserves it there, but hears
+// nothing: its resolve goes unanswered too, so it ends in doubt about shard
+// 1 — no failover, claim kept. Another buyer then finds every shard empty
+// (true: the first buyer holds the last unit). The replay of the first
+// purchase resolves shard 1 first, although every shard is now known
+// empty, and answers the truth: reserved there, one hold, one unit.
+func TestUnansweredStepIsResolvedThroughToxiproxy(t *testing.T) {
+	r := shardtest.Start(t, 3)
+	proxy := toxiproxyFor(t, r, 1)
+	urls := r.URLs()
+	urls[1] = "redis://" + proxy.Listen + "/0"
+	set, p := openAndDefine(t, urls, shard.Config{Timeout: 200 * time.Millisecond, EmptyTTL: time.Minute, PoolSize: 8},
+		shardstock.Product{ID: "doubt", Stock: 3, PerUserLimit: 1})
+	ctx := context.Background()
+	for _, i := range []int{0, 2} { // the only units are on shard 1
+		if err := set.Shards()[i].Client.HSet(ctx, "ss:{p:doubt}:stock", "salable", 0, "alloc", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := set.Shards()[1].Client.HSet(ctx, "ss:{p:doubt}:stock", "salable", 2, "alloc", 2).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// A first purchase on shard 1 (its scripts loaded there), before the fault.
+	if idx, err := set.Reserve(ctx, p, userWithHome("warm", 1, 3), "W"); idx != 1 || err != nil {
+		t.Fatalf("warm-up purchase: %d %v", idx, err)
+	}
+	var wg sync.WaitGroup // idle connections to shard 1, opened before the fault
+	for range 4 {
+		wg.Go(func() { set.Shards()[1].Client.Ping(ctx) })
+	}
+	wg.Wait()
+	if _, err := proxy.Toxics.AddToxicJson(strings.NewReader(`{"name":"slow","type":"latency","stream":"downstream","attributes":{"latency":400}}`)); err != nil {
+		t.Fatal(err)
+	}
+	buyer := userWithHome("first", 0, 3)
+	_, err := set.ReserveRetryable(ctx, p, buyer, "X", time.Time{}, 0)
+	doubt := shardstock.DoubtOf(err)
+	if !errors.Is(err, shardstock.ErrUnavailable) || doubt != 1<<1 {
+		t.Fatalf("a reserve unanswered on shard 1: %v (in doubt %b), want ErrUnavailable in doubt about shard 1", err, doubt)
+	}
+	if err := proxy.Toxics.RemoveToxic(ctx, "slow"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // the late answers drain
+	other := userWithHome("other", 0, 3)
+	if _, err := set.Reserve(ctx, p, other, "Y"); !errors.Is(err, shardstock.ErrSoldOut) {
+		t.Fatalf("another buyer: %v, want ErrSoldOut (the first buyer holds the last unit); X on shard 1: %q", err, set.Shards()[1].Client.HGet(ctx, "ss:{p:doubt}:holds", "X").Val())
+	}
+	if !set.KnownSoldOut(p) {
+		t.Fatal("every shard should now be known empty")
+	}
+	idx, err := set.ReserveRetryable(ctx, p, buyer, "X", time.Time{}, doubt)
+	if err != nil || idx != 1 {
+		t.Fatalf("replay in doubt about shard 1: shard %d, %v; want reserved on shard 1", idx, err)
+	}
+	holds := 0
+	for i, sh := range set.Shards() {
+		if v := sh.Client.HGet(ctx, "ss:{p:doubt}:holds", "X").Val(); strings.HasPrefix(v, "L ") {
+			holds++
+		} else if i == 1 {
+			t.Fatalf("shard 1 hold of X: %q", v)
+		}
+	}
+	c, err := set.Counters(ctx, 1, "doubt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if holds != 1 || c.Locked != 2 || c.Salable != 0 || c.Salable+c.Locked+c.Sold != c.Alloc {
+		t.Fatalf("X held on %d shards; shard 1 counters %+v", holds, c)
+	}
+}
+
+// toxiproxyFor puts a Toxiproxy proxy, run in the test process, in front of
+// shard i of r.
+func toxiproxyFor(t *testing.T, r *shardtest.Redis, i int) *toxiproxy.Proxy {
+	t.Helper()
+	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
+	upstream := strings.TrimSuffix(strings.TrimPrefix(r.URLs()[i], "redis://"), "/0")
+	proxy := toxiproxy.NewProxy(srv, fmt.Sprintf("shard%d", i), "127.0.0.1:0", upstream)
+	if err := proxy.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Stop)
+	return proxy
 }

@@ -1,0 +1,105 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shardstock/shardstock"
+	"github.com/shardstock/shardstock/shard/shardtest"
+)
+
+// The void marker on a real redis-server (purchase.lua): a Q step fences a
+// reservation id on a shard, a step of the id sent before it (no
+// generation, or an older one) finds the marker and takes nothing, and
+// only a step sent for the current generation may take a unit there.
+func TestVoidMarkerFencesLateSteps(t *testing.T) {
+	r := shardtest.Start(t, 2)
+	s, err := Open(r.URLs(), Config{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	for i := range 2 {
+		if _, err := s.Init(ctx, i, "f", Allocation{Alloc: 5, Limit: 3, Definition: "{}", Epoch: "e"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	do := func(i int, op, gen, user, id string) string {
+		t.Helper()
+		st, err := s.stepOn(ctx, i, step{product: "f", op: op, gen: gen, user: user, id: id})
+		if err != nil {
+			t.Fatalf("%s%s on shard %d: %v", op, gen, i, err)
+		}
+		return st
+	}
+	expect := func(what, got, want string) {
+		t.Helper()
+		if got != want {
+			t.Fatalf("%s: %q, want %q", what, got, want)
+		}
+	}
+	salable := func(i int) int64 {
+		t.Helper()
+		c, err := s.Counters(ctx, i, "f")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Salable+c.Locked+c.Sold != c.Alloc {
+			t.Fatalf("shard %d breaks conservation: %+v", i, c)
+		}
+		return c.Salable
+	}
+
+	expect("resolve a fresh id", do(0, opResolve, "", "u", "x"), "void 1")
+	expect("a purchase step sent before the fence", do(0, opPurchase, "", "u", "x"), "void")
+	expect("a reserve step sent before the fence", do(0, opReserve, "", "u", "x"), "void")
+	if n := salable(0); n != 5 {
+		t.Fatalf("a fenced step took a unit: salable %d", n)
+	}
+	if claims := s.shards[0].Client.HGet(ctx, keysFor("f").claims, "u").Val(); claims != "" {
+		t.Fatalf("a fenced purchase step recorded the claim %q", claims)
+	}
+	expect("resolve again", do(0, opResolve, "", "u", "x"), "void 2")
+	expect("a step of the older generation", do(0, opPurchase, "1", "u", "x"), "void")
+	expect("the step of the current generation", do(0, opPurchase, "2", "u", "x"), "ok")
+	if n := salable(0); n != 4 {
+		t.Fatalf("salable %d after one purchase, want 4", n)
+	}
+	expect("resolve a held id", do(0, opResolve, "", "u", "x"), "held")
+	expect("a late step after the hold", do(0, opPurchase, "", "u", "x"), "dup")
+	if n := salable(0); n != 4 {
+		t.Fatalf("a late step took a second unit: salable %d", n)
+	}
+
+	// A void marker is no hold: not found, not settled.
+	expect("fence y on shard 1", do(1, opResolve, "", "v", "y"), "void 1")
+	if _, _, _, found, err := s.FindHold(ctx, []string{"f"}, "y"); found || err != nil {
+		t.Fatalf("FindHold found a void marker: %v %v", found, err)
+	}
+	if _, err := s.Release(ctx, 1, "f", "y"); !errors.Is(err, ErrUnknownHold) {
+		t.Fatalf("release of a void marker: %v, want ErrUnknownHold", err)
+	}
+	if _, err := s.Confirm(ctx, 1, "f", "y"); !errors.Is(err, ErrUnknownHold) {
+		t.Fatalf("confirm of a void marker: %v, want ErrUnknownHold", err)
+	}
+	if n := salable(1); n != 5 {
+		t.Fatalf("settling a void marker moved a unit: salable %d", n)
+	}
+
+	// Abandon fences every shard before it gives the claim back: a step of
+	// the abandoned attempt still on its way takes nothing afterwards.
+	p := &shardstock.Product{ID: "f", Stock: 10, PerUserLimit: 3}
+	home := s.home("w", 2).Index
+	expect("claim z", do(home, opClaim, "", "w", "z"), "ok")
+	s.Abandon(ctx, p, "w", "z")
+	if claims := s.shards[home].Client.HGet(ctx, keysFor("f").claims, "w").Val(); strings.Contains(claims, "z") {
+		t.Fatalf("Abandon kept the claim: %q", claims)
+	}
+	for i := range 2 {
+		expect("a late reserve of the abandoned attempt", do(i, opReserve, "", "w", "z"), "void")
+	}
+}
