@@ -35,6 +35,9 @@ import (
 //     same reservation id was recorded at h(u): P records the claim and
 //     reserves in one script; R is sent only after P or C at h(u) answered
 //     that the claim is recorded.
+//     A step that went unanswered is resolved before the walk moves on
+//     (walk.go): an id is held on one shard at most, and an attempt that
+//     cannot tell keeps its claim.
 //  2. h(u) records a new claim only while it holds fewer than L claims of u,
 //     atomically (one script, one shard).
 //  3. A claim is removed only when its id has no unit that counts: by its
@@ -42,7 +45,9 @@ import (
 //     step of it is in doubt; by the order service once the order is
 //     cancelled or failed (final: never a sale again; its release is on its
 //     way to the unit's shard, and the order table's seq is freed with it);
-//     by Abandon, after checking that no shard holds the id.
+//     by Abandon, after every shard answered that it does not hold the id
+//     and fenced it there (walk.go), so no step still on its way can take
+//     a unit for it afterwards.
 //
 // So u's units that are held or sold, leaving aside those of final
 // cancelled orders on their way back, never outnumber u's claims at h(u),
