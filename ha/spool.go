@@ -24,7 +24,9 @@ import (
 // request to local disk, keep the user's status 'in progress', process it
 // in the background"). Each purchase is appended to an append-only file and
 // fsynced before the buyer is answered 202 with a ticket; a loop replays
-// the spooled purchases in arrival order once shards answer again, and
+// the spooled purchases, started in arrival order, once shards answer
+// again (several at once, a purchase that must wait not holding up the
+// others), and
 // records each outcome in the same file, so tickets and pending purchases
 // survive a restart.
 //
@@ -65,6 +67,8 @@ type SpoolConfig struct {
 	// OnWriteError, if set, is told each failed write (a full disk, say:
 	// metrics and an alert).
 	OnWriteError func()
+	// Workers is how many purchases are replayed at once; default 8.
+	Workers int
 }
 
 // record is one frame's payload: a purchase, or an outcome.
@@ -112,6 +116,9 @@ func OpenSpool(dir string, cfg SpoolConfig) (*Spool, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = 8
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("spool: %w", err)
@@ -327,16 +334,28 @@ func (s *Spool) Depth() int {
 // when nothing could take it yet (the purchase stays spooled).
 type Replayer func(ctx context.Context, e SpoolEntry) (SpoolResult, error)
 
-// Run replays spooled purchases in arrival order until ctx is done. When
-// the replayer fails, it waits (250ms doubling to 5s) and tries the same
-// purchase again.
+// Run replays spooled purchases until ctx is done: up to Workers at once,
+// each started in arrival order. A purchase the replayer cannot decide yet
+// (its buyer's home is down, say) waits on its own backoff (250ms doubling
+// to 5s) while the purchases behind it go on: one unhealthy shard holds up
+// only the purchases that need it.
 //
 // Outcomes that could not be written (a full disk) are written first, with
-// the same backoff and one log line per failing stretch; nothing is
-// replayed meanwhile, and the spool carries on by itself once the disk has
-// room again.
+// a backoff and one log line per failing stretch; nothing is replayed
+// meanwhile, and the spool carries on by itself once the disk has room
+// again.
 func (s *Spool) Run(ctx context.Context, replay Replayer) {
-	backoff := time.Duration(0)
+	results := make(chan replayed, s.cfg.Workers) // never blocks a worker: at most Workers in flight
+	var wg sync.WaitGroup
+	inflight := map[string]bool{}
+	waits := map[string]*retry{}
+	defer func() { // the replays in flight finish, and their outcomes are kept
+		go func() { wg.Wait(); close(results) }()
+		for r := range results {
+			s.replayed(r, inflight, waits)
+		}
+	}()
+	writeBackoff := time.Duration(0)
 	failing := false
 	for ctx.Err() == nil {
 		if err := s.flush(); err != nil {
@@ -344,51 +363,103 @@ func (s *Spool) Run(ctx context.Context, replay Replayer) {
 				s.cfg.Logger.Error("spool: cannot write replay outcomes; replay waits until the disk takes them", "err", err)
 			}
 			failing = true
-			backoff = min(max(2*backoff, 250*time.Millisecond), 5*time.Second)
+			writeBackoff = nextBackoff(writeBackoff)
 			select {
 			case <-ctx.Done():
-			case <-time.After(backoff):
+			case r := <-results:
+				s.replayed(r, inflight, waits)
+			case <-time.After(writeBackoff):
 			}
 			continue
 		}
 		if failing {
 			s.cfg.Logger.Info("spool: outcomes written again; replay goes on")
-			failing, backoff = false, 0
+			failing, writeBackoff = false, 0
 		}
-		e, ok := s.next()
-		if !ok {
-			select {
-			case <-ctx.Done():
-			case <-s.wake:
-			case <-time.After(time.Second):
-			}
-			continue
+		now := time.Now()
+		ready, soonest := s.ready(s.cfg.Workers-len(inflight), inflight, waits, now)
+		for _, e := range ready {
+			inflight[e.Ticket] = true
+			wg.Go(func() {
+				res, err := replay(ctx, e)
+				results <- replayed{e, res, err}
+			})
 		}
-		res, err := replay(ctx, e)
-		if d := shardstock.DoubtOf(err); d&^e.Doubt != 0 {
-			s.doubt(e.Ticket, d)
+		wait := time.Second
+		if !soonest.IsZero() {
+			wait = max(soonest.Sub(now), time.Millisecond)
 		}
-		if err != nil {
-			backoff = min(max(2*backoff, 250*time.Millisecond), 5*time.Second)
-			s.cfg.Logger.Debug("spool: replay must wait", "ticket", e.Ticket, "err", err, "backoff", backoff)
-			select {
-			case <-ctx.Done():
-			case <-time.After(backoff):
-			}
-			continue
+		select {
+		case <-ctx.Done():
+		case r := <-results:
+			s.replayed(r, inflight, waits)
+		case <-s.wake:
+		case <-time.After(wait):
 		}
-		backoff = 0
-		s.finish(e.Ticket, res) // a failed write is kept and retried above
 	}
 }
 
-func (s *Spool) next() (SpoolEntry, bool) {
+// replayed is one replay's outcome.
+type replayed struct {
+	e   SpoolEntry
+	res SpoolResult
+	err error
+}
+
+// retry is when a purchase the replayer could not decide is tried again.
+type retry struct {
+	at      time.Time
+	backoff time.Duration
+}
+
+func nextBackoff(d time.Duration) time.Duration {
+	return min(max(2*d, 250*time.Millisecond), 5*time.Second)
+}
+
+// replayed records r (Run's goroutine only: it owns inflight and waits).
+func (s *Spool) replayed(r replayed, inflight map[string]bool, waits map[string]*retry) {
+	t := r.e.Ticket
+	delete(inflight, t)
+	if d := shardstock.DoubtOf(r.err); d&^r.e.Doubt != 0 {
+		s.doubt(t, d)
+	}
+	if r.err != nil {
+		w := waits[t]
+		if w == nil {
+			w = &retry{}
+			waits[t] = w
+		}
+		w.backoff = nextBackoff(w.backoff)
+		w.at = time.Now().Add(w.backoff)
+		s.cfg.Logger.Debug("spool: replay must wait", "ticket", t, "err", r.err, "backoff", w.backoff)
+		return
+	}
+	delete(waits, t)
+	s.finish(t, r.res) // a failed write is kept and retried by Run
+}
+
+// ready returns up to n pending purchases, in arrival order, that are
+// neither in flight nor waiting; soonest is when the first waiting one
+// may be tried again (zero: none waits).
+func (s *Spool) ready(n int, inflight map[string]bool, waits map[string]*retry, now time.Time) (out []SpoolEntry, soonest time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.pending) == 0 {
-		return SpoolEntry{}, false
+	for _, e := range s.pending {
+		if inflight[e.Ticket] {
+			continue
+		}
+		if w := waits[e.Ticket]; w != nil && now.Before(w.at) {
+			if soonest.IsZero() || w.at.Before(soonest) {
+				soonest = w.at
+			}
+			continue
+		}
+		if len(out) == n {
+			break
+		}
+		out = append(out, e)
 	}
-	return s.pending[0], true
+	return out, soonest
 }
 
 // finish records a purchase's outcome: at once in memory (the purchase is

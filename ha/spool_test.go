@@ -53,7 +53,7 @@ func replayAll(t *testing.T, s *Spool, replay Replayer) {
 }
 
 func TestSpoolAppendReplayInOrder(t *testing.T) {
-	s := openSpool(t, t.TempDir(), SpoolConfig{})
+	s := openSpool(t, t.TempDir(), SpoolConfig{Workers: 1})
 	for i := 0; i < 5; i++ {
 		if err := s.Append(entry(i)); err != nil {
 			t.Fatal(err)
@@ -64,14 +64,9 @@ func TestSpoolAppendReplayInOrder(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var order []string
-	fails := 2 // the first two tries find no shard
 	replayAll(t, s, func(_ context.Context, e SpoolEntry) (SpoolResult, error) {
 		mu.Lock()
 		defer mu.Unlock()
-		if fails > 0 {
-			fails--
-			return SpoolResult{}, errors.New("no shard answers")
-		}
 		order = append(order, e.Ticket)
 		if e.Ticket == "t2" {
 			return SpoolResult{Status: "rejected", Error: "sold_out"}, nil
@@ -86,6 +81,63 @@ func TestSpoolAppendReplayInOrder(t *testing.T) {
 	}
 	if _, r, _ := s.Ticket("t2"); r.Status != "rejected" || r.Error != "sold_out" {
 		t.Fatalf("t2: %+v", r)
+	}
+}
+
+// A purchase the replayer cannot decide yet (its buyer's home is down)
+// waits on its own backoff; the purchases behind it are replayed
+// meanwhile, several at once, and it is decided once its shard answers.
+func TestSpoolPurchaseThatMustWaitHoldsUpNoOther(t *testing.T) {
+	s := openSpool(t, t.TempDir(), SpoolConfig{Workers: 4})
+	for i := 0; i < 20; i++ {
+		if err := s.Append(entry(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	var order []string
+	var inflight, most int
+	var homeUp atomic.Bool
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		s.Run(ctx, func(_ context.Context, e SpoolEntry) (SpoolResult, error) {
+			mu.Lock()
+			inflight++
+			most = max(most, inflight)
+			mu.Unlock()
+			time.Sleep(10 * time.Millisecond) // a round trip
+			mu.Lock()
+			defer mu.Unlock()
+			inflight--
+			if e.Ticket == "t0" && !homeUp.Load() {
+				return SpoolResult{}, errors.New("the buyer's home is down")
+			}
+			order = append(order, e.Ticket)
+			return SpoolResult{Status: "reserved", OrderID: e.OrderID}, nil
+		})
+		close(done)
+	}()
+	defer func() { cancel(); <-done }()
+	deadline := time.Now().Add(5 * time.Second)
+	for s.Depth() > 1 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	mu.Lock()
+	served, peak := len(order), most
+	mu.Unlock()
+	if served != 19 || s.Depth() != 1 {
+		t.Fatalf("while t0 waits: %d of the 19 others replayed, %d pending", served, s.Depth())
+	}
+	if peak < 2 || peak > 4 {
+		t.Fatalf("at most %d replays at once, want 2 to 4 (Workers)", peak)
+	}
+	homeUp.Store(true)
+	for s.Depth() > 0 && time.Now().Before(deadline.Add(10*time.Second)) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if _, r, _ := s.Ticket("t0"); r.Status != "reserved" {
+		t.Fatalf("t0 once its home answers: %+v", r)
 	}
 }
 
@@ -250,7 +302,7 @@ func FuzzSpoolOpen(f *testing.F) {
 func TestSpoolFullDisk(t *testing.T) {
 	dir := t.TempDir()
 	var writeErrors atomic.Int64
-	s := openSpool(t, dir, SpoolConfig{OnWriteError: func() { writeErrors.Add(1) }})
+	s := openSpool(t, dir, SpoolConfig{Workers: 1, OnWriteError: func() { writeErrors.Add(1) }})
 	for i := 0; i < 3; i++ {
 		if err := s.Append(entry(i)); err != nil {
 			t.Fatal(err)
