@@ -98,6 +98,10 @@ type Spool struct {
 	// anything else.
 	unwritten  []record
 	failWrites atomic.Bool // tests: every write fails, as on a full disk
+	written    int64       // bytes written since open, every file (group commit)
+	appending  int         // Appends written and waiting for their fsync
+	group      groupSync
+	fsyncs     atomic.Int64 // group commits so far (tests)
 }
 
 type ticketInfo struct {
@@ -125,6 +129,7 @@ func OpenSpool(dir string, cfg SpoolConfig) (*Spool, error) {
 	}
 	s := &Spool{cfg: cfg, path: filepath.Join(dir, "spool.log"), wake: make(chan struct{}, 1), tickets: map[string]*ticketInfo{},
 		byBuyer: map[string]int{}}
+	s.group.cond = sync.NewCond(&s.group.mu)
 	f, err := os.OpenFile(s.path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("spool: %w", err)
@@ -272,6 +277,7 @@ func (s *Spool) writeNoSync(rec record) error {
 		return s.writeFailed(err)
 	}
 	s.size += int64(len(frame))
+	s.written += int64(len(frame))
 	return nil
 }
 
@@ -285,20 +291,76 @@ func (s *Spool) writeFailed(err error) error {
 // Append spools a purchase durably (written and fsynced when it returns
 // nil). Errors: ErrSpoolFull, or the write error; the purchase is then not
 // spooled and must not be answered 202.
+//
+// Concurrent Appends share their fsyncs (group commit): each writes its
+// frame, then waits for one fsync that started after its write. Under a
+// shard outage a third of the buyers may be spooled at once, and one fsync
+// per purchase in turn would make their answers wait on the disk.
 func (s *Spool) Append(e SpoolEntry) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if len(s.pending) >= s.cfg.MaxEntries || s.size >= s.cfg.MaxBytes {
+	if len(s.pending)+s.appending >= s.cfg.MaxEntries || s.size >= s.cfg.MaxBytes {
+		s.mu.Unlock()
 		return ErrSpoolFull
 	}
 	rec := record{Kind: "req", Entry: &e}
-	if err := s.write(rec); err != nil {
+	if err := s.writeNoSync(rec); err != nil {
+		s.mu.Unlock()
 		return err
 	}
-	s.apply(rec)
+	upTo := s.written
+	s.appending++ // no compaction meanwhile: the frame is in this file
+	s.mu.Unlock()
+	err := s.syncTo(upTo)
+	s.mu.Lock()
+	s.appending--
+	if err == nil {
+		s.apply(rec)
+	}
+	s.mu.Unlock()
+	if err != nil {
+		return s.writeFailed(fmt.Errorf("fsync: %w", err))
+	}
 	select {
 	case s.wake <- struct{}{}:
 	default:
+	}
+	return nil
+}
+
+// groupSync is the state of the shared fsyncs (Append).
+type groupSync struct {
+	mu      sync.Mutex
+	cond    *sync.Cond
+	synced  int64 // bytes written (Spool.written) that an fsync covered
+	running bool  // an fsync is in progress
+}
+
+// syncTo returns once an fsync covered the first upTo bytes ever written,
+// doing it itself unless one is in progress (which it then waits for: that
+// one may have started before its write).
+func (s *Spool) syncTo(upTo int64) error {
+	g := &s.group
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for g.synced < upTo {
+		if g.running {
+			g.cond.Wait()
+			continue
+		}
+		g.running = true
+		g.mu.Unlock()
+		s.mu.Lock()
+		f, target := s.f, s.written
+		s.mu.Unlock()
+		err := f.Sync()
+		s.fsyncs.Add(1)
+		g.mu.Lock()
+		g.running = false
+		g.cond.Broadcast()
+		if err != nil {
+			return err
+		}
+		g.synced = max(g.synced, target)
 	}
 	return nil
 }
@@ -474,7 +536,7 @@ func (s *Spool) finish(ticket string, res SpoolResult) error {
 	if err := s.flushLocked(); err != nil {
 		return err
 	}
-	if len(s.pending) == 0 && s.size > s.cfg.MaxBytes/4 {
+	if len(s.pending) == 0 && s.appending == 0 && s.size > s.cfg.MaxBytes/4 {
 		if err := s.compact(time.Now().Add(-ticketRetention)); err != nil {
 			s.cfg.Logger.Error("spool: compaction failed; the file keeps growing", "err", err)
 		}

@@ -394,3 +394,30 @@ func TestSpoolKeepsTheShardsInDoubt(t *testing.T) {
 		t.Fatalf("after a restart the replay was handed doubts %b, want 101", got)
 	}
 }
+
+// Concurrent Appends share their fsyncs (group commit), and each is
+// durable when it returns: all of them are there after a reopen.
+func TestSpoolAppendsShareFsyncs(t *testing.T) {
+	dir := t.TempDir()
+	s := openSpool(t, dir, SpoolConfig{})
+	const n = 64
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			if err := s.Append(entry(i)); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	fsyncs := s.fsyncs.Load()
+	t.Logf("%d concurrent appends, %d fsyncs", n, fsyncs)
+	if fsyncs < 1 || fsyncs >= n {
+		t.Fatalf("%d fsyncs for %d concurrent appends: want at least one, shared", fsyncs, n)
+	}
+	s.Close()
+	again := openSpool(t, dir, SpoolConfig{})
+	if again.Depth() != n {
+		t.Fatalf("%d of %d appended purchases after a reopen", again.Depth(), n)
+	}
+}

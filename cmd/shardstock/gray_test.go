@@ -95,33 +95,79 @@ func behindToxiproxy(t *testing.T, r *shardtest.Redis, i int) (*toxiproxy.Proxy,
 	return proxy, urls
 }
 
-// TestAnswersStayTrueWithAShardJustPastTheDeadline (issue 14, item 1):
-// shard 1 of 3 answers 50 ms later than a call may take — its scripts run,
-// their answers come too late — during a race that sells out. Every
-// buyer's final answer (200, or the ticket of a 202) is the truth: each
-// order row belongs to a buyer told "reserved" with that order id, no
-// buyer told anything else holds one, and "sold out" is said only of a
-// product whose units are all held by buyers who were told so.
-func TestAnswersStayTrueWithAShardJustPastTheDeadline(t *testing.T) {
-	r := shardtest.Start(t, 3)
-	proxy, urls := behindToxiproxy(t, r, 1)
-	m := startServer(t, urls, func(c *Config) { c.SpoolDir = t.TempDir() })
-	base := m.URL()
-	const stock = 300
-	putProduct(t, base, "edge", fmt.Sprintf(`{"stock":%d,"per_user_limit":1}`, stock))
-	if _, err := proxy.Toxics.AddToxicJson(strings.NewReader(`{"name":"late","type":"latency","stream":"downstream","attributes":{"latency":300}}`)); err != nil {
-		t.Fatal(err)
+// TestGrayFaultsThroughToxiproxy (issue 14): one shard of three behind
+// Toxiproxy, a real fault-injecting proxy, during a race of 1,200 buyers
+// over 32 connections, for 1,500 units (none told "sold out" may be right)
+// or for 300 (the race sells out). Each fault below is on from the start
+// of the race and taken away after 2 s, or at its end. Whatever the fault, every buyer's final answer — 200, or the
+// ticket of a 202 once decided — is the truth: each order row belongs to
+// a buyer told "reserved" with that order id, no buyer told anything else
+// holds one, the units locked are exactly the buyers told "reserved", and
+// "sold out" is said only once every unit is held. Conservation holds on
+// every shard. The answers and the throughput are logged (the README's
+// table of gray failures comes from a run without the race detector).
+func TestGrayFaultsThroughToxiproxy(t *testing.T) {
+	late := `{"name":"f","type":"latency","stream":"downstream","attributes":{"latency":300}}`
+	cases := []struct {
+		name, toxic string
+		lasts       time.Duration // 0: the whole race
+		stock       int
+	}{
+		{name: "no fault", stock: 1500},
+		{name: "answers 50 ms past the deadline", toxic: late, stock: 1500},
+		{name: "answers 50 ms past the deadline, sold out", toxic: late, stock: 300},
+		{name: "200 ms latency", lasts: 2 * time.Second, stock: 1500,
+			toxic: `{"name":"f","type":"latency","stream":"downstream","attributes":{"latency":200}}`},
+		{name: "black hole", lasts: 2 * time.Second, stock: 1500,
+			toxic: `{"name":"f","type":"timeout","stream":"upstream","attributes":{"timeout":0}}`},
+		{name: "connection resets", lasts: 2 * time.Second, stock: 1500,
+			toxic: `{"name":"f","type":"reset_peer","stream":"upstream","attributes":{"timeout":0}}`},
 	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := shardtest.Start(t, 3)
+			proxy, urls := behindToxiproxy(t, r, 1)
+			m := startServer(t, urls, func(c *Config) { c.SpoolDir = t.TempDir() })
+			g := grayRace{t: t, m: m, stock: tc.stock, buyers: 1200, conns: 32}
+			putProduct(t, m.URL(), "gray", fmt.Sprintf(`{"stock":%d,"per_user_limit":1}`, g.stock))
+			if tc.toxic != "" {
+				if _, err := proxy.Toxics.AddToxicJson(strings.NewReader(tc.toxic)); err != nil {
+					t.Fatal(err)
+				}
+				remove := func() { proxy.Toxics.RemoveToxic(context.Background(), "f") }
+				if tc.lasts > 0 {
+					defer time.AfterFunc(tc.lasts, remove).Stop()
+				} else {
+					g.after = remove
+				}
+			}
+			g.run()
+		})
+	}
+}
+
+// grayRace is one race of distinct buyers for one product, and the check
+// that every answer they end with is true.
+type grayRace struct {
+	t                    *testing.T
+	m                    *Main
+	stock, buyers, conns int
+	after                func() // run when the last buyer was answered
+}
+
+func (g *grayRace) run() {
+	t, base := g.t, g.m.URL()
 	var mu sync.Mutex
 	answers := map[string]string{} // user -> "200", "202" or the error code
 	orders := map[string]string{}  // order id -> user, for every "reserved"
 	tickets := map[string]string{} // ticket -> user
+	jobs := make(chan int)
 	var wg sync.WaitGroup
-	for w := range 16 {
+	for range g.conns {
 		wg.Go(func() {
-			for k := range 40 {
-				user := fmt.Sprintf("e%d-%d", w, k)
-				rep := purchase(t, base, "edge", user)
+			for j := range jobs {
+				user := fmt.Sprintf("gray%d", j)
+				rep := purchase(t, base, "gray", user)
 				mu.Lock()
 				switch rep.status {
 				case 200:
@@ -135,11 +181,17 @@ func TestAnswersStayTrueWithAShardJustPastTheDeadline(t *testing.T) {
 			}
 		})
 	}
-	wg.Wait()
-	if err := proxy.Toxics.RemoveToxic(context.Background(), "late"); err != nil {
-		t.Fatal(err)
+	start := time.Now()
+	for j := range g.buyers {
+		jobs <- j
 	}
-	waitFor(t, 60*time.Second, "every ticket decided once the fault is gone", func() (bool, string) {
+	close(jobs)
+	wg.Wait()
+	took := time.Since(start)
+	if g.after != nil {
+		g.after()
+	}
+	waitFor(t, 90*time.Second, "every ticket decided once the fault is gone", func() (bool, string) {
 		for tk, user := range tickets {
 			if tv := do(t, "GET", base+"/api/v1/tickets/"+tk, "", "X-User-ID", user); tv.str("status") == "queued" {
 				return false, tv.raw
@@ -152,28 +204,37 @@ func TestAnswersStayTrueWithAShardJustPastTheDeadline(t *testing.T) {
 		tv := do(t, "GET", base+"/api/v1/tickets/"+tk, "", "X-User-ID", user)
 		if tv.str("status") == "reserved" {
 			orders[tv.str("order_id")] = user
-			final["reserved (ticket)"]++
+			answers[user] = "202 then reserved"
 		} else {
-			answers[user] = tv.str("error")
+			answers[user] = "202 then " + tv.str("error")
 		}
 	}
 	for _, a := range answers {
 		final[a]++
 	}
-	t.Logf("640 buyers, shard 1 answering 50 ms past the deadline: %v", final)
-	if final["500"] > 0 || final["internal"] > 0 {
-		t.Fatalf("answers: %v", final)
+	t.Logf("%d buyers in %s (%.0f req/s), %d queued (%.0f%%); final answers %v",
+		g.buyers, took.Round(time.Millisecond), float64(g.buyers)/took.Seconds(), len(tickets),
+		100*float64(len(tickets))/float64(g.buyers), final)
+	for a, n := range final {
+		switch a {
+		case "200", "202 then reserved", "sold_out", "202 then sold_out", "unavailable":
+		default:
+			t.Errorf("%d buyers answered %q", n, a)
+		}
 	}
 	waitFor(t, 60*time.Second, "each reservation an order", func() (bool, string) {
-		c := statusCounts(t, m, "edge")
+		c := statusCounts(t, g.m, "gray")
 		return c[shardstock.StatusAwaitingPayment] >= int64(len(orders)), fmt.Sprint(c, len(orders))
 	})
-	exactlyOnce(t, m, "edge", orders) // no order a buyer was not told of
-	_, locked, _ := checkShards(t, productStatus(t, base, "edge"))
+	exactlyOnce(t, g.m, "gray", orders) // no order a buyer was not told of
+	_, locked, _ := checkShards(t, productStatus(t, base, "gray"))
 	if locked != int64(len(orders)) {
 		t.Fatalf("%d units locked for %d buyers told reserved", locked, len(orders))
 	}
-	if final["sold_out"] > 0 && locked != stock {
-		t.Fatalf("%d buyers told sold out while only %d of %d units are held", final["sold_out"], locked, stock)
+	if g.stock >= g.buyers && len(orders) != g.buyers {
+		t.Fatalf("%d of %d buyers reserved, with units for all", len(orders), g.buyers)
+	}
+	if soldOut := final["sold_out"] + final["202 then sold_out"]; soldOut > 0 && locked != int64(g.stock) {
+		t.Fatalf("%d buyers told sold out while only %d of %d units are held", soldOut, locked, g.stock)
 	}
 }
