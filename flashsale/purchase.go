@@ -22,7 +22,7 @@ import (
 
 	"github.com/shardstock/shardstock"
 	"github.com/shardstock/shardstock/api"
-	"github.com/shardstock/shardstock/ha"
+	"github.com/shardstock/shardstock/spool"
 )
 
 // Catalog finds a product's definition (inventory.Service).
@@ -100,10 +100,10 @@ type Config struct {
 // errOverloaded answers a purchase admission control turned away.
 var errOverloaded = &shardstock.Error{Code: shardstock.ErrUnavailable.Code, Message: "this coordinator is at its limit of purchases in flight; retry in a second"}
 
-// Spool is the disk spool (ha.Spool).
+// Spool is the disk spool (spool.Spool).
 type Spool interface {
-	Append(e ha.SpoolEntry) error
-	Ticket(ticket string) (ha.SpoolEntry, ha.SpoolResult, bool)
+	Append(e spool.Entry) error
+	Ticket(ticket string) (spool.Entry, spool.Result, bool)
 	// Pending counts user's purchases of product waiting in the spool.
 	Pending(product, user string) int
 }
@@ -444,7 +444,7 @@ func (h *Handler) spool(w http.ResponseWriter, r *http.Request, p *shardstock.Pr
 		h.cfg.Reserver.Abandon(r.Context(), p, user, orderID)
 		return shardstock.ErrLimitReached
 	}
-	e := ha.SpoolEntry{Ticket: "T" + h.cfg.NewID(), ProductID: p.ID, UserID: user, OrderID: orderID, AtMS: h.cfg.Now().UnixMilli(),
+	e := spool.Entry{Ticket: "T" + h.cfg.NewID(), ProductID: p.ID, UserID: user, OrderID: orderID, AtMS: h.cfg.Now().UnixMilli(),
 		Doubt: shardstock.DoubtOf(cause)}
 	if err := h.cfg.Spool.Append(e); err != nil {
 		h.cfg.Reserver.Abandon(r.Context(), p, user, orderID)
@@ -479,23 +479,23 @@ func (h *Handler) ticket(c echo.Context) error {
 	return c.JSON(http.StatusOK, TicketView{Status: r.Status, OrderID: r.OrderID, Error: r.Error})
 }
 
-// Replay tries a spooled purchase again (ha.Replayer): reserved, or
+// Replay tries a spooled purchase again (spool.Replayer): reserved, or
 // rejected with the error code a buyer would have got; an error when
 // nothing can take it yet (an *shardstock.InDoubt names the shards the next
 // try must resolve first: the spool keeps them). The sale window is checked at the time the
 // purchase arrived, so one taken in time is not refused because the shards
 // came back after the sale ended.
-func (h *Handler) Replay(ctx context.Context, e ha.SpoolEntry) (ha.SpoolResult, error) {
+func (h *Handler) Replay(ctx context.Context, e spool.Entry) (spool.Result, error) {
 	p, err := h.cfg.Catalog.Product(ctx, e.ProductID)
 	if err == nil {
 		var shard int
 		if shard, err = h.cfg.Reserver.ReserveRetryable(ctx, p, e.UserID, e.OrderID, time.UnixMilli(e.AtMS), e.Doubt); err == nil {
-			return ha.SpoolResult{Status: "reserved", OrderID: e.OrderID, Shard: shard}, nil
+			return spool.Result{Status: "reserved", OrderID: e.OrderID, Shard: shard}, nil
 		}
 	}
 	if errors.Is(err, shardstock.ErrUnavailable) {
-		return ha.SpoolResult{}, err
+		return spool.Result{}, err
 	}
 	_, pub := shardstock.ErrorResponse(err)
-	return ha.SpoolResult{Status: "rejected", Error: pub.Code}, nil
+	return spool.Result{Status: "rejected", Error: pub.Code}, nil
 }

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/shardstock/shardstock"
-	"github.com/shardstock/shardstock/ha"
+	"github.com/shardstock/shardstock/spool"
 )
 
 func TestReservedEncodesLikeEncodingJSON(t *testing.T) {
@@ -41,7 +41,7 @@ func (r *outageReserver) Abandon(_ context.Context, _ *shardstock.Product, _, id
 }
 
 type recordingSpool struct {
-	entries []ha.SpoolEntry
+	entries []spool.Entry
 	full    bool
 }
 
@@ -55,7 +55,7 @@ func (s *recordingSpool) Pending(product, user string) int {
 	return n
 }
 
-func (s *recordingSpool) Append(e ha.SpoolEntry) error {
+func (s *recordingSpool) Append(e spool.Entry) error {
 	if s.full {
 		return errors.New("spool full")
 	}
@@ -63,8 +63,8 @@ func (s *recordingSpool) Append(e ha.SpoolEntry) error {
 	return nil
 }
 
-func (s *recordingSpool) Ticket(string) (ha.SpoolEntry, ha.SpoolResult, bool) {
-	return ha.SpoolEntry{}, ha.SpoolResult{}, false
+func (s *recordingSpool) Ticket(string) (spool.Entry, spool.Result, bool) {
+	return spool.Entry{}, spool.Result{}, false
 }
 
 // A purchase no shard could take is spooled (202) with its claim kept for

@@ -9,11 +9,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // ShardStatus is what Health knows of one shard.
@@ -31,7 +28,11 @@ type Health struct {
 	// shard that has turned slow (but still answers) leaves rotation like a
 	// down one, and the shard view says why. Zero: latency is not judged.
 	SlowAfter time.Duration
-	now       func() time.Time
+	// Answered tells whether a call's error still came with an answer from
+	// the shard (an error reply does: the shard is up); the shard package
+	// knows its client's errors (shard.Answered). Default: only a nil error.
+	Answered func(error) bool
+	now      func() time.Time
 	breakers  []*Breaker
 	mu        sync.RWMutex // guards state
 	state     []ShardStatus
@@ -41,7 +42,7 @@ type Health struct {
 // (whose clock Health uses too).
 func NewHealth(n int, cfg BreakerConfig) *Health {
 	cfg.fill()
-	h := &Health{now: cfg.Now, state: make([]ShardStatus, n)}
+	h := &Health{now: cfg.Now, state: make([]ShardStatus, n), Answered: func(err error) bool { return err == nil }}
 	for i := range h.state {
 		h.state[i] = ShardStatus{Up: true, Since: cfg.Now()}
 		h.breakers = append(h.breakers, NewBreaker(cfg))
@@ -52,15 +53,15 @@ func NewHealth(n int, cfg BreakerConfig) *Health {
 // Up reports whether a call may go to shard i now (its breaker allows it).
 func (h *Health) Up(i int) bool { return h.breakers[i].Allow() }
 
-// Observe records the outcome of a call on shard i. A reply from Redis —
-// including an error reply other than LOADING — proves it is up; a
-// transport error or deadline marks it down. A call cancelled by its caller
+// Observe records the outcome of a call on shard i. An answer — Answered
+// says which errors still came with one — proves it is up; any other error
+// (a transport error, a deadline) marks it down. A call cancelled by its caller
 // says nothing about the shard and is ignored.
 func (h *Health) Observe(i int, err error) {
 	if errors.Is(err, context.Canceled) {
 		return
 	}
-	up := answered(err)
+	up := err == nil || h.Answered(err)
 	h.breakers[i].Record(up)
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -71,14 +72,6 @@ func (h *Health) Observe(i int, err error) {
 	if s.Up != up {
 		s.Up, s.Since = up, h.now()
 	}
-}
-
-func answered(err error) bool {
-	if err == nil {
-		return true
-	}
-	var reply redis.Error
-	return errors.As(err, &reply) && !strings.HasPrefix(err.Error(), "LOADING")
 }
 
 // Status returns a copy of every shard's status, in index order.

@@ -7,10 +7,15 @@
 package metrics
 
 import (
+	"context"
+	"errors"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/shardstock/shardstock/shard"
 )
 
 // Metrics are the event counters and histograms.
@@ -104,4 +109,21 @@ func (m *Metrics) ObservePurchase(outcome string, took time.Duration) {
 		m.Purchases.WithLabelValues(outcome).Inc()
 	}
 	m.PurchaseSeconds.Observe(took.Seconds())
+}
+
+// CountErrors returns h with each failed call on a shard counted in
+// RedisErrors on its way (shard.Config.Health). A call its caller
+// cancelled is not counted: it says nothing about the shard.
+func (m *Metrics) CountErrors(h shard.Health) shard.Health { return countedHealth{h, m} }
+
+type countedHealth struct {
+	shard.Health
+	m *Metrics
+}
+
+func (h countedHealth) Observe(i int, err error) {
+	if err != nil && !errors.Is(err, context.Canceled) {
+		h.m.RedisErrors.WithLabelValues(strconv.Itoa(i)).Inc()
+	}
+	h.Health.Observe(i, err)
 }

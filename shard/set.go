@@ -28,7 +28,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"net"
 	"strings"
 	"time"
 
@@ -204,6 +203,9 @@ func (s *Set) run(ctx context.Context, sh *Shard, script *redis.Script, keys []s
 }
 
 func (s *Set) observe(i int, err error) {
+	if errors.Is(err, redis.Nil) { // "no such key" is an answer
+		err = nil
+	}
 	if s.cfg.Health != nil {
 		s.cfg.Health.Observe(i, err)
 	}
@@ -214,18 +216,6 @@ func (s *Set) up(i int) bool { return s.cfg.Health == nil || s.cfg.Health.Up(i) 
 // errShardDown is the error recorded for a shard that Health says is down;
 // no call was made.
 var errShardDown = errors.New("down, not tried")
-
-// notSent reports whether err proves the command never reached the shard
-// (so a script certainly did not run). Any other error leaves the outcome
-// unknown: the script may have run before the connection broke.
-func notSent(err error) bool {
-	var op *net.OpError
-	if errors.As(err, &op) && op.Op == "dial" {
-		return true
-	}
-	return errors.Is(err, errShardDown) || errors.Is(err, errFenced) || errors.Is(err, errStepDeadline) ||
-		errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, redis.ErrClosed)
-}
 
 // callCtx detaches ctx from the caller's cancellation for clean-up work
 // that must run even when the buyer has gone away.

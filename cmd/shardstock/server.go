@@ -32,6 +32,7 @@ import (
 	"github.com/shardstock/shardstock/metrics"
 	"github.com/shardstock/shardstock/order"
 	"github.com/shardstock/shardstock/shard"
+	"github.com/shardstock/shardstock/spool"
 )
 
 // Main is the server process: it wires the adapters together. Tests start
@@ -45,7 +46,7 @@ type Main struct {
 	store    *order.Store
 	set      *shard.Set
 	rmq      *messaging.RocketMQ // nil in streams mode
-	spool    *ha.Spool           // nil: disabled
+	spool    *spool.Spool        // nil: disabled
 	buyers   *flashsale.Handler
 	health   *ha.Health
 	inv      *inventory.Service
@@ -96,13 +97,14 @@ func (m *Main) Run(ctx context.Context) error {
 	m.health = ha.NewHealth(len(m.cfg.Shards), ha.BreakerConfig{})
 	// A shard whose pings take longer than a call may is as good as down.
 	m.health.SlowAfter = m.cfg.ShardTimeout
+	m.health.Answered = shard.Answered
 	for i := range m.cfg.Shards {
 		m.metrics.RedisErrors.WithLabelValues(strconv.Itoa(i))
 	}
 	m.resyncs = make(chan resyncRequest, 256)
 	set, err := shard.Open(m.cfg.Shards, shard.Config{Timeout: m.cfg.ShardTimeout, RootCAs: m.cfg.RedisCAs, Logger: m.log, Coalesce: m.cfg.Coalesce, Start: m.cfg.Start, Ledger: m.store,
 		Resync: m.requestResync,
-		Health: countedHealth{m.health, m.metrics}, OnFailover: m.metrics.Failovers.Inc,
+		Health: m.metrics.CountErrors(m.health), OnFailover: m.metrics.Failovers.Inc,
 		OnBatch: func(n int) { m.metrics.PipelineCalls.Observe(float64(n)) }})
 	if err != nil {
 		return fmt.Errorf("SHARDSTOCK_SHARDS: %w", err)
@@ -155,7 +157,7 @@ func (m *Main) openSpool() error {
 	if m.cfg.SpoolDir == "" {
 		return nil
 	}
-	sp, err := ha.OpenSpool(m.cfg.SpoolDir, ha.SpoolConfig{MaxEntries: m.cfg.SpoolEntries, MaxBytes: m.cfg.SpoolBytes, Logger: m.log,
+	sp, err := spool.Open(m.cfg.SpoolDir, spool.Config{MaxEntries: m.cfg.SpoolEntries, MaxBytes: m.cfg.SpoolBytes, Logger: m.log,
 		OnWriteError: m.metrics.SpoolWriteErrors.Inc})
 	if err != nil {
 		return fmt.Errorf("SHARDSTOCK_SPOOL_DIR: %w", err)
@@ -170,7 +172,7 @@ func (m *Main) openSpool() error {
 }
 
 // spoolPort is the spool for the purchase path (a nil interface, not a
-// nil *ha.Spool, when disabled).
+// nil *spool.Spool, when disabled).
 func (m *Main) spoolPort() flashsale.Spool {
 	if m.spool == nil {
 		return nil
@@ -604,19 +606,6 @@ func (m *Main) close() error {
 		add(m.store.Close())
 	}
 	return errs.ErrorOrNil()
-}
-
-// countedHealth counts failed Redis calls per shard on their way to Health.
-type countedHealth struct {
-	*ha.Health
-	m *metrics.Metrics
-}
-
-func (h countedHealth) Observe(i int, err error) {
-	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, redis.Nil) {
-		h.m.RedisErrors.WithLabelValues(strconv.Itoa(i)).Inc()
-	}
-	h.Health.Observe(i, err)
 }
 
 // breakerStates lists every shard's breaker state as a number (metrics).

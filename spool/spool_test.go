@@ -1,4 +1,4 @@
-package ha
+package spool
 
 import (
 	"bytes"
@@ -19,14 +19,14 @@ import (
 	"github.com/shardstock/shardstock"
 )
 
-func entry(i int) SpoolEntry {
-	return SpoolEntry{Ticket: fmt.Sprintf("t%d", i), ProductID: "p", UserID: fmt.Sprintf("u%d", i),
+func entry(i int) Entry {
+	return Entry{Ticket: fmt.Sprintf("t%d", i), ProductID: "p", UserID: fmt.Sprintf("u%d", i),
 		OrderID: fmt.Sprintf("o%d", i), AtMS: time.Now().UnixMilli()}
 }
 
-func openSpool(t *testing.T, dir string, cfg SpoolConfig) *Spool {
+func openSpool(t *testing.T, dir string, cfg Config) *Spool {
 	t.Helper()
-	s, err := OpenSpool(dir, cfg)
+	s, err := Open(dir, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func replayAll(t *testing.T, s *Spool, replay Replayer) {
 }
 
 func TestSpoolAppendReplayInOrder(t *testing.T) {
-	s := openSpool(t, t.TempDir(), SpoolConfig{Workers: 1})
+	s := openSpool(t, t.TempDir(), Config{Workers: 1})
 	for i := 0; i < 5; i++ {
 		if err := s.Append(entry(i)); err != nil {
 			t.Fatal(err)
@@ -64,14 +64,14 @@ func TestSpoolAppendReplayInOrder(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var order []string
-	replayAll(t, s, func(_ context.Context, e SpoolEntry) (SpoolResult, error) {
+	replayAll(t, s, func(_ context.Context, e Entry) (Result, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		order = append(order, e.Ticket)
 		if e.Ticket == "t2" {
-			return SpoolResult{Status: "rejected", Error: "sold_out"}, nil
+			return Result{Status: "rejected", Error: "sold_out"}, nil
 		}
-		return SpoolResult{Status: "reserved", OrderID: e.OrderID, Shard: 1}, nil
+		return Result{Status: "reserved", OrderID: e.OrderID, Shard: 1}, nil
 	})
 	if strings.Join(order, ",") != "t0,t1,t2,t3,t4" {
 		t.Fatalf("replay order %v", order)
@@ -88,7 +88,7 @@ func TestSpoolAppendReplayInOrder(t *testing.T) {
 // waits on its own backoff; the purchases behind it are replayed
 // meanwhile, several at once, and it is decided once its shard answers.
 func TestSpoolPurchaseThatMustWaitHoldsUpNoOther(t *testing.T) {
-	s := openSpool(t, t.TempDir(), SpoolConfig{Workers: 4})
+	s := openSpool(t, t.TempDir(), Config{Workers: 4})
 	for i := 0; i < 20; i++ {
 		if err := s.Append(entry(i)); err != nil {
 			t.Fatal(err)
@@ -101,7 +101,7 @@ func TestSpoolPurchaseThatMustWaitHoldsUpNoOther(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
-		s.Run(ctx, func(_ context.Context, e SpoolEntry) (SpoolResult, error) {
+		s.Run(ctx, func(_ context.Context, e Entry) (Result, error) {
 			mu.Lock()
 			inflight++
 			most = max(most, inflight)
@@ -111,10 +111,10 @@ func TestSpoolPurchaseThatMustWaitHoldsUpNoOther(t *testing.T) {
 			defer mu.Unlock()
 			inflight--
 			if e.Ticket == "t0" && !homeUp.Load() {
-				return SpoolResult{}, errors.New("the buyer's home is down")
+				return Result{}, errors.New("the buyer's home is down")
 			}
 			order = append(order, e.Ticket)
-			return SpoolResult{Status: "reserved", OrderID: e.OrderID}, nil
+			return Result{Status: "reserved", OrderID: e.OrderID}, nil
 		})
 		close(done)
 	}()
@@ -143,17 +143,17 @@ func TestSpoolPurchaseThatMustWaitHoldsUpNoOther(t *testing.T) {
 
 func TestSpoolSurvivesRestart(t *testing.T) {
 	dir := t.TempDir()
-	s, err := OpenSpool(dir, SpoolConfig{})
+	s, err := Open(dir, Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 3; i++ {
 		s.Append(entry(i))
 	}
-	s.finish("t0", SpoolResult{Status: "reserved", OrderID: "o0"})
+	s.finish("t0", Result{Status: "reserved", OrderID: "o0"})
 	s.Close() // the coordinator stops
 
-	s2 := openSpool(t, dir, SpoolConfig{})
+	s2 := openSpool(t, dir, Config{})
 	if s2.Depth() != 2 {
 		t.Fatalf("pending after restart: %d, want 2", s2.Depth())
 	}
@@ -166,25 +166,25 @@ func TestSpoolSurvivesRestart(t *testing.T) {
 }
 
 func TestSpoolFull(t *testing.T) {
-	s := openSpool(t, t.TempDir(), SpoolConfig{MaxEntries: 3})
+	s := openSpool(t, t.TempDir(), Config{MaxEntries: 3})
 	for i := 0; i < 3; i++ {
 		if err := s.Append(entry(i)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := s.Append(entry(3)); !errors.Is(err, ErrSpoolFull) {
-		t.Fatalf("fourth entry: %v, want ErrSpoolFull", err)
+	if err := s.Append(entry(3)); !errors.Is(err, ErrFull) {
+		t.Fatalf("fourth entry: %v, want ErrFull", err)
 	}
 	if _, _, ok := s.Ticket("t3"); ok {
 		t.Fatal("a refused entry got a ticket")
 	}
-	byBytes := openSpool(t, t.TempDir(), SpoolConfig{MaxBytes: 300})
+	byBytes := openSpool(t, t.TempDir(), Config{MaxBytes: 300})
 	var err error
 	n := 0
 	for ; err == nil && n < 100; n++ {
 		err = byBytes.Append(entry(n))
 	}
-	if !errors.Is(err, ErrSpoolFull) || n < 2 {
+	if !errors.Is(err, ErrFull) || n < 2 {
 		t.Fatalf("byte bound: %v after %d entries", err, n)
 	}
 }
@@ -208,14 +208,14 @@ func TestSpoolCorruptTail(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
-			s, _ := OpenSpool(dir, SpoolConfig{})
+			s, _ := Open(dir, Config{})
 			for i := 0; i < 3; i++ {
 				s.Append(entry(i))
 			}
 			s.Close()
 			damage(filepath.Join(dir, "spool.log"))
 			var logs bytes.Buffer
-			s2, err := OpenSpool(dir, SpoolConfig{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+			s2, err := Open(dir, Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 			if err != nil {
 				t.Fatalf("open after damage: %v", err)
 			}
@@ -232,7 +232,7 @@ func TestSpoolCorruptTail(t *testing.T) {
 				t.Fatal(err)
 			}
 			s2.Close()
-			s3 := openSpool(t, dir, SpoolConfig{})
+			s3 := openSpool(t, dir, Config{})
 			if s3.Depth() != want+1 {
 				t.Fatalf("after appending past the cut: depth %d, want %d", s3.Depth(), want+1)
 			}
@@ -242,15 +242,15 @@ func TestSpoolCorruptTail(t *testing.T) {
 
 func TestSpoolCompactsWhenDrained(t *testing.T) {
 	dir := t.TempDir()
-	s := openSpool(t, dir, SpoolConfig{MaxBytes: 4000})
+	s := openSpool(t, dir, Config{MaxBytes: 4000})
 	for round := 0; round < 10; round++ {
 		for i := 0; i < 5; i++ {
 			if err := s.Append(entry(round*5 + i)); err != nil {
 				t.Fatalf("round %d: %v (the spool never shrinks)", round, err)
 			}
 		}
-		replayAll(t, s, func(_ context.Context, e SpoolEntry) (SpoolResult, error) {
-			return SpoolResult{Status: "reserved", OrderID: e.OrderID}, nil
+		replayAll(t, s, func(_ context.Context, e Entry) (Result, error) {
+			return Result{Status: "reserved", OrderID: e.OrderID}, nil
 		})
 	}
 	if _, r, ok := s.Ticket("t49"); !ok || r.Status != "reserved" {
@@ -262,10 +262,10 @@ func TestSpoolCompactsWhenDrained(t *testing.T) {
 // it neither fails nor panics, and the spool takes new entries afterwards.
 func FuzzSpoolOpen(f *testing.F) {
 	dir := f.TempDir()
-	s, _ := OpenSpool(dir, SpoolConfig{})
+	s, _ := Open(dir, Config{})
 	s.Append(entry(1))
 	s.Append(entry(2))
-	s.finish("t1", SpoolResult{Status: "reserved", OrderID: "o1"})
+	s.finish("t1", Result{Status: "reserved", OrderID: "o1"})
 	s.Close()
 	good, _ := os.ReadFile(filepath.Join(dir, "spool.log"))
 	f.Add(good)
@@ -282,7 +282,7 @@ func FuzzSpoolOpen(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		d := t.TempDir()
 		os.WriteFile(filepath.Join(d, "spool.log"), b, 0o600)
-		s, err := OpenSpool(d, SpoolConfig{Logger: slog.New(slog.DiscardHandler)})
+		s, err := Open(d, Config{Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			t.Fatalf("open: %v", err)
 		}
@@ -302,7 +302,7 @@ func FuzzSpoolOpen(f *testing.F) {
 func TestSpoolFullDisk(t *testing.T) {
 	dir := t.TempDir()
 	var writeErrors atomic.Int64
-	s := openSpool(t, dir, SpoolConfig{Workers: 1, OnWriteError: func() { writeErrors.Add(1) }})
+	s := openSpool(t, dir, Config{Workers: 1, OnWriteError: func() { writeErrors.Add(1) }})
 	for i := 0; i < 3; i++ {
 		if err := s.Append(entry(i)); err != nil {
 			t.Fatal(err)
@@ -314,11 +314,11 @@ func TestSpoolFullDisk(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
-		s.Run(ctx, func(_ context.Context, e SpoolEntry) (SpoolResult, error) {
+		s.Run(ctx, func(_ context.Context, e Entry) (Result, error) {
 			mu.Lock()
 			defer mu.Unlock()
 			replays[e.Ticket]++
-			return SpoolResult{Status: "reserved", OrderID: e.OrderID}, nil
+			return Result{Status: "reserved", OrderID: e.OrderID}, nil
 		})
 		close(done)
 	}()
@@ -346,7 +346,7 @@ func TestSpoolFullDisk(t *testing.T) {
 		t.Fatalf("replays after the disk had room again: %s, want each once", after)
 	}
 	s.Close()
-	again := openSpool(t, dir, SpoolConfig{})
+	again := openSpool(t, dir, Config{})
 	for i := 0; i < 3; i++ {
 		if _, r, ok := again.Ticket(fmt.Sprintf("t%d", i)); !ok || r.Status != "reserved" {
 			t.Fatalf("ticket t%d after a restart: %+v %v", i, r, ok)
@@ -362,7 +362,7 @@ func TestSpoolFullDisk(t *testing.T) {
 // restart, is handed them to resolve first.
 func TestSpoolKeepsTheShardsInDoubt(t *testing.T) {
 	dir := t.TempDir()
-	s := openSpool(t, dir, SpoolConfig{})
+	s := openSpool(t, dir, Config{})
 	e := entry(1)
 	e.Doubt = 1 << 0
 	if err := s.Append(e); err != nil {
@@ -372,10 +372,10 @@ func TestSpoolKeepsTheShardsInDoubt(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
-		s.Run(ctx, func(_ context.Context, e SpoolEntry) (SpoolResult, error) {
+		s.Run(ctx, func(_ context.Context, e Entry) (Result, error) {
 			seen = append(seen, e.Doubt)
 			cancel()
-			return SpoolResult{}, &shardstock.InDoubt{Shards: 1 << 2, Err: shardstock.ErrUnavailable}
+			return Result{}, &shardstock.InDoubt{Shards: 1 << 2, Err: shardstock.ErrUnavailable}
 		})
 		close(done)
 	}()
@@ -384,11 +384,11 @@ func TestSpoolKeepsTheShardsInDoubt(t *testing.T) {
 		t.Fatalf("the replay was handed doubts %b, want [1]", seen)
 	}
 	s.Close()
-	s = openSpool(t, dir, SpoolConfig{})
+	s = openSpool(t, dir, Config{})
 	var got uint64
-	replayAll(t, s, func(_ context.Context, e SpoolEntry) (SpoolResult, error) {
+	replayAll(t, s, func(_ context.Context, e Entry) (Result, error) {
 		got = e.Doubt
-		return SpoolResult{Status: "reserved", OrderID: e.OrderID, Shard: 2}, nil
+		return Result{Status: "reserved", OrderID: e.OrderID, Shard: 2}, nil
 	})
 	if got != 1<<0|1<<2 {
 		t.Fatalf("after a restart the replay was handed doubts %b, want 101", got)
@@ -399,7 +399,7 @@ func TestSpoolKeepsTheShardsInDoubt(t *testing.T) {
 // durable when it returns: all of them are there after a reopen.
 func TestSpoolAppendsShareFsyncs(t *testing.T) {
 	dir := t.TempDir()
-	s := openSpool(t, dir, SpoolConfig{})
+	s := openSpool(t, dir, Config{})
 	const n = 64
 	var wg sync.WaitGroup
 	for i := range n {
@@ -416,7 +416,7 @@ func TestSpoolAppendsShareFsyncs(t *testing.T) {
 		t.Fatalf("%d fsyncs for %d concurrent appends: want at least one, shared", fsyncs, n)
 	}
 	s.Close()
-	again := openSpool(t, dir, SpoolConfig{})
+	again := openSpool(t, dir, Config{})
 	if again.Depth() != n {
 		t.Fatalf("%d of %d appended purchases after a reopen", again.Depth(), n)
 	}

@@ -1,4 +1,8 @@
-package ha
+// Package spool is the disk spool: purchases no shard could take, kept on
+// local disk and replayed when shards answer again. It owns its file and
+// its replay loop, and imports only the domain (package shardstock); the
+// replay itself is the caller's (flashsale.Handler.Replay).
+package spool
 
 import (
 	"bufio"
@@ -36,11 +40,11 @@ import (
 // ends the readable log: it and anything after it are cut off at open, with
 // a log line.
 
-// ErrSpoolFull: the spool holds its maximum of entries or bytes.
-var ErrSpoolFull = errors.New("spool full")
+// ErrFull: the spool holds its maximum of entries or bytes.
+var ErrFull = errors.New("spool full")
 
-// SpoolEntry is one spooled purchase.
-type SpoolEntry struct {
+// Entry is one spooled purchase.
+type Entry struct {
 	Ticket    string `json:"ticket"`
 	ProductID string `json:"product"`
 	UserID    string `json:"user"`
@@ -51,16 +55,16 @@ type SpoolEntry struct {
 	Doubt uint64 `json:"doubt,omitempty"`
 }
 
-// SpoolResult is what became of a spooled purchase.
-type SpoolResult struct {
+// Result is what became of a spooled purchase.
+type Result struct {
 	Status  string `json:"status"` // queued, reserved or rejected
 	OrderID string `json:"order_id,omitempty"`
 	Shard   int    `json:"shard"`
 	Error   string `json:"error,omitempty"` // the error code, when rejected
 }
 
-// SpoolConfig tunes a spool; zero values mean the defaults.
-type SpoolConfig struct {
+// Config tunes a spool; zero values mean the defaults.
+type Config struct {
 	MaxEntries int   // pending purchases; default 100000
 	MaxBytes   int64 // file size; default 64 MiB
 	Logger     *slog.Logger
@@ -74,22 +78,22 @@ type SpoolConfig struct {
 // record is one frame's payload: a purchase, or an outcome.
 type record struct {
 	Kind   string       `json:"k"` // "req", "doubt" (Doubt of a pending purchase grew) or "done"
-	Entry  *SpoolEntry  `json:"e,omitempty"`
+	Entry  *Entry  `json:"e,omitempty"`
 	Ticket string       `json:"t,omitempty"`
-	Result *SpoolResult `json:"r,omitempty"`
+	Result *Result `json:"r,omitempty"`
 	Doubt  uint64       `json:"d,omitempty"`
 }
 
 // Spool is the disk spool. Safe for concurrent use.
 type Spool struct {
-	cfg  SpoolConfig
+	cfg  Config
 	path string
 	wake chan struct{}
 
 	mu      sync.Mutex // guards the fields below and writes to f
 	f       *os.File
 	size    int64
-	pending []SpoolEntry           // arrival order
+	pending []Entry           // arrival order
 	tickets map[string]*ticketInfo // ticket -> entry and outcome
 	seq     int64                  // arrivals so far
 	byBuyer map[string]int         // pending entries per product and buyer
@@ -105,13 +109,13 @@ type Spool struct {
 }
 
 type ticketInfo struct {
-	entry  SpoolEntry
-	result SpoolResult
+	entry  Entry
+	result Result
 	seq    int64 // arrival order
 }
 
-// OpenSpool opens (or creates) the spool in dir and rebuilds its state.
-func OpenSpool(dir string, cfg SpoolConfig) (*Spool, error) {
+// Open opens (or creates) the spool in dir and rebuilds its state.
+func Open(dir string, cfg Config) (*Spool, error) {
 	if cfg.MaxEntries <= 0 {
 		cfg.MaxEntries = 100000
 	}
@@ -221,7 +225,7 @@ func (s *Spool) apply(rec record) {
 		s.seq++
 		s.pending = append(s.pending, *rec.Entry)
 		s.byBuyer[buyerKey(*rec.Entry)]++
-		s.tickets[rec.Entry.Ticket] = &ticketInfo{entry: *rec.Entry, result: SpoolResult{Status: "queued"}, seq: s.seq}
+		s.tickets[rec.Entry.Ticket] = &ticketInfo{entry: *rec.Entry, result: Result{Status: "queued"}, seq: s.seq}
 	case "doubt":
 		for i := range s.pending {
 			if s.pending[i].Ticket == rec.Ticket {
@@ -289,18 +293,18 @@ func (s *Spool) writeFailed(err error) error {
 }
 
 // Append spools a purchase durably (written and fsynced when it returns
-// nil). Errors: ErrSpoolFull, or the write error; the purchase is then not
+// nil). Errors: ErrFull, or the write error; the purchase is then not
 // spooled and must not be answered 202.
 //
 // Concurrent Appends share their fsyncs (group commit): each writes its
 // frame, then waits for one fsync that started after its write. Under a
 // shard outage a third of the buyers may be spooled at once, and one fsync
 // per purchase in turn would make their answers wait on the disk.
-func (s *Spool) Append(e SpoolEntry) error {
+func (s *Spool) Append(e Entry) error {
 	s.mu.Lock()
 	if len(s.pending)+s.appending >= s.cfg.MaxEntries || s.size >= s.cfg.MaxBytes {
 		s.mu.Unlock()
-		return ErrSpoolFull
+		return ErrFull
 	}
 	rec := record{Kind: "req", Entry: &e}
 	if err := s.writeNoSync(rec); err != nil {
@@ -366,17 +370,17 @@ func (s *Spool) syncTo(upTo int64) error {
 }
 
 // Ticket returns a ticket's purchase and what became of it.
-func (s *Spool) Ticket(ticket string) (SpoolEntry, SpoolResult, bool) {
+func (s *Spool) Ticket(ticket string) (Entry, Result, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ti, ok := s.tickets[ticket]
 	if !ok {
-		return SpoolEntry{}, SpoolResult{}, false
+		return Entry{}, Result{}, false
 	}
 	return ti.entry, ti.result, true
 }
 
-func buyerKey(e SpoolEntry) string { return e.ProductID + "\x00" + e.UserID }
+func buyerKey(e Entry) string { return e.ProductID + "\x00" + e.UserID }
 
 // Pending returns how many of user's purchases of product wait in the spool.
 func (s *Spool) Pending(product, user string) int {
@@ -394,7 +398,7 @@ func (s *Spool) Depth() int {
 
 // Replayer tries one spooled purchase. It returns the outcome, or an error
 // when nothing could take it yet (the purchase stays spooled).
-type Replayer func(ctx context.Context, e SpoolEntry) (SpoolResult, error)
+type Replayer func(ctx context.Context, e Entry) (Result, error)
 
 // Run replays spooled purchases until ctx is done: up to Workers at once,
 // each started in arrival order. A purchase the replayer cannot decide yet
@@ -463,8 +467,8 @@ func (s *Spool) Run(ctx context.Context, replay Replayer) {
 
 // replayed is one replay's outcome.
 type replayed struct {
-	e   SpoolEntry
-	res SpoolResult
+	e   Entry
+	res Result
 	err error
 }
 
@@ -503,7 +507,7 @@ func (s *Spool) replayed(r replayed, inflight map[string]bool, waits map[string]
 // ready returns up to n pending purchases, in arrival order, that are
 // neither in flight nor waiting; soonest is when the first waiting one
 // may be tried again (zero: none waits).
-func (s *Spool) ready(n int, inflight map[string]bool, waits map[string]*retry, now time.Time) (out []SpoolEntry, soonest time.Time) {
+func (s *Spool) ready(n int, inflight map[string]bool, waits map[string]*retry, now time.Time) (out []Entry, soonest time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, e := range s.pending {
@@ -527,7 +531,7 @@ func (s *Spool) ready(n int, inflight map[string]bool, waits map[string]*retry, 
 // finish records a purchase's outcome: at once in memory (the purchase is
 // decided and is never replayed again), and on disk, now or, when the
 // write fails, by Run later.
-func (s *Spool) finish(ticket string, res SpoolResult) error {
+func (s *Spool) finish(ticket string, res Result) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	rec := record{Kind: "done", Ticket: ticket, Result: &res}
