@@ -33,9 +33,9 @@ type Health struct {
 	// knows its client's errors (shard.Answered). Default: only a nil error.
 	Answered func(error) bool
 	now      func() time.Time
-	breakers  []*Breaker
-	mu        sync.RWMutex // guards state
-	state     []ShardStatus
+	breakers []*Breaker
+	mu       sync.RWMutex // guards state
+	state    []ShardStatus
 }
 
 // NewHealth tracks n shards, all presumed up, each with a breaker of cfg

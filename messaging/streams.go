@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/shardstock/shardstock/ha"
 )
 
 // Entry is one stream entry handed to a handler.
@@ -116,12 +118,12 @@ type shardReader struct {
 	// the last one returned ("0-0" once a scan is through), so parked or
 	// busy entries at the head never hide the ones behind them.
 	claimFrom map[string]string
-	backoff   time.Duration // after a transport error
+	backoff   ha.Backoff // after a transport error
 	// A stream whose entry failed in the handler is left alone until
 	// heldUntil, so it holds up neither itself (no spinning) nor the
 	// shard's other streams.
 	heldUntil   map[string]time.Time
-	holdBackoff map[string]time.Duration
+	holdBackoff map[string]*ha.Backoff
 	// parked are entries whose handler failed with a Permanent error: they
 	// stay pending (XPENDING shows them to operators; a restart retries
 	// them) and are skipped by this process.
@@ -130,13 +132,14 @@ type shardReader struct {
 
 func (g *GroupReader) runShard(ctx context.Context, i int, c *redis.Client) {
 	r := &shardReader{g: g, shard: i, c: c, groups: map[string]bool{},
-		heldUntil: map[string]time.Time{}, holdBackoff: map[string]time.Duration{}, parked: map[string]bool{}}
+		heldUntil: map[string]time.Time{}, holdBackoff: map[string]*ha.Backoff{}, parked: map[string]bool{},
+		backoff: ha.Backoff{Min: 50 * time.Millisecond, Max: 5 * time.Second}}
 	for ctx.Err() == nil {
 		if err := r.round(ctx); err != nil && ctx.Err() == nil {
 			r.fail(ctx, err)
 			continue
 		}
-		r.backoff = 0
+		r.backoff.Reset()
 	}
 }
 
@@ -193,8 +196,13 @@ func (r *shardReader) active(streams []string) []string {
 // hold sets stream aside for a growing while (50ms doubling to 5s).
 func (r *shardReader) hold(stream string, err error) {
 	r.g.onError()
-	d := min(max(2*r.holdBackoff[stream], 50*time.Millisecond), 5*time.Second)
-	r.holdBackoff[stream], r.heldUntil[stream] = d, time.Now().Add(d)
+	b, ok := r.holdBackoff[stream]
+	if !ok {
+		b = &ha.Backoff{Min: 50 * time.Millisecond, Max: 5 * time.Second}
+		r.holdBackoff[stream] = b
+	}
+	d := b.Next()
+	r.heldUntil[stream] = time.Now().Add(d)
 	r.g.Logger.Warn("stream consumer: entry not processed, will retry", "group", r.g.Group, "shard", r.shard,
 		"stream", stream, "err", err, "backoff", d)
 }
@@ -366,9 +374,9 @@ func (g *GroupReader) onError() {
 
 func (r *shardReader) fail(ctx context.Context, err error) {
 	r.g.onError()
-	r.backoff = min(max(2*r.backoff, 50*time.Millisecond), 5*time.Second)
-	r.g.Logger.Warn("stream consumer: will retry", "group", r.g.Group, "shard", r.shard, "err", err, "backoff", r.backoff)
-	sleep(ctx, r.backoff)
+	d := r.backoff.Next()
+	r.g.Logger.Warn("stream consumer: will retry", "group", r.g.Group, "shard", r.shard, "err", err, "backoff", d)
+	sleep(ctx, d)
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
@@ -401,17 +409,17 @@ func IsPermanent(err error) bool {
 // blocks instead of dropping or spinning. It returns f's last error when
 // ctx ends first, or at once an error marked Permanent.
 func UntilDone(ctx context.Context, log *slog.Logger, what string, f func() error) error {
-	backoff := 50 * time.Millisecond
+	backoff := ha.Backoff{Min: 50 * time.Millisecond, Max: 5 * time.Second}
 	for {
 		err := f()
 		var perm permanentError
 		if err == nil || ctx.Err() != nil || errors.As(err, &perm) {
 			return err
 		}
-		log.Warn(what+": will retry", "err", err, "backoff", backoff)
-		if sleep(ctx, backoff) != nil {
+		d := backoff.Next()
+		log.Warn(what+": will retry", "err", err, "backoff", d)
+		if sleep(ctx, d) != nil {
 			return err
 		}
-		backoff = min(2*backoff, 5*time.Second)
 	}
 }

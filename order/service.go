@@ -17,6 +17,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/shardstock/shardstock"
+	"github.com/shardstock/shardstock/ha"
 )
 
 // ErrUnknownProduct: a reservation names a product the catalog does not
@@ -410,13 +411,14 @@ func (s *Service) wake() {
 // After a failed sweep (database or bus down) it waits longer each time, up
 // to 5s, and logs once per wait.
 func (s *Service) Run(ctx context.Context) {
-	wait := s.cfg.SweepEvery
+	backoff := ha.Backoff{Min: min(2*s.cfg.SweepEvery, 5*time.Second), Max: 5 * time.Second}
 	for {
+		wait := s.cfg.SweepEvery
 		if err := s.sweep(ctx); err != nil && ctx.Err() == nil {
-			wait = min(2*wait, 5*time.Second)
+			wait = backoff.Next()
 			s.cfg.Logger.Warn("order sweep failed; will retry", "err", err, "backoff", wait)
 		} else {
-			wait = s.cfg.SweepEvery
+			backoff.Reset()
 		}
 		t := time.NewTimer(wait)
 		select {

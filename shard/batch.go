@@ -69,24 +69,25 @@ type batcher struct {
 	now     func() time.Time
 	queue   chan *stepCall // nil: no coalescing, each step is its own call
 	stop    chan struct{}
+	done    chan struct{} // closed when the executor has returned
 	onBatch func(int)
 }
 
 func newBatcher(sh *Shard, script *redis.Script, cfg Config) *batcher {
 	b := &batcher{sh: sh, script: script, timeout: cfg.Timeout, now: cfg.Now, onBatch: cfg.OnBatch}
 	if cfg.Coalesce {
-		b.queue, b.stop = make(chan *stepCall, 4096), make(chan struct{})
+		b.queue, b.stop, b.done = make(chan *stepCall, 4096), make(chan struct{}), make(chan struct{})
 		go b.loop()
 	}
 	return b
 }
 
-// run runs one step and returns its status. The wait ends with the
+// submit runs one step and returns its status. The wait ends with the
 // answer, with ctx, or with the per-call deadline: a step still queued when
 // its deadline passes is answered errStepDeadline unsent, and the round
 // trip carrying it has the deadline too, so a frozen shard holds a caller
 // about two deadlines at most. No timer per step: the executor keeps time.
-func (b *batcher) run(ctx context.Context, st step) (string, error) {
+func (b *batcher) submit(ctx context.Context, st step) (string, error) {
 	c := &stepCall{ctx: ctx, deadline: time.Now().Add(b.timeout), step: st, done: make(chan stepResult, 1)}
 	if b.queue == nil {
 		ctx, cancel := context.WithDeadline(ctx, c.deadline)
@@ -109,6 +110,7 @@ func (b *batcher) run(ctx context.Context, st step) (string, error) {
 }
 
 func (b *batcher) loop() {
+	defer close(b.done)
 	batch := make([]*stepCall, 0, maxBatch)
 	for {
 		select {
@@ -238,8 +240,11 @@ func (g *group) deliver(v any, err error) {
 	}
 }
 
+// close stops the executor and waits until it has returned (its round
+// trip in flight done), so the client can be closed after it.
 func (b *batcher) close() {
 	if b.stop != nil {
 		close(b.stop)
+		<-b.done
 	}
 }

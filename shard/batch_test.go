@@ -30,7 +30,7 @@ func TestBatcherDropsStepsWhoseCallerLeft(t *testing.T) {
 	b := newBatcher(sh, lua.NewScripts().Purchase, Config{Timeout: 5 * time.Second, Now: time.Now, Coalesce: true})
 	t.Cleanup(b.close)
 	buy := func(ctx context.Context, user string) (string, error) {
-		return b.run(ctx, step{product: "drop", op: opPurchase, user: user, id: "r-" + user})
+		return b.submit(ctx, step{product: "drop", op: opPurchase, user: user, id: "r-" + user})
 	}
 	if _, err := buy(ctx, "warm"); err != nil {
 		t.Fatal(err) // the script is loaded before the freeze

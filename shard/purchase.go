@@ -156,7 +156,7 @@ func (s *Set) reserve(ctx context.Context, p *shardstock.Product, user, id strin
 	if soldOut && doubt == 0 { // with a doubt, the id may hold a unit on a shard marked empty
 		return -1, shardstock.ErrSoldOut
 	}
-	a := attempt{run: s.stepOn, product: p.ID, user: user, id: id, n: n,
+	a := attempt{send: s.stepOn, product: p.ID, user: user, id: id, n: n,
 		home: s.home(user, n).Index, skip: skip, doubt: doubt, onFailover: s.cfg.OnFailover}
 	a.first = a.home
 	if s.cfg.Start == StartRandom {
@@ -208,7 +208,7 @@ func (s *Set) runStep(ctx context.Context, sh *Shard, st step) (string, error) {
 		s.observe(sh.Index, errFenced)
 		return "", errFenced
 	}
-	status, err := sh.steps.run(ctx, st)
+	status, err := sh.steps.submit(ctx, st)
 	s.observe(sh.Index, err)
 	return status, err
 }

@@ -99,7 +99,7 @@ func (s *Set) rebuild(ctx context.Context, p *shardstock.Product, home *Shard, m
 	for user, ids := range claims {
 		args = append(args, user, strings.Join(ids, " "))
 	}
-	v, err := s.run(ctx, home, s.scripts.Register, []string{keysFor(p.ID).claims}, args...)
+	v, err := s.runScript(ctx, home, s.scripts.Register, []string{keysFor(p.ID).claims}, args...)
 	if err != nil {
 		return fmt.Errorf("register rebuild: shard %d: %w", home.Index, err)
 	}

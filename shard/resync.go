@@ -120,7 +120,7 @@ func (s *Set) RestoreHold(ctx context.Context, i int, o shardstock.Order, atMS i
 	if o.Status == shardstock.StatusPaid {
 		state = "S"
 	}
-	v, err := s.run(ctx, s.shards[i], s.scripts.RestoreHold, []string{k.stock, k.holds}, o.ID, o.UserID, atMS, state)
+	v, err := s.runScript(ctx, s.shards[i], s.scripts.RestoreHold, []string{k.stock, k.holds}, o.ID, o.UserID, atMS, state)
 	if err != nil {
 		return false, fmt.Errorf("shard %d: restore hold %s: %w", i, o.ID, err)
 	}

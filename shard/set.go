@@ -192,9 +192,9 @@ func (s *Set) Close() error {
 	return errs.ErrorOrNil()
 }
 
-// run runs script on shard sh under the per-call deadline and reports the
+// runScript runs script on shard sh under the per-call deadline and reports the
 // outcome to Health.
-func (s *Set) run(ctx context.Context, sh *Shard, script *redis.Script, keys []string, args ...any) (any, error) {
+func (s *Set) runScript(ctx context.Context, sh *Shard, script *redis.Script, keys []string, args ...any) (any, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 	v, err := script.Run(ctx, sh.Client, keys, args...).Result()

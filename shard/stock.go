@@ -45,7 +45,7 @@ func (s *Set) Init(ctx context.Context, i int, product string, a Allocation) (cr
 	if a.Initialised {
 		known = "1"
 	}
-	v, err := s.run(ctx, sh, s.scripts.Init, []string{k.stock, k.claims},
+	v, err := s.runScript(ctx, sh, s.scripts.Init, []string{k.stock, k.claims},
 		a.Alloc, a.Limit, a.StartsMS, a.EndsMS, a.Definition, a.Epoch, known)
 	if err != nil {
 		return false, fmt.Errorf("shard %d: init: %w", i, err)
@@ -110,7 +110,7 @@ func (c *Counters) parse(v []any) error {
 // ErrHoldReleased when it was released, ErrUnknownHold when there is none.
 func (s *Set) Confirm(ctx context.Context, i int, product, id string) (changed bool, err error) {
 	k := keysFor(product)
-	v, err := s.run(ctx, s.shards[i], s.scripts.Confirm, []string{k.stock, k.holds}, id)
+	v, err := s.runScript(ctx, s.shards[i], s.scripts.Confirm, []string{k.stock, k.holds}, id)
 	if err != nil {
 		return false, fmt.Errorf("shard %d: confirm: %w", i, err)
 	}
@@ -122,7 +122,7 @@ func (s *Set) Confirm(ctx context.Context, i int, product, id string) (changed b
 // ErrHoldSold when it was sold, ErrUnknownHold when there is none.
 func (s *Set) Release(ctx context.Context, i int, product, id string) (changed bool, err error) {
 	k := keysFor(product)
-	v, err := s.run(ctx, s.shards[i], s.scripts.Release, []string{k.stock, k.holds}, id)
+	v, err := s.runScript(ctx, s.shards[i], s.scripts.Release, []string{k.stock, k.holds}, id)
 	if err != nil {
 		return false, fmt.Errorf("shard %d: release: %w", i, err)
 	}
@@ -168,7 +168,7 @@ func (s *Set) call(ctx context.Context, sh *Shard, f func(context.Context) error
 // the first answer. Errors: ErrNotOnShard, transport errors.
 func (s *Set) TransferOut(ctx context.Context, i int, product, id string, units int64, to int) (int64, error) {
 	k := keysFor(product)
-	v, err := s.run(ctx, s.shards[i], s.scripts.TransferOut, []string{k.stock, k.transfers}, id, units, to)
+	v, err := s.runScript(ctx, s.shards[i], s.scripts.TransferOut, []string{k.stock, k.transfers}, id, units, to)
 	if err != nil {
 		return 0, fmt.Errorf("shard %d: transfer out: %w", i, err)
 	}
@@ -182,7 +182,7 @@ func (s *Set) TransferOut(ctx context.Context, i int, product, id string, units 
 // TransferIn adds transfer id's units of product to shard i, once.
 func (s *Set) TransferIn(ctx context.Context, i int, product, id string, units int64, from int) error {
 	k := keysFor(product)
-	v, err := s.run(ctx, s.shards[i], s.scripts.TransferIn, []string{k.stock, k.transfers}, id, units, from)
+	v, err := s.runScript(ctx, s.shards[i], s.scripts.TransferIn, []string{k.stock, k.transfers}, id, units, from)
 	if err != nil {
 		return fmt.Errorf("shard %d: transfer in: %w", i, err)
 	}
@@ -200,7 +200,7 @@ var ErrNotOnShard = errors.New("product not on this shard")
 // SetWindow moves product's sale window on shard i (the scripts judge
 // purchases by it); 0 is no bound. Errors: ErrNotOnShard, transport errors.
 func (s *Set) SetWindow(ctx context.Context, i int, product string, startsMS, endsMS int64) error {
-	v, err := s.run(ctx, s.shards[i], s.scripts.Window, []string{keysFor(product).stock}, startsMS, endsMS)
+	v, err := s.runScript(ctx, s.shards[i], s.scripts.Window, []string{keysFor(product).stock}, startsMS, endsMS)
 	if err != nil {
 		return fmt.Errorf("shard %d: window: %w", i, err)
 	}
@@ -254,7 +254,7 @@ const budgetKey = "ss:order-budget"
 func (s *Set) TakeBudget(ctx context.Context, rate float64, burst, want int) (int, error) {
 	var errs error
 	for _, sh := range s.shards {
-		v, err := s.run(ctx, sh, s.scripts.Budget, []string{budgetKey}, rate, burst, want)
+		v, err := s.runScript(ctx, sh, s.scripts.Budget, []string{budgetKey}, rate, burst, want)
 		if err != nil {
 			errs = errors.Join(errs, fmt.Errorf("shard %d: budget: %w", sh.Index, err))
 			continue

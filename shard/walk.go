@@ -61,7 +61,7 @@ const maxResolves = 2
 
 // attempt is one purchase's walk over the shards.
 type attempt struct {
-	run            stepFunc
+	send            stepFunc
 	product        string
 	user, id       string
 	asOf           string // unix ms the sale window is checked at; "": now
@@ -188,7 +188,7 @@ func (a *attempt) reserveOn(ctx context.Context, i int) (done bool, err error) {
 // in doubt, its bit is set in a.doubt.
 func (a *attempt) call(ctx context.Context, i int, op string) (string, error) {
 	for round := 0; ; round++ {
-		status, err := a.run(ctx, i, step{product: a.product, op: op, user: a.user, id: a.id, asOf: a.asOf, gen: a.gens[i]})
+		status, err := a.send(ctx, i, step{product: a.product, op: op, user: a.user, id: a.id, asOf: a.asOf, gen: a.gens[i]})
 		unknown := err != nil && !notSent(err)
 		if op != opPurchase && op != opReserve {
 			a.uncertain = a.uncertain || unknown
@@ -219,7 +219,7 @@ func (a *attempt) call(ctx context.Context, i int, op string) (string, error) {
 // there; otherwise the id is fenced there under a new generation, which
 // the walk's next step on i carries.
 func (a *attempt) resolve(ctx context.Context, i int) (held bool, err error) {
-	status, err := a.run(ctx, i, step{product: a.product, op: opResolve, user: a.user, id: a.id})
+	status, err := a.send(ctx, i, step{product: a.product, op: opResolve, user: a.user, id: a.id})
 	if err != nil {
 		return false, err
 	}

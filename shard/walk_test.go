@@ -145,7 +145,7 @@ func TestWalkDecidesFromTheShardsAnswers(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			s := &script{t: t, answers: tc.answers}
-			a := attempt{run: s.run, product: "p", user: "u", id: "r1", n: 3, home: 0, first: tc.first, skip: tc.skip, doubt: tc.doubt}
+			a := attempt{send: s.run, product: "p", user: "u", id: "r1", n: 3, home: 0, first: tc.first, skip: tc.skip, doubt: tc.doubt}
 			idx, err := a.walk(context.Background())
 			if got := strings.Join(s.sent, " "); got != tc.sent {
 				t.Errorf("steps sent %q, want %q", got, tc.sent)

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/shardstock/shardstock"
+	"github.com/shardstock/shardstock/ha"
 )
 
 // The disk spool takes purchases when no shard can (seed: "write the
@@ -77,11 +78,11 @@ type Config struct {
 
 // record is one frame's payload: a purchase, or an outcome.
 type record struct {
-	Kind   string       `json:"k"` // "req", "doubt" (Doubt of a pending purchase grew) or "done"
+	Kind   string  `json:"k"` // "req", "doubt" (Doubt of a pending purchase grew) or "done"
 	Entry  *Entry  `json:"e,omitempty"`
-	Ticket string       `json:"t,omitempty"`
+	Ticket string  `json:"t,omitempty"`
 	Result *Result `json:"r,omitempty"`
-	Doubt  uint64       `json:"d,omitempty"`
+	Doubt  uint64  `json:"d,omitempty"`
 }
 
 // Spool is the disk spool. Safe for concurrent use.
@@ -93,7 +94,7 @@ type Spool struct {
 	mu      sync.Mutex // guards the fields below and writes to f
 	f       *os.File
 	size    int64
-	pending []Entry           // arrival order
+	pending []Entry                // arrival order
 	tickets map[string]*ticketInfo // ticket -> entry and outcome
 	seq     int64                  // arrivals so far
 	byBuyer map[string]int         // pending entries per product and buyer
@@ -421,7 +422,7 @@ func (s *Spool) Run(ctx context.Context, replay Replayer) {
 			s.replayed(r, inflight, waits)
 		}
 	}()
-	writeBackoff := time.Duration(0)
+	writeBackoff := ha.Backoff{Min: 250 * time.Millisecond, Max: 5 * time.Second}
 	failing := false
 	for ctx.Err() == nil {
 		if err := s.flush(); err != nil {
@@ -429,18 +430,18 @@ func (s *Spool) Run(ctx context.Context, replay Replayer) {
 				s.cfg.Logger.Error("spool: cannot write replay outcomes; replay waits until the disk takes them", "err", err)
 			}
 			failing = true
-			writeBackoff = nextBackoff(writeBackoff)
 			select {
 			case <-ctx.Done():
 			case r := <-results:
 				s.replayed(r, inflight, waits)
-			case <-time.After(writeBackoff):
+			case <-time.After(writeBackoff.Next()):
 			}
 			continue
 		}
 		if failing {
 			s.cfg.Logger.Info("spool: outcomes written again; replay goes on")
-			failing, writeBackoff = false, 0
+			failing = false
+			writeBackoff.Reset()
 		}
 		now := time.Now()
 		ready, soonest := s.ready(s.cfg.Workers-len(inflight), inflight, waits, now)
@@ -475,11 +476,7 @@ type replayed struct {
 // retry is when a purchase the replayer could not decide is tried again.
 type retry struct {
 	at      time.Time
-	backoff time.Duration
-}
-
-func nextBackoff(d time.Duration) time.Duration {
-	return min(max(2*d, 250*time.Millisecond), 5*time.Second)
+	backoff ha.Backoff
 }
 
 // replayed records r (Run's goroutine only: it owns inflight and waits).
@@ -492,12 +489,12 @@ func (s *Spool) replayed(r replayed, inflight map[string]bool, waits map[string]
 	if r.err != nil {
 		w := waits[t]
 		if w == nil {
-			w = &retry{}
+			w = &retry{backoff: ha.Backoff{Min: 250 * time.Millisecond, Max: 5 * time.Second}}
 			waits[t] = w
 		}
-		w.backoff = nextBackoff(w.backoff)
-		w.at = time.Now().Add(w.backoff)
-		s.cfg.Logger.Debug("spool: replay must wait", "ticket", t, "err", r.err, "backoff", w.backoff)
+		d := w.backoff.Next()
+		w.at = time.Now().Add(d)
+		s.cfg.Logger.Debug("spool: replay must wait", "ticket", t, "err", r.err, "backoff", d)
 		return
 	}
 	delete(waits, t)

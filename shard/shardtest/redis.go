@@ -46,8 +46,8 @@ func StartWith(t testing.TB, n int, opts Options) *Redis {
 	for range n {
 		r.Ports = append(r.Ports, freePort(t))
 	}
-	r.run("start", r.Ports...)
-	t.Cleanup(func() { r.run("thaw", r.Ports...); r.run("kill", r.Ports...) })
+	r.deploy("start", r.Ports...)
+	t.Cleanup(func() { r.deploy("thaw", r.Ports...); r.deploy("kill", r.Ports...) })
 	return r
 }
 
@@ -69,22 +69,22 @@ func (r *Redis) URLs() []string {
 }
 
 // Kill SIGKILLs master i (a crash).
-func (r *Redis) Kill(i int) { r.run("kill", r.Ports[i]) }
+func (r *Redis) Kill(i int) { r.deploy("kill", r.Ports[i]) }
 
 // Restart starts master i again from its data dir (its AOF).
-func (r *Redis) Restart(i int) { r.run("start", r.Ports[i]) }
+func (r *Redis) Restart(i int) { r.deploy("start", r.Ports[i]) }
 
 // Wipe restarts master i without its data (a shard that lost it).
-func (r *Redis) Wipe(i int) { r.run("wipe", r.Ports[i]) }
+func (r *Redis) Wipe(i int) { r.deploy("wipe", r.Ports[i]) }
 
 // Freeze SIGSTOPs master i (it hangs: connections stay open, nothing
 // answers); Thaw resumes it.
-func (r *Redis) Freeze(i int) { r.run("freeze", r.Ports[i]) }
+func (r *Redis) Freeze(i int) { r.deploy("freeze", r.Ports[i]) }
 
 // Thaw SIGCONTs master i.
-func (r *Redis) Thaw(i int) { r.run("thaw", r.Ports[i]) }
+func (r *Redis) Thaw(i int) { r.deploy("thaw", r.Ports[i]) }
 
-func (r *Redis) run(cmd string, ports ...int) {
+func (r *Redis) deploy(cmd string, ports ...int) {
 	r.t.Helper()
 	ps := make([]string, len(ports))
 	for i, p := range ports {
