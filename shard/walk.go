@@ -61,7 +61,7 @@ const maxResolves = 2
 
 // attempt is one purchase's walk over the shards.
 type attempt struct {
-	send            stepFunc
+	send           stepFunc
 	product        string
 	user, id       string
 	asOf           string // unix ms the sale window is checked at; "": now
