@@ -2,6 +2,7 @@ package shardstock
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -155,3 +156,15 @@ type Transfer struct {
 	Moved     int64  `json:"moved"`
 	State     string `json:"state"`
 }
+
+// NewOrder is one order row to write for a reservation: the product's
+// per-user limit and the status to write (awaiting_payment, or failed).
+type NewOrder struct {
+	Event  ReservationEvent
+	Limit  int64
+	Status string
+}
+
+// ErrOrderExists: an order with that reservation id exists already (the
+// order store's answer to a second insert).
+var ErrOrderExists = errors.New("order exists")

@@ -22,7 +22,7 @@ import (
 //go:embed web
 var web embed.FS
 
-// Sessions finds the session to show on the front page (order.Store).
+// Sessions finds the session to show on the front page (sqlstore.Store).
 type Sessions interface {
 	CurrentSession(ctx context.Context, now time.Time) (*shardstock.Session, error)
 }

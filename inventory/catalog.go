@@ -43,7 +43,7 @@ type Store interface {
 var _ Store = (*shard.Set)(nil)
 
 // Catalog is the durable product catalog and the sale sessions
-// (order.Store, in SQL).
+// (sqlstore.Store).
 type Catalog interface {
 	SaveSession(ctx context.Context, s shardstock.Session) (created bool, err error)
 	Sessions(ctx context.Context) ([]shardstock.Session, error)

@@ -30,7 +30,7 @@ import (
 // change is obeyed everywhere within a second, with no Redis call per
 // purchase: the purchase path checks the cached product (Product.Open).
 
-// Controls is the catalog of the operators' changes (order.Store).
+// Controls is the catalog of the operators' changes (sqlstore.Store).
 type Controls interface {
 	ProductControls(ctx context.Context) (map[string]shardstock.Controls, error)
 	SetPaused(ctx context.Context, id string, paused bool) error

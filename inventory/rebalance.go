@@ -11,7 +11,7 @@ import (
 	"github.com/shardstock/shardstock/shard"
 )
 
-// Transfers is the durable transfer log and drain list (order.Store).
+// Transfers is the durable transfer log and drain list (sqlstore.Store).
 type Transfers interface {
 	// StartTransfer records t before its first step and returns the record:
 	// t, or the transfer recorded under its id before (a retried request).

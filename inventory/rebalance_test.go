@@ -8,16 +8,16 @@ import (
 	"time"
 
 	"github.com/shardstock/shardstock"
-	"github.com/shardstock/shardstock/order"
 	"github.com/shardstock/shardstock/shard"
 	"github.com/shardstock/shardstock/shard/shardtest"
+	"github.com/shardstock/shardstock/sqlstore"
 )
 
 type fixture struct {
 	t     *testing.T
 	redis *shardtest.Redis
 	set   *shard.Set
-	store *order.Store
+	store *sqlstore.Store
 	svc   *Service
 	start int
 }
@@ -30,7 +30,7 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { set.Close() })
-	store, err := order.Open("sqlite:" + t.TempDir() + "/o.db")
+	store, err := sqlstore.Open("sqlite:" + t.TempDir() + "/o.db")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 	"github.com/shardstock/shardstock"
 )
 
-// Ledger is the order side of reconcile (order.Store).
+// Ledger is the order side of reconcile (sqlstore.Store).
 type Ledger interface {
 	CountsByShard(ctx context.Context, product string) (map[int]shardstock.OrderCounts, error)
 	// Resettle marks the final orders of product held on shards for

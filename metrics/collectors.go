@@ -114,7 +114,7 @@ func (c *ShardCollector) collectShard(ch chan<- prometheus.Metric, sh shard.Shar
 	}
 }
 
-// OrderCounter counts orders by status (order.Store).
+// OrderCounter counts orders by status (sqlstore.Store).
 type OrderCounter interface {
 	CountAllByStatus(ctx context.Context) (map[string]int64, error)
 }

@@ -3,11 +3,8 @@ package order
 import (
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -16,57 +13,9 @@ import (
 	"time"
 
 	"github.com/shardstock/shardstock"
+	"github.com/shardstock/shardstock/sqlstore"
+	"github.com/shardstock/shardstock/sqlstore/sqlstoretest"
 )
-
-// stores returns a migrated SQLite store, and a MariaDB one on a fresh
-// database when SHARDSTOCK_TEST_MYSQL names a server (make test does).
-func stores(t *testing.T) map[string]*Store {
-	t.Helper()
-	out := map[string]*Store{"sqlite": openTest(t, "sqlite:"+t.TempDir()+"/orders.db")}
-	base := os.Getenv("SHARDSTOCK_TEST_MYSQL")
-	if base == "" {
-		if os.Getenv("SHARDSTOCK_TEST_REQUIRE_ALL") == "1" {
-			t.Fatal("SHARDSTOCK_TEST_MYSQL is not set")
-		}
-		t.Log("SHARDSTOCK_TEST_MYSQL not set: MariaDB cases skipped (make test sets it)")
-		return out
-	}
-	admin, err := Open(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	name := "t_" + randomHex(6)
-	if _, err := admin.db.Exec("CREATE DATABASE " + name); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if a, err := Open(base); err == nil {
-			a.db.Exec("DROP DATABASE " + name)
-			a.Close()
-		}
-	})
-	out["mariadb"] = openTest(t, strings.TrimSuffix(base, "/")+"/"+name)
-	return out
-}
-
-func openTest(t *testing.T, dsn string) *Store {
-	s, err := Open(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	if err := s.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	rand.Read(b)
-	return hex.EncodeToString(b)
-}
 
 // recordingSettler is a fake settlement bus: it records what was published.
 type recordingSettler struct {
@@ -93,13 +42,13 @@ func (r *recordingSettler) all() []shardstock.Settlement {
 
 type harness struct {
 	t       *testing.T
-	store   *Store
+	store   *sqlstore.Store
 	svc     *Service
 	settler *recordingSettler
 	now     atomic.Int64
 }
 
-func newHarness(t *testing.T, store *Store, limit int64) *harness {
+func newHarness(t *testing.T, store *sqlstore.Store, limit int64) *harness {
 	h := &harness{t: t, store: store, settler: &recordingSettler{}}
 	h.now.Store(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC).UnixMilli())
 	h.svc = NewService(store, h.settler, nil, Config{PayTimeout: 15 * time.Minute, FailFastAge: 30 * time.Minute,
@@ -139,28 +88,14 @@ func (h *harness) settle() []shardstock.Settlement {
 	return h.settler.all()
 }
 
-func forEachStore(t *testing.T, f func(t *testing.T, s *Store)) {
-	for name, s := range stores(t) {
+func forEachStore(t *testing.T, f func(t *testing.T, s *sqlstore.Store)) {
+	for name, s := range sqlstoretest.Stores(t) {
 		t.Run(name, func(t *testing.T) { f(t, s) })
 	}
 }
 
-func TestMigrateTwice(t *testing.T) {
-	forEachStore(t, func(t *testing.T, s *Store) {
-		if err := s.Migrate(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		files, _ := fs.Glob(migrations, "migrations/*.sql")
-		var n int
-		s.db.QueryRow(`SELECT COUNT(*) FROM schema_migrations`).Scan(&n)
-		if n != len(files) || n < 2 {
-			t.Fatalf("%d migrations recorded, want one per file (%d)", n, len(files))
-		}
-	})
-}
-
 func TestIngestIsIdempotent(t *testing.T) {
-	forEachStore(t, func(t *testing.T, s *Store) {
+	forEachStore(t, func(t *testing.T, s *sqlstore.Store) {
 		h := newHarness(t, s, 1)
 		ev := h.event("r1", "alice", 0)
 		h.ingest(ev)
@@ -188,7 +123,7 @@ func TestIngestIsIdempotent(t *testing.T) {
 }
 
 func TestPerUserLimitLastGuard(t *testing.T) {
-	forEachStore(t, func(t *testing.T, s *Store) {
+	forEachStore(t, func(t *testing.T, s *sqlstore.Store) {
 		h := newHarness(t, s, 2)
 		for i := 1; i <= 3; i++ {
 			h.ingest(h.event(fmt.Sprintf("r%d", i), "bob", i%3))
@@ -212,7 +147,7 @@ func TestPerUserLimitLastGuard(t *testing.T) {
 }
 
 func TestConcurrentOrdersOfOneBuyer(t *testing.T) {
-	forEachStore(t, func(t *testing.T, s *Store) {
+	forEachStore(t, func(t *testing.T, s *sqlstore.Store) {
 		h := newHarness(t, s, 3)
 		var wg sync.WaitGroup
 		for i := 0; i < 12; i++ {
@@ -244,11 +179,11 @@ func TestPayCancelTransitions(t *testing.T) {
 		{"two fails", []step{{"fail", nil, "cancelled"}, {"fail", nil, "cancelled"}}, shardstock.Release},
 		{"cancel then fail", []step{{"cancel", nil, "cancelled"}, {"fail", nil, "cancelled"}}, shardstock.Release},
 	}
-	forEachStore(t, func(t *testing.T, s *Store) {
+	forEachStore(t, func(t *testing.T, s *sqlstore.Store) {
 		for n, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
 				h := newHarness(t, s, 100)
-				id := fmt.Sprintf("%s-%d", randomHex(4), n)
+				id := fmt.Sprintf("%s-%d", rand.Text()[:8], n)
 				h.ingest(h.event(id, "dave", 1))
 				for _, st := range tc.steps {
 					var o *shardstock.Order
@@ -279,7 +214,7 @@ func TestPayCancelTransitions(t *testing.T) {
 }
 
 func TestCancelRacingPayEndsInOneState(t *testing.T) {
-	forEachStore(t, func(t *testing.T, s *Store) {
+	forEachStore(t, func(t *testing.T, s *sqlstore.Store) {
 		h := newHarness(t, s, 100)
 		for i := 0; i < 20; i++ {
 			id := fmt.Sprintf("race%d", i)
@@ -313,7 +248,7 @@ func TestCancelRacingPayEndsInOneState(t *testing.T) {
 }
 
 func TestOwnerOnly(t *testing.T) {
-	forEachStore(t, func(t *testing.T, s *Store) {
+	forEachStore(t, func(t *testing.T, s *sqlstore.Store) {
 		h := newHarness(t, s, 1)
 		h.ingest(h.event("mine", "frank", 0))
 		if _, err := h.svc.Get(context.Background(), "mine", "mallory"); !errors.Is(err, shardstock.ErrNotFound) {
@@ -329,7 +264,7 @@ func TestOwnerOnly(t *testing.T) {
 }
 
 func TestPaymentTimeoutAndFailFast(t *testing.T) {
-	forEachStore(t, func(t *testing.T, s *Store) {
+	forEachStore(t, func(t *testing.T, s *sqlstore.Store) {
 		h := newHarness(t, s, 5)
 		h.ingest(h.event("slow", "gina", 0))
 		h.ingest(h.event("quick", "gina", 1))
@@ -359,7 +294,7 @@ func TestPaymentTimeoutAndFailFast(t *testing.T) {
 }
 
 func TestSettlementsWaitForTheBus(t *testing.T) {
-	forEachStore(t, func(t *testing.T, s *Store) {
+	forEachStore(t, func(t *testing.T, s *sqlstore.Store) {
 		h := newHarness(t, s, 5)
 		h.ingest(h.event("w1", "hank", 0))
 		h.svc.Pay(context.Background(), "w1", "hank", true)
@@ -380,7 +315,7 @@ func TestSettlementsWaitForTheBus(t *testing.T) {
 // A batch decides every reservation as Ingest would alone: the per-user
 // limit's guard within the batch, fail-fast, repeats and second holds.
 func TestIngestBatchDecidesLikeIngest(t *testing.T) {
-	forEachStore(t, func(t *testing.T, s *Store) {
+	forEachStore(t, func(t *testing.T, s *sqlstore.Store) {
 		h := newHarness(t, s, 1)
 		h.ingest(h.event("old1", "dave", 1))
 		stale := h.event("stale", "erin", 0)
@@ -415,7 +350,7 @@ func TestIngestBatchDecidesLikeIngest(t *testing.T) {
 }
 
 func TestIngestBatchStopsAtAnUnknownProduct(t *testing.T) {
-	forEachStore(t, func(t *testing.T, s *Store) {
+	forEachStore(t, func(t *testing.T, s *sqlstore.Store) {
 		h := newHarness(t, s, 1)
 		bad := h.event("x2", "ivan", 0)
 		bad.ProductID = "nosuch"
@@ -432,7 +367,7 @@ func TestIngestBatchStopsAtAnUnknownProduct(t *testing.T) {
 // Overlapping batches of one buyer, from concurrent consumers: the limit's
 // last guard holds whether a batch commits whole or falls back row by row.
 func TestConcurrentBatchesOfOneBuyer(t *testing.T) {
-	forEachStore(t, func(t *testing.T, s *Store) {
+	forEachStore(t, func(t *testing.T, s *sqlstore.Store) {
 		h := newHarness(t, s, 3)
 		var wg sync.WaitGroup
 		for g := 0; g < 4; g++ {
@@ -479,7 +414,7 @@ func (h *homeShards) GiveBack(_ context.Context, _ *shardstock.Product, _, id st
 // settlement waits for it (settlements are published first, whatever the
 // homes do).
 func TestClaimsOfReleasedOrdersGoBackDurably(t *testing.T) {
-	forEachStore(t, func(t *testing.T, s *Store) {
+	forEachStore(t, func(t *testing.T, s *sqlstore.Store) {
 		h := newHarness(t, s, 1)
 		homes := &homeShards{}
 		h.svc.cfg.Claims = homes
@@ -527,7 +462,7 @@ func sorted(xs []string) []string {
 // "Bob" both hold a unit under a limit of 1, "BOB" cannot cancel bob's
 // order, and an order id in another case is not found.
 func TestIdsAreComparedExactly(t *testing.T) {
-	forEachStore(t, func(t *testing.T, s *Store) {
+	forEachStore(t, func(t *testing.T, s *sqlstore.Store) {
 		h := newHarness(t, s, 1)
 		h.ingest(h.event("o-bob", "bob", 0))
 		h.ingest(h.event("o-Bob", "Bob", 1))
@@ -553,7 +488,7 @@ func TestIdsAreComparedExactly(t *testing.T) {
 // a whole window, shown to the buyer as pay_by (issue: the order pipeline
 // under partial outages, item 3).
 func TestPaymentWindowStartsWhenTheOrderIsWritten(t *testing.T) {
-	forEachStore(t, func(t *testing.T, s *Store) {
+	forEachStore(t, func(t *testing.T, s *sqlstore.Store) {
 		h := newHarness(t, s, 5)
 		late := h.event("late", "lou", 0)
 		late.AtMS -= (20 * time.Minute).Milliseconds()

@@ -12,6 +12,8 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/shardstock/shardstock"
+	"github.com/shardstock/shardstock/sqlstore"
+	"github.com/shardstock/shardstock/sqlstore/sqlstoretest"
 )
 
 // holdsAt is a fake HoldFinder: the reservations it knows are on shard 0.
@@ -34,7 +36,7 @@ func paymentBody(id, result string, amount int64, txn string) []byte {
 // ErrPaymentRefused (dead-lettered by the consumer), and what cannot be
 // decided yet is any other error (delivered again).
 func TestPaymentMessages(t *testing.T) {
-	forEachStore(t, func(t *testing.T, s *Store) {
+	forEachStore(t, func(t *testing.T, s *sqlstore.Store) {
 		h := newHarness(t, s, 5)
 		holds := holdsAt{}
 		h.svc.holds = holds
@@ -136,7 +138,7 @@ func (c *countingHolds) FindHold(ctx context.Context, p []string, id string) (st
 // fail-fast age) is answered from the order table alone, with no look at
 // the shards; a recent one is looked for there.
 func TestUnknownOrderIsOneRead(t *testing.T) {
-	h := newHarness(t, openTest(t, "sqlite:"+t.TempDir()+"/o.db"), 1)
+	h := newHarness(t, sqlstoretest.Open(t, "sqlite:"+t.TempDir()+"/o.db"), 1)
 	holds := &countingHolds{holdsAt: holdsAt{}}
 	h.svc.holds = holds
 	now := time.UnixMilli(h.now.Load())

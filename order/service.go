@@ -1,3 +1,11 @@
+// Package order is the order service: it turns reservations into order
+// rows (idempotently), runs the order state machine (awaiting payment ->
+// paid | cancelled, or failed), cancels unpaid orders after the payment
+// timeout, applies payment results, and publishes each final state as a
+// settlement for the shard that holds the unit. The order row is the
+// source of truth. Its ports — the order table (Store), the settlement
+// transport, the shards' holds, claims and budget — are interfaces here;
+// it imports the domain (package shardstock) and ha, no adapter.
 package order
 
 import (
@@ -24,6 +32,28 @@ import (
 // have (another deployment shares the broker, or the catalog was reset).
 // Retrying at once cannot help; the message must be kept for an operator.
 var ErrUnknownProduct = errors.New("product not in the catalog")
+
+// Store is the order table and what the service reads of the catalog
+// (sqlstore.Store). Insert writes a reservation's row and returns the
+// status written, or shardstock.ErrOrderExists; InsertBatch writes several
+// in one commit (nil error: all decided) and returns their statuses;
+// Transition moves an order out of awaiting_payment and reports whether
+// this call did; RecordTransaction puts a payment's transaction id on
+// record and returns the order it was on record for before ("" if none).
+type Store interface {
+	Order(ctx context.Context, id string) (*shardstock.Order, error)
+	Insert(ctx context.Context, ev shardstock.ReservationEvent, limit int64, status string, now, payBy time.Time) (string, error)
+	InsertBatch(ctx context.Context, rows []shardstock.NewOrder, now, payBy time.Time) ([]string, error)
+	Transition(ctx context.Context, id, user, status string, now time.Time) (bool, error)
+	CancelExpired(ctx context.Context, cutoff, now time.Time) (int64, error)
+	Unsettled(ctx context.Context, limit int, skip []int) ([]shardstock.Order, error)
+	MarkSettled(ctx context.Context, id, status string) error
+	ClaimsPending(ctx context.Context, limit int) ([]shardstock.Order, error)
+	MarkClaimReturned(ctx context.Context, id string) error
+	RecordTransaction(ctx context.Context, transaction, id string) (string, error)
+	ProductDefinition(ctx context.Context, id string) (string, error)
+	ProductIDs(ctx context.Context) ([]string, error)
+}
 
 // Settler publishes a settlement to the shard that holds the unit.
 type Settler interface {
@@ -92,7 +122,7 @@ func (c *Config) fill() {
 
 // Service is the order service. Safe for concurrent use.
 type Service struct {
-	store   *Store
+	store   Store
 	settler Settler
 	holds   HoldFinder
 	limiter *rate.Limiter
@@ -104,7 +134,7 @@ type Service struct {
 }
 
 // NewService returns a Service; holds may be nil (no pending lookups).
-func NewService(store *Store, settler Settler, holds HoldFinder, cfg Config) *Service {
+func NewService(store Store, settler Settler, holds HoldFinder, cfg Config) *Service {
 	cfg.fill()
 	burst := max(1, int(cfg.Rate/10))
 	return &Service{store: store, settler: settler, holds: holds, cfg: cfg,
@@ -138,7 +168,7 @@ func (s *Service) Ingest(ctx context.Context, ev shardstock.ReservationEvent) er
 	}
 	now := s.cfg.Now()
 	written, err := s.store.Insert(ctx, ev, limit, status, now, now.Add(s.cfg.PayTimeout))
-	if errors.Is(err, errExists) {
+	if errors.Is(err, shardstock.ErrOrderExists) {
 		return s.Ingest(ctx, ev)
 	}
 	if err != nil {
@@ -163,14 +193,14 @@ func (s *Service) IngestBatch(ctx context.Context, evs []shardstock.ReservationE
 	if len(evs) < 2 {
 		return s.ingestEach(ctx, evs)
 	}
-	rows := make([]NewOrder, len(evs))
+	rows := make([]shardstock.NewOrder, len(evs))
 	fresh := 0
 	for i, ev := range evs {
 		limit, err := s.limit(ctx, ev.ProductID)
 		if err != nil {
 			return s.ingestEach(ctx, evs)
 		}
-		rows[i] = NewOrder{Event: ev, Limit: limit, Status: s.firstStatus(ev)}
+		rows[i] = shardstock.NewOrder{Event: ev, Limit: limit, Status: s.firstStatus(ev)}
 		if rows[i].Status == shardstock.StatusAwaitingPayment {
 			fresh++
 		}

@@ -37,7 +37,7 @@ import (
 // while the rebuild reads the holds can be missed; the order table's
 // (product, user, seq) key guards that window.
 
-// Ledger is the order table's side of a register rebuild (order.Store).
+// Ledger is the order table's side of a register rebuild (sqlstore.Store).
 type Ledger interface {
 	// InitialisedShards lists the shards on record as initialised for product.
 	InitialisedShards(ctx context.Context, product string) (map[int]bool, error)

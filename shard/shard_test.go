@@ -18,9 +18,9 @@ import (
 
 	"github.com/shardstock/shardstock"
 	"github.com/shardstock/shardstock/inventory"
-	"github.com/shardstock/shardstock/order"
 	"github.com/shardstock/shardstock/shard"
 	"github.com/shardstock/shardstock/shard/shardtest"
+	"github.com/shardstock/shardstock/sqlstore"
 )
 
 // fixture is a shard set over real redis-server masters, with a controllable
@@ -34,7 +34,7 @@ type fixture struct {
 	rr    atomic.Int64
 	now   atomic.Int64 // unix nanos
 	calls atomic.Int64 // Redis calls seen by Health
-	store *order.Store
+	store *sqlstore.Store
 	// noLedger switches the register rebuild's ledger off.
 	noLedger atomic.Bool
 }
@@ -76,7 +76,7 @@ func newFixture(t testing.TB, n int, start ...shard.Start) *fixture {
 	}
 	t.Cleanup(func() { set.Close() })
 	f.set = set
-	store, err := order.Open("sqlite:" + t.TempDir() + "/orders.db")
+	store, err := sqlstore.Open("sqlite:" + t.TempDir() + "/orders.db")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -698,7 +698,7 @@ func openAndDefine(t *testing.T, urls []string, cfg shard.Config, product shards
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { set.Close() })
-	store, err := order.Open("sqlite:" + t.TempDir() + "/o.db")
+	store, err := sqlstore.Open("sqlite:" + t.TempDir() + "/o.db")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,8 +18,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/shardstock/shardstock/order"
 	"github.com/shardstock/shardstock/shard/shardtest"
+	"github.com/shardstock/shardstock/sqlstore"
 )
 
 // coordinator is a shardstock server run as a child process.
@@ -154,7 +154,7 @@ func TestChaos(t *testing.T) {
 	}
 	// payOne pays one order awaiting payment on shard 1 or 2 and waits for
 	// its confirmation there; tried is false when there was none yet.
-	payOne := func(st *order.Store) (tried, done bool) {
+	payOne := func(st *sqlstore.Store) (tried, done bool) {
 		mu.Lock()
 		var cands []response
 		for _, rp := range responses {
@@ -197,7 +197,7 @@ func TestChaos(t *testing.T) {
 	}
 	settleDuringOutage := func() {
 		defer settle.wg.Done()
-		st, err := order.Open(db)
+		st, err := sqlstore.Open(db)
 		if err != nil {
 			settle.why = err.Error()
 			return
@@ -250,11 +250,12 @@ func TestChaos(t *testing.T) {
 	loadTook := time.Since(start)
 
 	// Every spooled purchase is resolved and every reservation relayed.
-	store, err := order.Open(db)
+	store, err := sqlstore.Open(db)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer store.Close()
+	rows := openDB(t, db, nil) // what the API does not show
 	ctx := context.Background()
 	tickets := map[string]string{} // ticket -> order id once reserved
 	waitFor(t, 60*time.Second, "tickets resolved", func() (bool, string) {
@@ -311,7 +312,7 @@ func TestChaos(t *testing.T) {
 	})
 
 	// Pay half of what awaits payment; the rest times out.
-	awaiting, err := store.Query(ctx, `SELECT id, user_id FROM orders WHERE product_id = 'chaos' AND status = 'awaiting_payment'`)
+	awaiting, err := rows.Query(ctx, `SELECT id, user_id FROM orders WHERE product_id = 'chaos' AND status = 'awaiting_payment'`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -374,7 +375,7 @@ func TestChaos(t *testing.T) {
 		"200 answers %d - cancelled %d - failed %d <= stock %d", statuses[200], final["cancelled"], final["failed"], stock)
 	check(len(missing) == 0, "every 200 and every reserved ticket has an order row (%d reservations; %d lost with the wiped shard's unrelayed outbox, at most its allocation %d; %d lost with shard 1's last second in the machine crash)",
 		len(want), len(lostOnWipe), wipedSold, len(lostOnCrash))
-	over, err := store.Query(ctx, `SELECT user_id, COUNT(*) FROM orders WHERE product_id = 'chaos' AND status IN ('awaiting_payment', 'paid') GROUP BY user_id HAVING COUNT(*) > 2`)
+	over, err := rows.Query(ctx, `SELECT user_id, COUNT(*) FROM orders WHERE product_id = 'chaos' AND status IN ('awaiting_payment', 'paid') GROUP BY user_id HAVING COUNT(*) > 2`)
 	check(err == nil && len(over) == 0, "per-user limit %d held in the order table (%d buyers over it)", limit, len(over))
 	check(statuses[500] == 0, "no 500 answers (%d)", statuses[500])
 	check(settle.ok, "a payment on shard %d confirmed there in %s while shard 0 was down %s", settle.shard, settle.took.Round(time.Millisecond), settle.why)

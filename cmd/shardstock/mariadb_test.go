@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/shardstock/shardstock"
-	"github.com/shardstock/shardstock/order"
 	"github.com/shardstock/shardstock/shard/shardtest"
+	"github.com/shardstock/shardstock/sqlstore"
 )
 
 // TestMariaDBGrantsNoMoreThanNeeded (issue 15, item 1), against the MariaDB
@@ -25,14 +25,7 @@ func TestMariaDBGrantsNoMoreThanNeeded(t *testing.T) {
 	test := service(t, "SHARDSTOCK_TEST_MYSQL")
 	dir := service(t, "SHARDSTOCK_MARIADB_DIR")
 	ctx := context.Background()
-	open := func(dsn string) *order.Store {
-		s, err := order.Open(dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}
+	open := func(dsn string) testDB { return openDB(t, dsn, nil) }
 	a := open(app)
 	if _, err := a.Query(ctx, "SELECT 1"); err != nil {
 		t.Fatalf("the application's user cannot log in: %v", err)
@@ -66,8 +59,8 @@ func TestMariaDBGrantsNoMoreThanNeeded(t *testing.T) {
 	}
 	tu.Exec(ctx, "DROP DATABASE e2e_grants_probe")
 	host := app[strings.Index(app, "@tcp("):]
-	if old, err := order.Open("mysql://shardstock:shardstock" + host); err == nil {
-		_, err := old.Query(ctx, "SELECT 1")
+	if old, _, err := sqlstore.Connect("mysql://shardstock:shardstock"+host, nil); err == nil {
+		err := old.PingContext(ctx)
 		old.Close()
 		if err == nil {
 			t.Error("shardstock/shardstock still logs in")
@@ -107,19 +100,15 @@ func TestMariaDBOverTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := order.OpenTLS(dsn, pool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openDB(t, dsn, pool)
 	rows, err := s.Query(context.Background(), "SELECT VARIABLE_VALUE FROM information_schema.SESSION_STATUS WHERE VARIABLE_NAME = 'Ssl_cipher'")
 	if err != nil || len(rows) != 1 || rows[0][0] == "" {
 		t.Fatalf("the session's TLS cipher: %v %v", rows, err)
 	}
 	t.Logf("connected over TLS: %s", rows[0][0])
-	untrusting, err := order.Open(dsn)
+	untrusting, _, err := sqlstore.Connect(dsn, nil)
 	if err == nil {
-		_, err = untrusting.Query(context.Background(), "SELECT 1")
+		err = untrusting.PingContext(context.Background())
 		untrusting.Close()
 	}
 	if err == nil || !strings.Contains(err.Error(), "certificate") {

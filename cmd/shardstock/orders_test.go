@@ -20,9 +20,9 @@ import (
 
 	"github.com/shardstock/shardstock"
 	"github.com/shardstock/shardstock/messaging"
-	"github.com/shardstock/shardstock/order"
 	"github.com/shardstock/shardstock/shard"
 	"github.com/shardstock/shardstock/shard/shardtest"
+	"github.com/shardstock/shardstock/sqlstore/sqlstoretest"
 )
 
 // service returns the address of a shared test service from the
@@ -50,19 +50,7 @@ func testRocketMQ(t testing.TB) string {
 // freshMySQL creates a database of its own for the test on the shared
 // MariaDB and returns its DSN.
 func freshMySQL(t testing.TB) string {
-	base := service(t, "SHARDSTOCK_TEST_MYSQL")
-	s, err := order.Open(base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	b := make([]byte, 6)
-	rand.Read(b)
-	name := "e2e_" + hex.EncodeToString(b)
-	if err := s.Exec(context.Background(), "CREATE DATABASE "+name); err != nil {
-		t.Fatal(err)
-	}
-	return strings.TrimSuffix(base, "/") + "/" + name
+	return sqlstoretest.FreshMySQL(t, service(t, "SHARDSTOCK_TEST_MYSQL"))
 }
 
 // runDeploy runs a deploy script with the test environment.
@@ -289,7 +277,7 @@ func TestReconcileFindsAndFixesDrift(t *testing.T) {
 		lost = id
 		break
 	}
-	if err := m.store.Exec(context.Background(), "UPDATE orders SET status = 'paid', settle_pending = 0 WHERE id = '"+lost+"'"); err != nil {
+	if err := openDB(t, m.cfg.DB, nil).Exec(context.Background(), "UPDATE orders SET status = 'paid', settle_pending = 0 WHERE id = '"+lost+"'"); err != nil {
 		t.Fatal(err)
 	}
 	o, _ := m.store.Order(context.Background(), lost)

@@ -16,9 +16,9 @@ import (
 
 	"github.com/shardstock/shardstock"
 	"github.com/shardstock/shardstock/messaging"
-	"github.com/shardstock/shardstock/order"
 	"github.com/shardstock/shardstock/shard"
 	"github.com/shardstock/shardstock/shard/shardtest"
+	"github.com/shardstock/shardstock/sqlstore"
 )
 
 // exactlyOnce asserts that every order id the buyers were given has exactly
@@ -65,7 +65,7 @@ func TestCoordinatorKilledBeforeRelaying(t *testing.T) {
 	child.Process.Signal(syscall.SIGKILL)
 	child.Wait()
 
-	s, err := order.Open(db)
+	s, err := sqlstore.Open(db)
 	if err != nil {
 		t.Fatal(err)
 	}

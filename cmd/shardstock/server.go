@@ -33,6 +33,7 @@ import (
 	"github.com/shardstock/shardstock/order"
 	"github.com/shardstock/shardstock/shard"
 	"github.com/shardstock/shardstock/spool"
+	"github.com/shardstock/shardstock/sqlstore"
 )
 
 // Main is the server process: it wires the adapters together. Tests start
@@ -43,7 +44,7 @@ type Main struct {
 
 	registry *prometheus.Registry
 	metrics  *metrics.Metrics
-	store    *order.Store
+	store    *sqlstore.Store
 	set      *shard.Set
 	rmq      *messaging.RocketMQ // nil in streams mode
 	spool    *spool.Spool        // nil: disabled
@@ -181,7 +182,7 @@ func (m *Main) spoolPort() flashsale.Spool {
 }
 
 func (m *Main) openStore(ctx context.Context) error {
-	store, err := order.OpenTLS(m.cfg.DB, m.cfg.DBCAs)
+	store, err := sqlstore.OpenTLS(m.cfg.DB, m.cfg.DBCAs)
 	if err != nil {
 		return fmt.Errorf("SHARDSTOCK_DB: %w", err)
 	}

@@ -1,9 +1,11 @@
-// Package order is the order service: it turns reservations into order rows
-// in SQL (idempotently), runs the order state machine (awaiting payment ->
-// paid | cancelled, or failed), cancels unpaid orders after the payment
-// timeout, and publishes each final state as a settlement for the shard
-// that holds the unit. The order row is the source of truth.
-package order
+// Package sqlstore is the SQL adapter: every table of the app — the
+// product catalog, the orders, sessions, transfers, product controls and
+// the schema migrations — on SQLite (embedded) or MariaDB/MySQL. It
+// implements the ports of the services (order.Store, inventory's catalog,
+// transfer log and controls, flashsale's pages, metrics' order counts, the
+// shard set's register ledger) and imports only the domain (package
+// shardstock).
+package sqlstore
 
 import (
 	"context"
@@ -32,8 +34,8 @@ import (
 //go:embed migrations/*.sql
 var migrations embed.FS
 
-// Store is the SQL side: the product catalog and the orders table, on
-// SQLite (embedded) or MySQL/MariaDB. Safe for concurrent use.
+// Store is the SQL database of the app, on SQLite (embedded) or
+// MySQL/MariaDB. Safe for concurrent use.
 type Store struct {
 	db      *sql.DB
 	dialect string // "sqlite" or "mysql"
@@ -46,16 +48,29 @@ func Open(dsn string) (*Store, error) { return OpenTLS(dsn, nil) }
 // OpenTLS is Open with the CA that verifies a MySQL server reached with
 // ?tls=true (nil: the system's roots).
 func OpenTLS(dsn string, roots *x509.CertPool) (*Store, error) {
-	switch {
-	case strings.HasPrefix(dsn, "sqlite:"):
-		return openSQLite(strings.TrimPrefix(dsn, "sqlite:"))
-	case strings.HasPrefix(dsn, "mysql://"):
-		return openMySQL(strings.TrimPrefix(dsn, "mysql://"), roots)
+	db, dialect, err := Connect(dsn, roots)
+	if err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("%q: want sqlite:PATH or mysql://user:pass@tcp(host:port)/db", redactDSN(dsn))
+	return &Store{db: db, dialect: dialect}, nil
 }
 
-func openSQLite(path string) (*Store, error) {
+// Connect opens the database of dsn (as Open does) and returns it with its
+// dialect, "sqlite" or "mysql": what Open wraps, and what tools and tests
+// that read the tables themselves use.
+func Connect(dsn string, roots *x509.CertPool) (db *sql.DB, dialect string, err error) {
+	switch {
+	case strings.HasPrefix(dsn, "sqlite:"):
+		db, err = openSQLite(strings.TrimPrefix(dsn, "sqlite:"))
+		return db, "sqlite", err
+	case strings.HasPrefix(dsn, "mysql://"):
+		db, err = openMySQL(strings.TrimPrefix(dsn, "mysql://"), roots)
+		return db, "mysql", err
+	}
+	return nil, "", fmt.Errorf("%q: want sqlite:PATH or mysql://user:pass@tcp(host:port)/db", redactDSN(dsn))
+}
+
+func openSQLite(path string) (*sql.DB, error) {
 	if path == "" {
 		return nil, errors.New("sqlite: empty path")
 	}
@@ -72,10 +87,10 @@ func openSQLite(path string) (*Store, error) {
 		return nil, fmt.Errorf("sqlite: %w", err)
 	}
 	db.SetMaxOpenConns(1) // one writer; avoids SQLITE_BUSY between our own connections
-	return &Store{db: db, dialect: "sqlite"}, nil
+	return db, nil
 }
 
-func openMySQL(dsn string, roots *x509.CertPool) (*Store, error) {
+func openMySQL(dsn string, roots *x509.CertPool) (*sql.DB, error) {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("mysql: %w", err)
@@ -94,7 +109,7 @@ func openMySQL(dsn string, roots *x509.CertPool) (*Store, error) {
 	db := sql.OpenDB(conn)
 	db.SetMaxOpenConns(32)
 	db.SetConnMaxIdleTime(time.Minute)
-	return &Store{db: db, dialect: "mysql"}, nil
+	return db, nil
 }
 
 func redactDSN(dsn string) string {
@@ -104,43 +119,6 @@ func redactDSN(dsn string) string {
 		}
 	}
 	return dsn
-}
-
-// Exec runs one statement (operations and tests: CREATE DATABASE, say).
-func (s *Store) Exec(ctx context.Context, stmt string) error {
-	_, err := s.db.ExecContext(ctx, stmt)
-	return err
-}
-
-// Query runs a read-only query and returns its rows as strings
-// (operations and tests).
-func (s *Store) Query(ctx context.Context, q string, args ...any) ([][]string, error) {
-	rows, err := s.db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	cols, err := rows.Columns()
-	if err != nil {
-		return nil, err
-	}
-	var out [][]string
-	for rows.Next() {
-		vals := make([]sql.NullString, len(cols))
-		ptrs := make([]any, len(cols))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
-			return nil, err
-		}
-		row := make([]string, len(cols))
-		for i, v := range vals {
-			row[i] = v.String
-		}
-		out = append(out, row)
-	}
-	return out, rows.Err()
 }
 
 // Dialect is "sqlite" or "mysql".
@@ -372,14 +350,12 @@ func (s *Store) Order(ctx context.Context, id string) (*shardstock.Order, error)
 	return o, nil
 }
 
-// errExists: an order with that id exists already.
-var errExists = errors.New("order exists")
 
 // Insert writes the order row of reservation ev. With status
 // awaiting_payment it takes the buyer's lowest free seq in 1..limit; when
 // none is free the order is written as failed instead (the per-user limit's
 // last guard) and marked for settlement. It returns the status written, or
-// errExists when the reservation id has a row already.
+// shardstock.ErrOrderExists when the reservation id has a row already.
 func (s *Store) Insert(ctx context.Context, ev shardstock.ReservationEvent, limit int64, status string, now, payBy time.Time) (string, error) {
 	for attempt := 0; ; attempt++ {
 		written, err := s.insertOnce(ctx, ev, limit, status, now, payBy)
@@ -392,7 +368,7 @@ func (s *Store) Insert(ctx context.Context, ev shardstock.ReservationEvent, limi
 		if o, lerr := s.Order(ctx, ev.ID); lerr != nil {
 			return "", lerr
 		} else if o != nil {
-			return "", errExists
+			return "", shardstock.ErrOrderExists
 		}
 		// Another order of the same buyer took the seq first: try the next.
 	}
@@ -441,13 +417,6 @@ func payByOf(status string, payBy time.Time) sql.NullInt64 {
 	return sql.NullInt64{Int64: payBy.UnixMilli(), Valid: true}
 }
 
-// NewOrder is one row for InsertBatch: a reservation, the product's
-// per-user limit and the status to write (awaiting_payment, or failed).
-type NewOrder struct {
-	Event  shardstock.ReservationEvent
-	Limit  int64
-	Status string
-}
 
 // InsertBatch writes the rows of several reservations in one transaction,
 // as Insert would write each: one commit (one disk flush) instead of one per
@@ -455,7 +424,7 @@ type NewOrder struct {
 // that has a row already (left as it is). Any error rolls the whole batch
 // back — a seq taken meanwhile by another process included — and the caller
 // falls back to Insert, row by row.
-func (s *Store) InsertBatch(ctx context.Context, rows []NewOrder, now, payBy time.Time) ([]string, error) {
+func (s *Store) InsertBatch(ctx context.Context, rows []shardstock.NewOrder, now, payBy time.Time) ([]string, error) {
 	for attempt := 0; ; attempt++ {
 		out, err := s.insertBatch(ctx, rows, now, payBy)
 		if err == nil || !isLockConflict(err) || attempt >= 3 {
@@ -464,7 +433,7 @@ func (s *Store) InsertBatch(ctx context.Context, rows []NewOrder, now, payBy tim
 	}
 }
 
-func (s *Store) insertBatch(ctx context.Context, rows []NewOrder, now, payBy time.Time) ([]string, error) {
+func (s *Store) insertBatch(ctx context.Context, rows []shardstock.NewOrder, now, payBy time.Time) ([]string, error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, err
@@ -509,7 +478,7 @@ func (s *Store) insertBatch(ctx context.Context, rows []NewOrder, now, payBy tim
 const batchChunk = 80
 
 // existingIDs returns which of the rows' reservation ids have an order row.
-func existingIDs(ctx context.Context, q dbtx, rows []NewOrder) (map[string]bool, error) {
+func existingIDs(ctx context.Context, q dbtx, rows []shardstock.NewOrder) (map[string]bool, error) {
 	out := make(map[string]bool, len(rows))
 	for lo := 0; lo < len(rows); lo += batchChunk {
 		chunk := rows[lo:min(lo+batchChunk, len(rows))]
@@ -550,7 +519,7 @@ func (u usedSeqs) take(product, user string, limit int64) sql.NullInt64 {
 }
 
 // seqsInUse reads the seqs the batch's buyers' live orders use.
-func seqsInUse(ctx context.Context, q dbtx, rows []NewOrder) (usedSeqs, error) {
+func seqsInUse(ctx context.Context, q dbtx, rows []shardstock.NewOrder) (usedSeqs, error) {
 	users := map[string][]any{} // product -> buyers
 	seen := map[[2]string]bool{}
 	for _, r := range rows {
