@@ -1,9 +1,6 @@
 package shardstock
 
-import (
-	"errors"
-	"net/http"
-)
+import "errors"
 
 // Error is the one domain error type. Code is the stable machine-readable
 // code of the API ({"error": code, "message": message}); two Errors match
@@ -46,36 +43,15 @@ func Invalid(msg string) error { return &Error{ErrInvalid.Code, msg} }
 // Conflict returns an ErrConflict with a specific message.
 func Conflict(msg string) error { return &Error{ErrConflict.Code, msg} }
 
-// httpStatus is the one table from error code to HTTP status.
-var httpStatus = map[string]int{
-	ErrInvalid.Code:      http.StatusBadRequest,
-	ErrUnauthorized.Code: http.StatusUnauthorized,
-	ErrNotFound.Code:     http.StatusNotFound,
-	ErrNotStarted.Code:   http.StatusForbidden,
-	ErrEnded.Code:        http.StatusForbidden,
-	ErrPaused.Code:       http.StatusForbidden,
-	ErrLimitReached.Code: http.StatusConflict,
-	ErrConflict.Code:     http.StatusConflict,
-	ErrSoldOut.Code:      http.StatusGone,
-	ErrTooLarge.Code:     http.StatusRequestEntityTooLarge,
-	ErrUnsupported.Code:  http.StatusUnsupportedMediaType,
-	ErrRateLimited.Code:  http.StatusTooManyRequests,
-	ErrUnavailable.Code:  http.StatusServiceUnavailable,
-	ErrInternal.Code:     http.StatusInternalServerError,
-}
-
-// ErrorResponse maps err to the HTTP status and the public *Error to show.
-// Errors that are not an *Error become ErrInternal: their text (which may
-// name hosts or keys) is never shown to a client.
-func ErrorResponse(err error) (int, *Error) {
+// Public is the *Error a client may be shown for err: its own *Error, or
+// ErrInternal for any other error (whose text may name hosts or keys).
+// The HTTP status of each code is api's.
+func Public(err error) *Error {
 	e, ok := err.(*Error) // most errors are a sentinel itself: no unwrapping
 	if !ok && !errors.As(err, &e) {
-		return http.StatusInternalServerError, ErrInternal
+		return ErrInternal
 	}
-	if st, ok := httpStatus[e.Code]; ok {
-		return st, e
-	}
-	return http.StatusInternalServerError, ErrInternal
+	return e
 }
 
 // InDoubt is an ErrUnavailable purchase some of whose steps went unanswered

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"crypto/aes"
 	"crypto/rand"
+	"crypto/subtle"
 	_ "embed"
 	"encoding/binary"
 	"encoding/hex"
@@ -45,7 +46,7 @@ type ErrorBody struct {
 }
 
 // ErrorHandler returns echo's error handler: domain errors map through
-// shardstock.ErrorResponse, echo's own (unknown route, wrong method) keep
+// ErrorResponse, echo's own (unknown route, wrong method) keep
 // their status with a code, and anything else is a 500 whose details go to
 // the log only.
 func ErrorHandler(log *slog.Logger) echo.HTTPErrorHandler {
@@ -58,7 +59,7 @@ func ErrorHandler(log *slog.Logger) echo.HTTPErrorHandler {
 }
 
 // WriteError answers err as the contract says (the status from
-// shardstock.ErrorResponse, the cached error body); a 5xx is logged with
+// ErrorResponse, the cached error body); a 5xx is logged with
 // the route and the request id, its details never sent. It returns the
 // status written.
 func WriteError(w http.ResponseWriter, r *http.Request, route string, err error, log *slog.Logger) int {
@@ -151,8 +152,58 @@ func errorResponse(err error) (int, ErrorBody) {
 			return he.Code, ErrorBody{shardstock.ErrTooLarge.Code, shardstock.ErrTooLarge.Message}
 		}
 	}
-	status, e := shardstock.ErrorResponse(err)
+	status, e := ErrorResponse(err)
 	return status, ErrorBody{e.Code, e.Message}
+}
+
+// httpStatus is the one table from error code to HTTP status.
+var httpStatus = map[string]int{
+	shardstock.ErrInvalid.Code:      http.StatusBadRequest,
+	shardstock.ErrUnauthorized.Code: http.StatusUnauthorized,
+	shardstock.ErrNotFound.Code:     http.StatusNotFound,
+	shardstock.ErrNotStarted.Code:   http.StatusForbidden,
+	shardstock.ErrEnded.Code:        http.StatusForbidden,
+	shardstock.ErrPaused.Code:       http.StatusForbidden,
+	shardstock.ErrLimitReached.Code: http.StatusConflict,
+	shardstock.ErrConflict.Code:     http.StatusConflict,
+	shardstock.ErrSoldOut.Code:      http.StatusGone,
+	shardstock.ErrTooLarge.Code:     http.StatusRequestEntityTooLarge,
+	shardstock.ErrUnsupported.Code:  http.StatusUnsupportedMediaType,
+	shardstock.ErrRateLimited.Code:  http.StatusTooManyRequests,
+	shardstock.ErrUnavailable.Code:  http.StatusServiceUnavailable,
+	shardstock.ErrInternal.Code:     http.StatusInternalServerError,
+}
+
+// ErrorResponse maps err to the HTTP status and the public *Error to show
+// (shardstock.Public); a code with no status here is ErrInternal.
+func ErrorResponse(err error) (int, *shardstock.Error) {
+	e := shardstock.Public(err)
+	if st, ok := httpStatus[e.Code]; ok {
+		return st, e
+	}
+	return http.StatusInternalServerError, shardstock.ErrInternal
+}
+
+// Identity extracts the buyer's user id from a request, or returns
+// shardstock.ErrUnauthorized: the buyer API and the orders API share it
+// (flashsale.TokenIdentity, flashsale.ProxiedHeaderIdentity).
+type Identity func(r *http.Request) (string, error)
+
+// AdminAuth admits requests carrying "Authorization: Bearer <token>",
+// compared in constant time; others get 401. It guards the admin API and
+// pprof.
+func AdminAuth(token string) echo.MiddlewareFunc {
+	want := []byte("Bearer " + token)
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			got := []byte(c.Request().Header.Get("Authorization"))
+			if token == "" || subtle.ConstantTimeCompare(got, want) != 1 {
+				c.Response().Header().Set("WWW-Authenticate", `Bearer realm="shardstock-admin"`)
+				return shardstock.ErrUnauthorized
+			}
+			return next(c)
+		}
+	}
 }
 
 // RequestIDs returns a request id generator for echo's RequestID

@@ -10,6 +10,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/shardstock/shardstock"
+	"github.com/shardstock/shardstock/api"
 )
 
 // MinSecretLen is the shortest accepted HMAC secret, in bytes.
@@ -33,7 +34,7 @@ const (
 // issued in the future, each with skew of tolerance for clocks, and when it
 // claims a lifetime over MaxTokenTTL. Any other algorithm (none included) is
 // refused. now is the clock (nil: time.Now).
-func TokenIdentity(secret []byte, skew time.Duration, now func() time.Time) Identity {
+func TokenIdentity(secret []byte, skew time.Duration, now func() time.Time) api.Identity {
 	if now == nil {
 		now = time.Now
 	}
@@ -96,7 +97,7 @@ func MintToken(secret []byte, user string, ttl time.Duration, now time.Time) (st
 // of trusted (the authenticating gateway); from any other peer, X-User-ID
 // is not believed (401), so a buyer who reaches the coordinator some other
 // way cannot claim to be someone else.
-func ProxiedHeaderIdentity(trusted []netip.Prefix) Identity {
+func ProxiedHeaderIdentity(trusted []netip.Prefix) api.Identity {
 	return func(r *http.Request) (string, error) {
 		if !Trusted(trusted, r.RemoteAddr) {
 			return "", unauthorized("X-User-ID is taken only from a trusted proxy (SHARDSTOCK_TRUSTED_PROXIES)")

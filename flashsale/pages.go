@@ -33,7 +33,7 @@ type Sessions interface {
 // from the JSON APIs the pages poll. Publish writes the product pages to a
 // directory an edge serves.
 type Pages struct {
-	catalog  Catalog
+	catalog  Products
 	sessions Sessions
 	now      func() time.Time
 	tmpl     *template.Template
@@ -42,7 +42,7 @@ type Pages struct {
 }
 
 // NewPages parses the embedded templates.
-func NewPages(catalog Catalog, sessions Sessions, now func() time.Time) *Pages {
+func NewPages(catalog Products, sessions Sessions, now func() time.Time) *Pages {
 	if now == nil {
 		now = time.Now
 	}

@@ -25,8 +25,8 @@ import (
 	"github.com/shardstock/shardstock/spool"
 )
 
-// Catalog finds a product's definition (inventory.Service).
-type Catalog interface {
+// Products finds a product's definition (inventory.Service).
+type Products interface {
 	Product(ctx context.Context, id string) (*shardstock.Product, error)
 }
 
@@ -45,10 +45,6 @@ type Reserver interface {
 	KnownSoldOut(p *shardstock.Product) bool
 }
 
-// Identity extracts the buyer's user id from a request, or returns
-// ErrUnauthorized.
-type Identity func(r *http.Request) (string, error)
-
 // HeaderIdentity trusts the X-User-ID header. Use it only behind a gateway
 // that authenticates buyers and sets the header itself.
 func HeaderIdentity(r *http.Request) (string, error) {
@@ -64,11 +60,11 @@ func HeaderIdentity(r *http.Request) (string, error) {
 // collide without any coordination between them.
 func NewOrderID() string { return ulid.Make().String() }
 
-// Config wires a Handler. Catalog, Reserver and Identity are required.
+// Config wires a Handler. Products, Reserver and Identity are required.
 type Config struct {
-	Catalog  Catalog
+	Products  Products
 	Reserver Reserver
-	Identity Identity
+	Identity api.Identity
 	Now      func() time.Time // default time.Now
 	NewID    func() string    // default NewOrderID
 	// Observe, if set, is told every purchase's outcome ("reserved",
@@ -179,7 +175,7 @@ func (h *Handler) edgeLimits(c echo.Context) error {
 			return fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
 		}
 		for _, id := range ids {
-			if p, err := h.cfg.Catalog.Product(ctx, id); err == nil {
+			if p, err := h.cfg.Products.Product(ctx, id); err == nil {
 				fmt.Fprintf(&b, "product %s %g\n", id, h.limiter.productRate(p.Stock))
 			}
 		}
@@ -264,8 +260,7 @@ func (h *Handler) ServePurchase(w http.ResponseWriter, r *http.Request, id strin
 		if errors.Is(err, errQueued) {
 			outcome = "queued"
 		} else if err != nil {
-			_, e := shardstock.ErrorResponse(err)
-			outcome = e.Code
+			outcome = shardstock.Public(err).Code
 		}
 		h.cfg.Observe(outcome, time.Since(start))
 	}
@@ -293,7 +288,7 @@ func (h *Handler) purchase(w http.ResponseWriter, r *http.Request, id string) (i
 	// id) first costs the buyer their own tokens, so a flood of random ids
 	// is limited before it reaches SQL.
 	var pre []*rate.Reservation
-	if pk, ok := h.cfg.Catalog.(cachedCatalog); ok && h.limiter.any() {
+	if pk, ok := h.cfg.Products.(cachedProducts); ok && h.limiter.any() {
 		if _, hit := pk.Cached(id); !hit {
 			var err error
 			if pre, err = h.admitBuyer(w, r, user, now); err != nil {
@@ -301,7 +296,7 @@ func (h *Handler) purchase(w http.ResponseWriter, r *http.Request, id string) (i
 			}
 		}
 	}
-	p, err := h.cfg.Catalog.Product(ctx, id)
+	p, err := h.cfg.Products.Product(ctx, id)
 	if err != nil {
 		return 0, err
 	}
@@ -406,9 +401,9 @@ func (h *Handler) clientIP(r *http.Request) string {
 	return ""
 }
 
-// cachedCatalog is a Catalog that says whether it has id without a read
+// cachedProducts is a Products that says whether it has id without a read
 // (inventory.Service).
-type cachedCatalog interface {
+type cachedProducts interface {
 	Cached(id string) (*shardstock.Product, bool)
 }
 
@@ -486,7 +481,7 @@ func (h *Handler) ticket(c echo.Context) error {
 // purchase arrived, so one taken in time is not refused because the shards
 // came back after the sale ended.
 func (h *Handler) Replay(ctx context.Context, e spool.Entry) (spool.Result, error) {
-	p, err := h.cfg.Catalog.Product(ctx, e.ProductID)
+	p, err := h.cfg.Products.Product(ctx, e.ProductID)
 	if err == nil {
 		var shard int
 		if shard, err = h.cfg.Reserver.ReserveRetryable(ctx, p, e.UserID, e.OrderID, time.UnixMilli(e.AtMS), e.Doubt); err == nil {
@@ -496,6 +491,5 @@ func (h *Handler) Replay(ctx context.Context, e spool.Entry) (spool.Result, erro
 	if errors.Is(err, shardstock.ErrUnavailable) {
 		return spool.Result{}, err
 	}
-	_, pub := shardstock.ErrorResponse(err)
-	return spool.Result{Status: "rejected", Error: pub.Code}, nil
+	return spool.Result{Status: "rejected", Error: shardstock.Public(err).Code}, nil
 }

@@ -50,7 +50,7 @@ func BenchmarkServePurchase(b *testing.B) {
 		want    int
 	}{{"reserved", false, 200}, {"sold_out", true, 410}} {
 		b.Run(tc.name, func(b *testing.B) {
-			h := NewHandler(Config{Catalog: benchCatalog{&shardstock.Product{ID: "lamp", Stock: 1000, PerUserLimit: 1}},
+			h := NewHandler(Config{Products: benchCatalog{&shardstock.Product{ID: "lamp", Stock: 1000, PerUserLimit: 1}},
 				Reserver: benchReserver{tc.soldOut}, Identity: HeaderIdentity,
 				Observe: func(string, time.Duration) {}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 			front := h.Purchases(http.NotFoundHandler())

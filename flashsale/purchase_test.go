@@ -85,7 +85,7 @@ func TestUnavailablePurchaseIsSpooledOnlyForABuyerWhoWaits(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			res, sp := &outageReserver{}, &recordingSpool{full: tc.full}
-			h := NewHandler(Config{Catalog: benchCatalog{&shardstock.Product{ID: "lamp", Stock: 10, PerUserLimit: 1}},
+			h := NewHandler(Config{Products: benchCatalog{&shardstock.Product{ID: "lamp", Stock: 10, PerUserLimit: 1}},
 				Reserver: res, Identity: HeaderIdentity, Spool: sp})
 			ctx, cancel := context.WithCancel(context.Background())
 			if tc.hungUp {

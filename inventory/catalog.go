@@ -22,15 +22,15 @@ import (
 	"github.com/shardstock/shardstock/shard"
 )
 
-// Store is what inventory needs of the shard set (shard.Set).
-type Store interface {
-	Len() int
+// Shards is what inventory needs of the shard set (shard.Set): shard i of
+// Addrs, and the scripts that change a product's stock there.
+type Shards interface {
+	Addrs() []string
 	Init(ctx context.Context, i int, product string, a shard.Allocation) (bool, error)
 	Counters(ctx context.Context, i int, product string) (shard.Counters, error)
 	Confirm(ctx context.Context, i int, product, id string) (bool, error)
 	Release(ctx context.Context, i int, product, id string) (bool, error)
 	Ping(ctx context.Context, i int) error
-	Shards() []*shard.Shard
 	Snapshot(ctx context.Context, products []string) []shard.ShardSnapshot
 	TransferOut(ctx context.Context, i int, product, id string, units int64, to int) (int64, error)
 	TransferIn(ctx context.Context, i int, product, id string, units int64, from int) error
@@ -40,7 +40,7 @@ type Store interface {
 	DeleteProduct(ctx context.Context, i int, product string) error
 }
 
-var _ Store = (*shard.Set)(nil)
+var _ Shards = (*shard.Set)(nil)
 
 // Catalog is the durable product catalog and the sale sessions
 // (sqlstore.Store).
@@ -74,7 +74,7 @@ type Config struct {
 
 // Service defines products and answers for them. Safe for concurrent use.
 type Service struct {
-	store   Store
+	shards   Shards
 	catalog Catalog
 	ledger  Ledger // may be nil: no reconcile
 	cfg     Config
@@ -103,7 +103,7 @@ const maxNegative = 10000
 
 // NewService returns a Service over the shards and the catalog; ledger
 // (the order counts, for reconcile) may be nil.
-func NewService(store Store, catalog Catalog, ledger Ledger, cfg Config) *Service {
+func NewService(store Shards, catalog Catalog, ledger Ledger, cfg Config) *Service {
 	if cfg.CacheTTL <= 0 {
 		cfg.CacheTTL = 30 * time.Second
 	}
@@ -116,7 +116,7 @@ func NewService(store Store, catalog Catalog, ledger Ledger, cfg Config) *Servic
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Service{store: store, catalog: catalog, ledger: ledger, cfg: cfg, cache: make(map[string]cached)}
+	return &Service{shards: store, catalog: catalog, ledger: ledger, cfg: cfg, cache: make(map[string]cached)}
 }
 
 // Define validates p, records it in the catalog, then allocates it on every
@@ -175,10 +175,8 @@ func (s *Service) placeOnShards(ctx context.Context, p *shardstock.Product) erro
 		if err := s.notOnShards(ctx, p.ID); err != nil {
 			return err
 		}
-		p.ShardCount = s.store.Len()
-		for _, sh := range s.store.Shards() {
-			p.ShardAddrs = append(p.ShardAddrs, sh.Addr)
-		}
+		p.ShardCount = len(s.shards.Addrs())
+		p.ShardAddrs = s.shards.Addrs()
 		return s.splitOverLiveShards(ctx, p)
 	}
 	var old shardstock.Product
@@ -196,8 +194,8 @@ func (s *Service) placeOnShards(ctx context.Context, p *shardstock.Product) erro
 // units and holds it knows nothing of. A shard that does not answer is
 // checked by its init later (a different definition there is a conflict).
 func (s *Service) notOnShards(ctx context.Context, id string) error {
-	for i := range s.store.Len() {
-		c, err := s.store.Counters(ctx, i, id)
+	for i := range len(s.shards.Addrs()) {
+		c, err := s.shards.Counters(ctx, i, id)
 		if err == nil && c.Known {
 			return shardstock.Conflict(fmt.Sprintf("product %s is already on shard %d (salable %d, locked %d, sold %d) but not in this catalog: "+
 				"those shards hold stock of another database; point SHARDSTOCK_DB at it, or use empty shards", id, i, c.Salable, c.Locked, c.Sold))
@@ -256,9 +254,9 @@ func split(p *shardstock.Product, n int) []int64 {
 // them are logged and reconcile reports the drift), and nothing it sold is
 // ever sold again. Conservation then holds on every shard that kept its data.
 func (s *Service) allocate(ctx context.Context, p shardstock.Product, def string) error {
-	n := p.Shards(s.store.Len())
-	if n > s.store.Len() {
-		return fmt.Errorf("%w: %s is split over %d shards and this coordinator has %d (SHARDSTOCK_SHARDS)", shardstock.ErrUnavailable, p.ID, n, s.store.Len())
+	n := p.Shards(len(s.shards.Addrs()))
+	if n > len(s.shards.Addrs()) {
+		return fmt.Errorf("%w: %s is split over %d shards and this coordinator has %d (SHARDSTOCK_SHARDS)", shardstock.ErrUnavailable, p.ID, n, len(s.shards.Addrs()))
 	}
 	alloc := split(&p, n)
 	epoch := newEpoch()
@@ -268,7 +266,7 @@ func (s *Service) allocate(ctx context.Context, p shardstock.Product, def string
 	}
 	var lost []int
 	for i := 0; i < n; i++ {
-		_, err := s.store.Init(ctx, i, p.ID, shard.Allocation{
+		_, err := s.shards.Init(ctx, i, p.ID, shard.Allocation{
 			Alloc: alloc[i], Limit: p.PerUserLimit,
 			StartsMS: unixMS(p.StartsAt), EndsMS: unixMS(p.EndsAt),
 			Definition: def, Epoch: epoch, Initialised: known[i],
@@ -375,17 +373,17 @@ func (s *Service) Product(ctx context.Context, id string) (*shardstock.Product, 
 // missing, or listed in another place, would have its units sold, settled
 // and counted on the wrong master.
 func (s *Service) moved(p *shardstock.Product) string {
-	shards := s.store.Shards()
+	shards := s.shards.Addrs()
 	if len(p.ShardAddrs) > len(shards) {
 		return fmt.Sprintf("%s lives on %d shards and SHARDSTOCK_SHARDS lists %d: add the missing masters back", p.ID, len(p.ShardAddrs), len(shards))
 	}
 	for i, addr := range p.ShardAddrs {
-		if shards[i].Addr != addr {
+		if shards[i] != addr {
 			s.movedOnce.Do(func() {
 				s.cfg.Logger.Error("a product's shard moved: keep the masters a product was defined on first, in the same order, and add new ones after them",
-					"product", p.ID, "shard", i, "defined_on", addr, "now", shards[i].Addr)
+					"product", p.ID, "shard", i, "defined_on", addr, "now", shards[i])
 			})
-			return fmt.Sprintf("%s was defined with shard %d at %s, and SHARDSTOCK_SHARDS has %s there: keep the old masters first, in the same order", p.ID, i, addr, shards[i].Addr)
+			return fmt.Sprintf("%s was defined with shard %d at %s, and SHARDSTOCK_SHARDS has %s there: keep the old masters first, in the same order", p.ID, i, addr, shards[i])
 		}
 	}
 	return ""

@@ -1,7 +1,6 @@
 package inventory
 
 import (
-	"crypto/subtle"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -13,7 +12,7 @@ import (
 	"github.com/shardstock/shardstock/api"
 )
 
-// Register mounts the admin API on g (which must carry AdminAuth).
+// Register mounts the admin API on g (which must carry api.AdminAuth).
 func (s *Service) Register(g *echo.Group) {
 	g.GET("/products", s.listProducts)
 	g.PUT("/sessions/:id", s.putSession)
@@ -288,22 +287,6 @@ func (s *Service) putSession(c echo.Context) error {
 		return c.JSON(http.StatusCreated, ss)
 	}
 	return c.JSON(http.StatusOK, ss)
-}
-
-// AdminAuth admits requests carrying "Authorization: Bearer <token>",
-// compared in constant time; others get 401.
-func AdminAuth(token string) echo.MiddlewareFunc {
-	want := []byte("Bearer " + token)
-	return func(next echo.HandlerFunc) echo.HandlerFunc {
-		return func(c echo.Context) error {
-			got := []byte(c.Request().Header.Get("Authorization"))
-			if token == "" || subtle.ConstantTimeCompare(got, want) != 1 {
-				c.Response().Header().Set("WWW-Authenticate", `Bearer realm="shardstock-admin"`)
-				return shardstock.ErrUnauthorized
-			}
-			return next(c)
-		}
-	}
 }
 
 // productBody is the PUT body; the id comes from the path.

@@ -196,8 +196,8 @@ func (s *Service) MoveWindow(ctx context.Context, id string, starts, ends *time.
 		return nil, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
 	}
 	var errs error
-	for i := range p.Shards(s.store.Len()) {
-		err := s.store.SetWindow(ctx, i, id, unixMS(next.StartsAt), unixMS(next.EndsAt))
+	for i := range p.Shards(len(s.shards.Addrs())) {
+		err := s.shards.SetWindow(ctx, i, id, unixMS(next.StartsAt), unixMS(next.EndsAt))
 		if err != nil && !errors.Is(err, shard.ErrNotOnShard) {
 			errs = errors.Join(errs, err)
 		}
@@ -242,7 +242,7 @@ func (s *Service) ChangeStock(ctx context.Context, id string, add, remove int64,
 	var plan []shardstock.Transfer
 	if add > 0 {
 		var live []int
-		for _, sh := range st.Shards[:p.Shards(s.store.Len())] {
+		for _, sh := range st.Shards[:p.Shards(len(s.shards.Addrs()))] {
 			if sh.Up && sh.Alloc != nil && !drained[sh.Index] {
 				live = append(live, sh.Index)
 			}
@@ -345,8 +345,8 @@ func (s *Service) Archive(ctx context.Context, id string) (*ProductStatus, error
 		}
 	}
 	if c.Archive != shardstock.ArchiveDone {
-		for i := range p.Shards(s.store.Len()) {
-			if err := s.store.DeleteProduct(ctx, i, id); err != nil {
+		for i := range p.Shards(len(s.shards.Addrs())) {
+			if err := s.shards.DeleteProduct(ctx, i, id); err != nil {
 				return nil, fmt.Errorf("%w: archive of %s stopped (a repeat, or the automatic archive, finishes it): %w", shardstock.ErrUnavailable, id, err)
 			}
 		}
@@ -387,8 +387,8 @@ func (s *Service) archivable(ctx context.Context, p *shardstock.Product) error {
 // order row is not written yet, or a settlement on its way).
 func (s *Service) recordTotals(ctx context.Context, p *shardstock.Product) error {
 	var totals []shardstock.ShardTotals
-	for i := range p.Shards(s.store.Len()) {
-		c, err := s.store.Counters(ctx, i, p.ID)
+	for i := range p.Shards(len(s.shards.Addrs())) {
+		c, err := s.shards.Counters(ctx, i, p.ID)
 		if err != nil {
 			return fmt.Errorf("%w: shard %d must answer to archive %s: %w", shardstock.ErrUnavailable, i, p.ID, err)
 		}
@@ -441,8 +441,8 @@ func (s *Service) archivedStatus(ctx context.Context, st *ProductStatus) error {
 	st.Shards = st.Shards[:0]
 	for _, t := range totals {
 		sh := ShardStock{Index: t.Shard, Up: true, Alloc: &t.Alloc, Salable: &t.Salable, Locked: &t.Locked, Sold: &t.Sold}
-		if t.Shard < s.store.Len() {
-			sh.Addr = s.store.Shards()[t.Shard].Addr
+		if t.Shard < len(s.shards.Addrs()) {
+			sh.Addr = s.shards.Addrs()[t.Shard]
 		}
 		st.Shards = append(st.Shards, sh)
 		st.Totals.Salable += t.Salable

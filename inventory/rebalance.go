@@ -64,7 +64,7 @@ func (s *Service) finish(ctx context.Context, t shardstock.Transfer) (int64, err
 	n := t.Wanted
 	if t.From != Outside {
 		var err error
-		if n, err = s.store.TransferOut(ctx, t.From, t.ProductID, t.ID, t.Wanted, t.To); err != nil {
+		if n, err = s.shards.TransferOut(ctx, t.From, t.ProductID, t.ID, t.Wanted, t.To); err != nil {
 			return 0, err
 		}
 		if err := s.step("out"); err != nil {
@@ -78,7 +78,7 @@ func (s *Service) finish(ctx context.Context, t shardstock.Transfer) (int64, err
 		}
 	}
 	if n > 0 && t.To != Outside {
-		err := s.store.TransferIn(ctx, t.To, t.ProductID, t.ID, n, t.From)
+		err := s.shards.TransferIn(ctx, t.To, t.ProductID, t.ID, n, t.From)
 		if errors.Is(err, shard.ErrNotOnShard) {
 			if t.From == Outside { // nothing left anywhere: the addition did not happen
 				return 0, s.cfg.Transfers.MarkTransfer(ctx, t.ID, "reversed", n)
@@ -104,7 +104,7 @@ const Outside = -1
 // transfer id on the source, so a repeat adds nothing. The transfer ends
 // "reversed" and moves nothing.
 func (s *Service) reverse(ctx context.Context, t shardstock.Transfer, n int64) (int64, error) {
-	if err := s.store.TransferIn(ctx, t.From, t.ProductID, reversalID(t.ID), n, t.To); err != nil {
+	if err := s.shards.TransferIn(ctx, t.From, t.ProductID, reversalID(t.ID), n, t.To); err != nil {
 		return 0, fmt.Errorf("reverse onto shard %d: %w", t.From, err)
 	}
 	s.cfg.Logger.Warn("transfer reversed: its destination lost the product", "id", t.ID, "product", t.ProductID,
@@ -264,7 +264,7 @@ func plan(shards []ShardStock, drained map[int]bool, product string) []shardstoc
 // drained = false puts it back (a rebalance then spreads units onto it).
 // It returns the units moved per product.
 func (s *Service) Drain(ctx context.Context, shard int, drained bool) (map[string]int64, error) {
-	if shard < 0 || shard >= s.store.Len() {
+	if shard < 0 || shard >= len(s.shards.Addrs()) {
 		return nil, shardstock.ErrNotFound
 	}
 	if s.cfg.Transfers == nil {

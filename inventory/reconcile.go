@@ -130,7 +130,7 @@ func (s *Service) allocations(ctx context.Context, p *shardstock.Product) (map[i
 	if s.cfg.Transfers == nil {
 		return nil, nil
 	}
-	n := p.Shards(s.store.Len())
+	n := p.Shards(len(s.shards.Addrs()))
 	given := map[int]int64{}
 	for i, a := range split(p, n) {
 		given[i] = a

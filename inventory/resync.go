@@ -57,12 +57,12 @@ func (s *Service) resyncTransfers(ctx context.Context, i int) error {
 	for _, t := range ts {
 		switch {
 		case t.From == i:
-			_, err = s.store.TransferOut(ctx, i, t.ProductID, t.ID, t.Moved, t.To)
+			_, err = s.shards.TransferOut(ctx, i, t.ProductID, t.ID, t.Moved, t.To)
 			if err == nil && t.State == "reversed" {
-				err = s.store.TransferIn(ctx, i, t.ProductID, reversalID(t.ID), t.Moved, t.To)
+				err = s.shards.TransferIn(ctx, i, t.ProductID, reversalID(t.ID), t.Moved, t.To)
 			}
 		case t.To == i && t.State == "done":
-			err = s.store.TransferIn(ctx, i, t.ProductID, t.ID, t.Moved, t.From)
+			err = s.shards.TransferIn(ctx, i, t.ProductID, t.ID, t.Moved, t.From)
 		}
 		if err != nil && !errors.Is(err, shard.ErrNotOnShard) {
 			return fmt.Errorf("resync shard %d: transfer %s: %w", i, t.ID, err)
@@ -80,10 +80,10 @@ func (s *Service) resyncProduct(ctx context.Context, i int, id string) error {
 		return nil // its keys are gone on purpose, or this shard index is another master now
 	}
 	on, err := s.catalog.InitialisedShards(ctx, id)
-	if err != nil || i >= p.Shards(s.store.Len()) || !on[i] {
+	if err != nil || i >= p.Shards(len(s.shards.Addrs())) || !on[i] {
 		return err
 	}
-	c, err := s.store.Counters(ctx, i, id)
+	c, err := s.shards.Counters(ctx, i, id)
 	if err != nil || !c.Known {
 		return err // not on the shard at all: lost data, not a lost second
 	}
@@ -95,11 +95,11 @@ func (s *Service) resyncProduct(ctx context.Context, i int, id string) error {
 			return err
 		}
 	}
-	if err := s.store.RepairRegister(ctx, p, i); err != nil {
+	if err := s.shards.RepairRegister(ctx, p, i); err != nil {
 		return err
 	}
 	if c, ok := s.controlsOf(id); ok && c.WindowSet { // a PATCH the shard may have missed
-		if err := s.store.SetWindow(ctx, i, id, unixMS(p.StartsAt), unixMS(p.EndsAt)); err != nil && !errors.Is(err, shard.ErrNotOnShard) {
+		if err := s.shards.SetWindow(ctx, i, id, unixMS(p.StartsAt), unixMS(p.EndsAt)); err != nil && !errors.Is(err, shard.ErrNotOnShard) {
 			return err
 		}
 	}
@@ -113,7 +113,7 @@ func (s *Service) restoreHolds(ctx context.Context, i int, p *shardstock.Product
 	}
 	restored := 0
 	for _, o := range live {
-		ok, err := s.store.RestoreHold(ctx, i, o, s.cfg.Now().UnixMilli())
+		ok, err := s.shards.RestoreHold(ctx, i, o, s.cfg.Now().UnixMilli())
 		if err != nil {
 			return err
 		}
@@ -131,8 +131,8 @@ func (s *Service) restoreHolds(ctx context.Context, i int, p *shardstock.Product
 // past its stock: units exist twice somewhere, and an operator must look.
 func (s *Service) checkAllocations(ctx context.Context, p *shardstock.Product) error {
 	var alloc int64
-	for j := 0; j < p.Shards(s.store.Len()); j++ {
-		c, err := s.store.Counters(ctx, j, p.ID)
+	for j := 0; j < p.Shards(len(s.shards.Addrs())); j++ {
+		c, err := s.shards.Counters(ctx, j, p.ID)
 		if err != nil {
 			return nil // a shard that cannot answer now: checked at its own resync
 		}

@@ -27,9 +27,9 @@ func (s *Service) Settle(ctx context.Context, st shardstock.Settlement) error {
 	}
 	var err error
 	if st.Action == shardstock.Confirm {
-		_, err = s.store.Confirm(ctx, st.Shard, st.ProductID, st.OrderID)
+		_, err = s.shards.Confirm(ctx, st.Shard, st.ProductID, st.OrderID)
 	} else {
-		_, err = s.store.Release(ctx, st.Shard, st.ProductID, st.OrderID)
+		_, err = s.shards.Release(ctx, st.Shard, st.ProductID, st.OrderID)
 	}
 	switch {
 	case errors.Is(err, shard.ErrUnknownHold), errors.Is(err, shard.ErrHoldReleased), errors.Is(err, shard.ErrHoldSold):

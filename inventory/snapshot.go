@@ -43,7 +43,7 @@ func (s *Service) Snapshot(ctx context.Context) ([]string, []shard.ShardSnapshot
 			ids = append(ids, id) // an archived product has no keys left to read
 		}
 	}
-	c.products, c.shards, c.at = ids, s.store.Snapshot(ctx, ids), s.cfg.Now()
+	c.products, c.shards, c.at = ids, s.shards.Snapshot(ctx, ids), s.cfg.Now()
 	return c.products, c.shards, nil
 }
 

@@ -39,7 +39,7 @@ func (s *Service) Status(ctx context.Context, id string) (*ProductStatus, error)
 	if err != nil {
 		return nil, err
 	}
-	st := &ProductStatus{Product: *p, Paused: p.Paused, Archived: p.Archived, Shards: make([]ShardStock, s.store.Len())}
+	st := &ProductStatus{Product: *p, Paused: p.Paused, Archived: p.Archived, Shards: make([]ShardStock, len(s.shards.Addrs()))}
 	if st.Stock, err = s.currentStock(ctx, p); err != nil {
 		return nil, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
 	}
@@ -47,10 +47,10 @@ func (s *Service) Status(ctx context.Context, id string) (*ProductStatus, error)
 		return st, s.archivedStatus(ctx, st)
 	}
 	var wg sync.WaitGroup
-	for i, sh := range s.store.Shards() {
+	for i, addr := range s.shards.Addrs() {
 		wg.Go(func() {
-			ss := ShardStock{Index: i, Addr: sh.Addr}
-			c, err := s.store.Counters(ctx, i, id)
+			ss := ShardStock{Index: i, Addr: addr}
+			c, err := s.shards.Counters(ctx, i, id)
 			if err != nil {
 				ss.Error = err.Error()
 			} else {
@@ -84,12 +84,12 @@ type ShardHealth struct {
 
 // Shards pings every shard at once and reports which answer.
 func (s *Service) Shards(ctx context.Context) []ShardHealth {
-	out := make([]ShardHealth, s.store.Len())
+	out := make([]ShardHealth, len(s.shards.Addrs()))
 	var wg sync.WaitGroup
-	for i, sh := range s.store.Shards() {
+	for i, addr := range s.shards.Addrs() {
 		wg.Go(func() {
-			out[i] = ShardHealth{Index: i, Addr: sh.Addr, Up: true}
-			if err := s.store.Ping(ctx, i); err != nil {
+			out[i] = ShardHealth{Index: i, Addr: addr, Up: true}
+			if err := s.shards.Ping(ctx, i); err != nil {
 				out[i].Up, out[i].LastError = false, err.Error()
 			}
 		})

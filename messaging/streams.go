@@ -317,8 +317,7 @@ func (r *shardReader) handle(ctx context.Context, stream string, msgs []redis.XM
 			break
 		}
 		e := todo[n]
-		var perm permanentError
-		if errors.As(err, &perm) {
+		if IsPermanent(err) {
 			r.parked[stream+" "+e.ID] = true
 			if r.g.OnParked != nil {
 				r.g.OnParked()
@@ -398,10 +397,16 @@ func (e permanentError) Unwrap() error { return e.error }
 // Permanent marks err as one UntilDone must not retry.
 func Permanent(err error) error { return permanentError{err} }
 
-// IsPermanent reports whether err was marked Permanent.
+// IsPermanent reports whether err was marked Permanent, or is an error of
+// another package that says so itself (a Permanent() bool method that
+// answers true, as order.ErrUnknownProduct does): no consumer retries it.
 func IsPermanent(err error) bool {
 	var perm permanentError
-	return errors.As(err, &perm)
+	if errors.As(err, &perm) {
+		return true
+	}
+	var says interface{ Permanent() bool }
+	return errors.As(err, &says) && says.Permanent()
 }
 
 // UntilDone calls f until it succeeds or ctx is done, backing off from 50ms
@@ -412,8 +417,7 @@ func UntilDone(ctx context.Context, log *slog.Logger, what string, f func() erro
 	backoff := ha.Backoff{Min: 50 * time.Millisecond, Max: 5 * time.Second}
 	for {
 		err := f()
-		var perm permanentError
-		if err == nil || ctx.Err() != nil || errors.As(err, &perm) {
+		if err == nil || ctx.Err() != nil || IsPermanent(err) {
 			return err
 		}
 		d := backoff.Next()

@@ -9,13 +9,10 @@ import (
 	"github.com/shardstock/shardstock/api"
 )
 
-// Identity extracts the buyer's user id from a request (ErrUnauthorized).
-type Identity func(r *http.Request) (string, error)
-
 // Register mounts the buyer's order routes on e. With Config.PaySecret
 // set, the payment callback must carry X-Signature: sha256=<hex
 // HMAC-SHA256 of the body under the secret> (SignPayment).
-func (s *Service) Register(e *echo.Echo, identity Identity) {
+func (s *Service) Register(e *echo.Echo, identity api.Identity) {
 	h := &handlers{s: s, identity: identity}
 	e.GET("/api/v1/orders/:id", h.get)
 	e.POST("/api/v1/orders/:id/pay", h.pay)
@@ -24,7 +21,7 @@ func (s *Service) Register(e *echo.Echo, identity Identity) {
 
 type handlers struct {
 	s        *Service
-	identity Identity
+	identity api.Identity
 }
 
 // checkSignature verifies the callback's signature in constant time.

@@ -174,6 +174,16 @@ func newShard(i int, opt *redis.Options, cfg Config) *Shard {
 // Len is the number of shards.
 func (s *Set) Len() int { return len(s.shards) }
 
+// Addrs returns every shard's address (host:port/db, never a password), in
+// index order: a new slice.
+func (s *Set) Addrs() []string {
+	out := make([]string, len(s.shards))
+	for i, sh := range s.shards {
+		out[i] = sh.Addr
+	}
+	return out
+}
+
 // Shards returns the shards in index order. The slice must not be changed.
 func (s *Set) Shards() []*Shard { return s.shards }
 

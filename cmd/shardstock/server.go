@@ -143,7 +143,7 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	m.pages = flashsale.NewPages(m.inv, m.store, nil)
-	m.buyers = flashsale.NewHandler(flashsale.Config{Catalog: m.inv, Reserver: m.set, Identity: m.identity(), RealIP: m.realIP(),
+	m.buyers = flashsale.NewHandler(flashsale.Config{Products: m.inv, Reserver: m.set, Identity: m.identity(), RealIP: m.realIP(),
 		Now: m.saleClock, MaxInFlight: m.cfg.MaxInFlight,
 		Observe: m.metrics.ObservePurchase, Spool: m.spoolPort(), Logger: m.log,
 		Limits: m.cfg.Limits, OnLimited: func(s string) { m.metrics.RateLimited.WithLabelValues(s).Inc() },
@@ -210,13 +210,7 @@ func (m *Main) openTransport(ctx context.Context) (order.Settler, error) {
 		return nil, fmt.Errorf("SHARDSTOCK_MQ: %w", err)
 	}
 	m.rmq = r
-	return rocketSettler{r}, nil
-}
-
-type rocketSettler struct{ r *messaging.RocketMQ }
-
-func (s rocketSettler) Publish(ctx context.Context, st shardstock.Settlement) error {
-	return s.r.Publish(ctx, messaging.TopicSettlements, st.OrderID, st.Encode())
+	return messaging.Settlements{MQ: r}, nil
 }
 
 func (m *Main) clients() []*redis.Client {
@@ -250,7 +244,7 @@ func (m *Main) startLoops() error {
 	outbox := &messaging.GroupReader{Clients: m.clients(), Streams: messaging.OutboxStreams,
 		ClaimIdle: m.cfg.ClaimIdle, Logger: m.log}
 	if m.rmq == nil {
-		outbox.Group, outbox.HandleBatch = "orders", messaging.ReservationBatchHandler(m.log, m.ingestBatch)
+		outbox.Group, outbox.HandleBatch = "orders", messaging.ReservationBatchHandler(m.log, m.orders.IngestBatch)
 		settle := &messaging.GroupReader{Clients: m.clients(), Streams: messaging.SettleStreams, Group: "inventory",
 			Handle: messaging.SettlementHandler(m.log, m.inv.Settle), ClaimIdle: m.cfg.ClaimIdle, Logger: m.log,
 			OnError:  m.metrics.ConsumerErrors.WithLabelValues("inventory").Inc,
@@ -259,9 +253,11 @@ func (m *Main) startLoops() error {
 		m.loops.Go(func() { settle.Run(ctx) })
 		m.loops.Go(func() { payments.Run(ctx) })
 	} else {
-		outbox.Group, outbox.HandleBatch = "relay", messaging.ReservationBatchHandler(m.log, m.relay)
-		if err := m.subscribe(ctx); err != nil {
-			return err
+		outbox.Group, outbox.HandleBatch = "relay", messaging.ReservationBatchHandler(m.log, m.rmq.Relay)
+		consumers := messaging.Consumers{MQ: m.rmq, Logger: m.log, Ingest: m.orders.IngestBatch, Settle: m.inv.Settle,
+			OnDeadLetter: m.metrics.DeadLettered.Inc}
+		if err := consumers.Subscribe(ctx); err != nil {
+			return fmt.Errorf("SHARDSTOCK_MQ: %w", err)
 		}
 		if err := m.subscribePayments(ctx); err != nil {
 			return err
@@ -329,94 +325,6 @@ func (m *Main) archiveLoop(ctx context.Context) {
 	}
 }
 
-// ingestBatch writes the orders of several reservations (one outbox read, one
-// broker delivery); a reservation for a product not in this deployment's
-// catalog is a Permanent error (retrying cannot help).
-func (m *Main) ingestBatch(ctx context.Context, evs []shardstock.ReservationEvent) (int, error) {
-	n, err := m.orders.IngestBatch(ctx, evs)
-	if errors.Is(err, order.ErrUnknownProduct) {
-		return n, messaging.Permanent(err)
-	}
-	return n, err
-}
-
-// relay publishes the reservations of one outbox read to the broker in one
-// batch (message key = reservation id); the outbox entries are acknowledged
-// only after the broker took them.
-func (m *Main) relay(ctx context.Context, evs []shardstock.ReservationEvent) (int, error) {
-	keys, bodies := make([]string, len(evs)), make([][]byte, len(evs))
-	for i, ev := range evs {
-		keys[i], bodies[i] = ev.ID, ev.Encode()
-	}
-	if err := m.rmq.PublishBatch(ctx, messaging.TopicReservations, keys, bodies); err != nil {
-		return 0, err
-	}
-	return len(evs), nil
-}
-
-func (m *Main) subscribe(ctx context.Context) error {
-	err := m.rmq.SubscribeBatch("shardstock-orders", messaging.TopicReservations, 32, func(_ context.Context, bodies [][]byte) error {
-		evs := make([]shardstock.ReservationEvent, 0, len(bodies))
-		for _, body := range bodies {
-			ev, err := shardstock.DecodeReservation(body)
-			if err != nil {
-				m.log.Error("dropping a malformed reservation message", "err", err)
-				continue
-			}
-			evs = append(evs, ev)
-		}
-		// A reservation that can never be written (a permanent error) goes
-		// alone to the dead-letter topic, and the ones after it are written
-		// now; any other error retries what is left of the call.
-		return messaging.UntilDone(ctx, m.log, "order consumer", func() error {
-			for len(evs) > 0 {
-				n, err := m.ingestBatch(ctx, evs)
-				evs = evs[n:]
-				if err == nil || !messaging.IsPermanent(err) || len(evs) == 0 {
-					return err
-				}
-				if err := m.deadLetter(ctx, evs[0], err); err != nil {
-					return err
-				}
-				evs = evs[1:]
-			}
-			return nil
-		})
-	})
-	if err != nil {
-		return fmt.Errorf("SHARDSTOCK_MQ: %w", err)
-	}
-	err = m.rmq.Subscribe("shardstock-inventory", messaging.TopicSettlements, func(_ context.Context, body []byte) error {
-		st, err := shardstock.DecodeSettlement(body)
-		if err != nil {
-			m.log.Error("dropping a malformed settlement message", "err", err)
-			return nil
-		}
-		// A settlement whose shard does not answer goes back to the broker
-		// (its retry topic) after a few seconds of tries, so it holds up
-		// neither the queue nor the other shards' settlements behind it.
-		tries, cancel := context.WithTimeout(ctx, 3*time.Second)
-		defer cancel()
-		return messaging.UntilDone(tries, m.log, "settlement consumer", func() error { return m.inv.Settle(tries, st) })
-	})
-	if err != nil {
-		return fmt.Errorf("SHARDSTOCK_MQ: %w", err)
-	}
-	return nil
-}
-
-// deadLetter puts a reservation the order service can never write on the
-// dead-letter topic, with why in the log.
-func (m *Main) deadLetter(ctx context.Context, ev shardstock.ReservationEvent, cause error) error {
-	if err := m.rmq.Publish(ctx, messaging.TopicDeadReservations, ev.ID, ev.Encode()); err != nil {
-		return fmt.Errorf("dead-letter %s: %w", ev.ID, err)
-	}
-	m.metrics.DeadLettered.Inc()
-	m.log.Error("reservation moved to the dead-letter topic", "order", ev.ID, "product", ev.ProductID,
-		"topic", messaging.TopicDeadReservations, "err", cause)
-	return nil
-}
-
 func (m *Main) listen() error {
 	ln, err := net.Listen("tcp", m.cfg.HTTPAddr)
 	if err != nil {
@@ -454,7 +362,7 @@ func (m *Main) mqName() string {
 }
 
 // identity is the buyers' identity check of the configured mode.
-func (m *Main) identity() flashsale.Identity {
+func (m *Main) identity() api.Identity {
 	if m.cfg.UserAuth == "hmac" {
 		return flashsale.TokenIdentity(m.cfg.HMACSecret, 30*time.Second, nil)
 	}
@@ -512,17 +420,17 @@ func (m *Main) router() *echo.Echo {
 				"connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"}))
 
 	m.buyers.Register(e)
-	m.orders.Register(e, order.Identity(m.identity()))
+	m.orders.Register(e, m.identity())
 	m.inv.RegisterPublic(e)
 	if m.pages == nil {
 		m.pages = flashsale.NewPages(m.inv, m.store, nil)
 	}
 	m.pages.Register(e)
-	admin := e.Group("/admin/v1", inventory.AdminAuth(m.cfg.AdminToken))
+	admin := e.Group("/admin/v1", api.AdminAuth(m.cfg.AdminToken))
 	m.inv.Register(admin)
 	// Profiles during a sale, behind the admin token:
 	// go tool pprof -http=: -H "Authorization: Bearer $TOKEN" http://HOST/admin/debug/pprof/profile?seconds=20
-	debug := e.Group("/admin/debug/pprof", inventory.AdminAuth(m.cfg.AdminToken))
+	debug := e.Group("/admin/debug/pprof", api.AdminAuth(m.cfg.AdminToken))
 	debug.GET("/", echo.WrapHandler(http.HandlerFunc(pprof.Index)))
 	debug.GET("/cmdline", echo.WrapHandler(http.HandlerFunc(pprof.Cmdline)))
 	debug.GET("/profile", echo.WrapHandler(http.HandlerFunc(pprof.Profile)))
