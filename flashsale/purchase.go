@@ -62,7 +62,7 @@ func NewOrderID() string { return ulid.Make().String() }
 
 // Config wires a Handler. Products, Reserver and Identity are required.
 type Config struct {
-	Products  Products
+	Products Products
 	Reserver Reserver
 	Identity api.Identity
 	Now      func() time.Time // default time.Now

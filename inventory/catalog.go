@@ -74,7 +74,7 @@ type Config struct {
 
 // Service defines products and answers for them. Safe for concurrent use.
 type Service struct {
-	shards   Shards
+	shards  Shards
 	catalog Catalog
 	ledger  Ledger // may be nil: no reconcile
 	cfg     Config

@@ -350,7 +350,6 @@ func (s *Store) Order(ctx context.Context, id string) (*shardstock.Order, error)
 	return o, nil
 }
 
-
 // Insert writes the order row of reservation ev. With status
 // awaiting_payment it takes the buyer's lowest free seq in 1..limit; when
 // none is free the order is written as failed instead (the per-user limit's
@@ -416,7 +415,6 @@ func payByOf(status string, payBy time.Time) sql.NullInt64 {
 	}
 	return sql.NullInt64{Int64: payBy.UnixMilli(), Valid: true}
 }
-
 
 // InsertBatch writes the rows of several reservations in one transaction,
 // as Insert would write each: one commit (one disk flush) instead of one per
