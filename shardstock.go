@@ -1,7 +1,8 @@
 // Package shardstock holds the domain of the flash-sale coordinator: products,
-// reservations, outcomes and the errors every adapter maps to. It imports no
-// Redis, HTTP framework, message queue or SQL driver; the adapter packages
-// (shard, flashsale, inventory, ha) import it, never the reverse.
+// reservations, orders, settlements, sessions, controls and the errors
+// every adapter maps to. It imports nothing of shardstock's and no Redis,
+// HTTP framework, message queue or SQL driver; every other package may
+// import it, it imports none of them (ARCHITECTURE.md).
 package shardstock
 
 import (

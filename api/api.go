@@ -1,7 +1,9 @@
 // Package api is shardstock's external HTTP contract: the OpenAPI document
 // (openapi.yaml, served at /openapi.yaml) and the pieces every handler uses
-// to honour it — the error body, the mapping of domain errors to status
-// codes, and strict JSON decoding of request bodies.
+// to honour it — the error body, the one table of error codes to HTTP
+// statuses, the buyer identity type, the admin bearer check, request ids
+// and logs, and strict JSON decoding of request bodies. It imports only the
+// domain.
 package api
 
 import (

@@ -1,6 +1,9 @@
 // Package flashsale is the buyer's purchase path: identity, input checks,
-// the sale window, and one reservation on the shard set per accepted
-// request, answered as api/openapi.yaml says.
+// rate limits, admission control, the sale window, and one reservation on
+// the shard set per accepted request, answered as api/openapi.yaml says;
+// a purchase no shard could take goes to the spool; and the sale pages.
+// Its ports (Products, Reserver, Spool) are interfaces; it imports the
+// domain, api and spool.
 package flashsale
 
 import (

@@ -2,7 +2,9 @@
 // shards answer: every call's outcome feeds a per-shard circuit breaker, and
 // a loop pings each shard with a deadline, so a shard that fails repeatedly
 // is skipped by the purchase path (costing no time at all) until a probe
-// after the cooldown finds it answering again.
+// after the cooldown finds it answering again. Backoff is the one retry
+// wait of the app. It imports nothing of shardstock's: what an error means
+// is its caller's to say (Health.Answered).
 package ha
 
 import (

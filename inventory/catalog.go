@@ -2,7 +2,11 @@
 // (catalog row first, then its stock split across the shards), reading it
 // back per shard, the shard overview, reconciling shard counters with the
 // orders, and applying settlements (pay results) to the shard that holds
-// each unit.
+// each unit; and a sale's life (pause, stock and window changes, archive),
+// rebalance and drain, restart resyncs, the admin API. Its ports to the
+// shards (Shards) and to SQL (Catalog, Transfers, Controls, Ledger) are
+// interfaces; it imports the domain, api and shard (for the shard set's
+// value types).
 package inventory
 
 import (

@@ -3,7 +3,9 @@
 // (pay results, from the order service to the shard holding the unit).
 // Two transports: Redis Streams consumer groups on the shards themselves,
 // and Apache RocketMQ. Delivery is at least once everywhere; every consumer
-// is idempotent.
+// is idempotent. A new transport goes here, beside streams.go and
+// rocketmq.go (pipeline.go is RocketMQ's side of the order pipeline). It
+// imports the domain, ha (Backoff) and shard (stream key names).
 package messaging
 
 import (

@@ -3,7 +3,8 @@
 // the shardstock_ prefix. Event counters are updated by the code that sees
 // the event; state (stock, backlogs, orders, shard health) is read by
 // collectors at scrape time from caches, so a scrape never costs one Redis
-// call per product.
+// call per product. It imports shard (the snapshot and Health types) and
+// nothing else of shardstock's.
 package metrics
 
 import (

@@ -5,7 +5,7 @@
 // settlement for the shard that holds the unit. The order row is the
 // source of truth. Its ports — the order table (Store), the settlement
 // transport, the shards' holds, claims and budget — are interfaces here;
-// it imports the domain (package shardstock) and ha, no adapter.
+// it imports the domain (package shardstock), api and ha, no adapter.
 package order
 
 import (

@@ -2,14 +2,17 @@
 // stock. It owns one go-redis client per master, picks shards (the buyer's
 // home first, failover to the others: purchase.go), runs the lua scripts with
 // a per-call deadline, purchase steps batched per shard (batch.go), and
-// combines per-shard errors with go-multierror.
+// combines per-shard errors with go-multierror. The purchase protocol's
+// decisions are walk.go, apart from Redis; replies.go is the one place
+// that reads go-redis's errors. It imports the domain and lua.
 //
 // Key layout of product P on every shard (one hash tag, so the keys of one
 // product also share a slot on Redis Cluster):
 //
 //	ss:{p:P}:stock   hash   alloc salable locked sold limit starts ends def epoch
 //	ss:{p:P}:holds   hash   reservation id -> "STATE user unix-ms"; STATE is
-//	                        L (locked), S (sold) or R (released)
+//	                        L (locked), S (sold) or R (released); or the
+//	                        void marker "V g" (walk.go): no unit, fenced
 //	ss:{p:P}:claims  hash   user -> space-separated claim ids: the per-user
 //	                        limit register of the buyers whose home this
 //	                        shard is (purchase.go); '#' -> the limit

@@ -1,7 +1,7 @@
 // Package spool is the disk spool: purchases no shard could take, kept on
 // local disk and replayed when shards answer again. It owns its file and
-// its replay loop, and imports only the domain (package shardstock); the
-// replay itself is the caller's (flashsale.Handler.Replay).
+// its replay loop, and imports the domain and ha (Backoff); the replay
+// itself is the caller's (flashsale.Handler.Replay).
 package spool
 
 import (

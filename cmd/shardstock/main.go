@@ -6,6 +6,10 @@
 //
 // Configuration is by SHARDSTOCK_* environment variables, each mirrored by a
 // flag; run "shardstock serve --help" for the list.
+//
+// This package is the wiring (server.go's Main: open the adapters, hand
+// each service its ports, start the loops, list the routes) and the
+// command line; it may import every package, and none imports it.
 package main
 
 import (

@@ -1,0 +1,494 @@
+package sqlstore
+
+// The order rows: written once per reservation, moved through the order
+// state machine, swept for timeouts and settlements, counted.
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/shardstock/shardstock"
+)
+
+const orderColumns = `id, user_id, product_id, shard, status, pay_by`
+
+func scanOrder(row interface{ Scan(...any) error }) (*shardstock.Order, error) {
+	var o shardstock.Order
+	var payBy sql.NullInt64
+	if err := row.Scan(&o.ID, &o.UserID, &o.ProductID, &o.Shard, &o.Status, &payBy); err != nil {
+		return nil, err
+	}
+	if payBy.Valid && o.Status == shardstock.StatusAwaitingPayment {
+		o.PayBy = time.UnixMilli(payBy.Int64).UTC()
+	}
+	return &o, nil
+}
+
+// Order returns order id, or nil if there is none.
+func (s *Store) Order(ctx context.Context, id string) (*shardstock.Order, error) {
+	o, err := scanOrder(s.db.QueryRowContext(ctx, `SELECT `+orderColumns+` FROM orders WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load order %s: %w", id, err)
+	}
+	return o, nil
+}
+
+// Insert writes the order row of reservation ev. With status
+// awaiting_payment it takes the buyer's lowest free seq in 1..limit; when
+// none is free the order is written as failed instead (the per-user limit's
+// last guard) and marked for settlement. It returns the status written, or
+// shardstock.ErrOrderExists when the reservation id has a row already.
+func (s *Store) Insert(ctx context.Context, ev shardstock.ReservationEvent, limit int64, status string, now, payBy time.Time) (string, error) {
+	for attempt := 0; ; attempt++ {
+		written, err := s.insertOnce(ctx, ev, limit, status, now, payBy)
+		if err == nil || !(isDuplicate(err) || isLockConflict(err)) || attempt >= 5 {
+			return written, err
+		}
+		if isLockConflict(err) {
+			continue
+		}
+		if o, lerr := s.Order(ctx, ev.ID); lerr != nil {
+			return "", lerr
+		} else if o != nil {
+			return "", shardstock.ErrOrderExists
+		}
+		// Another order of the same buyer took the seq first: try the next.
+	}
+}
+
+func (s *Store) insertOnce(ctx context.Context, ev shardstock.ReservationEvent, limit int64, status string, now, payBy time.Time) (string, error) {
+	return insertRow(ctx, s.db, ev, limit, status, now, payBy)
+}
+
+// dbtx is what one insert needs: the database, or a transaction.
+type dbtx interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+func insertRow(ctx context.Context, q dbtx, ev shardstock.ReservationEvent, limit int64, status string, now, payBy time.Time) (string, error) {
+	var seq sql.NullInt64
+	if status == shardstock.StatusAwaitingPayment {
+		free, err := freeSeq(ctx, q, ev.ProductID, ev.UserID, limit)
+		if err != nil {
+			return "", err
+		}
+		if free == 0 {
+			status = shardstock.StatusFailed
+		} else {
+			seq = sql.NullInt64{Int64: free, Valid: true}
+		}
+	}
+	pending := 0
+	if status != shardstock.StatusAwaitingPayment {
+		pending = 1 // failed: the unit goes back on sale, the claim back to the buyer
+	}
+	ms := now.UnixMilli()
+	_, err := q.ExecContext(ctx, `INSERT INTO orders
+		(id, product_id, user_id, shard, seq, status, reserved_at, created_at, updated_at, settle_pending, claim_pending, pay_by)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		ev.ID, ev.ProductID, ev.UserID, ev.Shard, seq, status, ev.AtMS, ms, ms, pending, pending, payByOf(status, payBy))
+	return status, err
+}
+
+// payByOf is the pay_by column of a row written with status.
+func payByOf(status string, payBy time.Time) sql.NullInt64 {
+	if status != shardstock.StatusAwaitingPayment {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: payBy.UnixMilli(), Valid: true}
+}
+
+// InsertBatch writes the rows of several reservations in one transaction,
+// as Insert would write each: one commit (one disk flush) instead of one per
+// order. It returns the status written per row, "" for a reservation id
+// that has a row already (left as it is). Any error rolls the whole batch
+// back — a seq taken meanwhile by another process included — and the caller
+// falls back to Insert, row by row.
+func (s *Store) InsertBatch(ctx context.Context, rows []shardstock.NewOrder, now, payBy time.Time) ([]string, error) {
+	for attempt := 0; ; attempt++ {
+		out, err := s.insertBatch(ctx, rows, now, payBy)
+		if err == nil || !isLockConflict(err) || attempt >= 3 {
+			return out, err
+		}
+	}
+}
+
+func (s *Store) insertBatch(ctx context.Context, rows []shardstock.NewOrder, now, payBy time.Time) ([]string, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+	exists, err := existingIDs(ctx, tx, rows)
+	if err != nil {
+		return nil, err
+	}
+	seqs, err := seqsInUse(ctx, tx, rows)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(rows))
+	var fresh []insertValues
+	for i, r := range rows {
+		if exists[r.Event.ID] {
+			continue // exists: out[i] stays ""
+		}
+		exists[r.Event.ID] = true // a repeat within the batch is a repeat too
+		v := insertValues{ev: r.Event, status: r.Status}
+		if v.status == shardstock.StatusAwaitingPayment {
+			v.seq = seqs.take(r.Event.ProductID, r.Event.UserID, r.Limit)
+			if !v.seq.Valid {
+				v.status = shardstock.StatusFailed
+			}
+		}
+		out[i] = v.status
+		fresh = append(fresh, v)
+	}
+	if err := insertAll(ctx, tx, fresh, now, payBy); err != nil {
+		return nil, fmt.Errorf("insert %d orders: %w", len(fresh), err)
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("commit %d orders: %w", len(rows), err)
+	}
+	return out, nil
+}
+
+// batchChunk bounds the rows of one statement (12 parameters a row, well
+// under SQLite's and MySQL's parameter limits).
+const batchChunk = 80
+
+// existingIDs returns which of the rows' reservation ids have an order row.
+func existingIDs(ctx context.Context, q dbtx, rows []shardstock.NewOrder) (map[string]bool, error) {
+	out := make(map[string]bool, len(rows))
+	for lo := 0; lo < len(rows); lo += batchChunk {
+		chunk := rows[lo:min(lo+batchChunk, len(rows))]
+		args := make([]any, len(chunk))
+		for i, r := range chunk {
+			args[i] = r.Event.ID
+		}
+		if err := collect(ctx, q, `SELECT id FROM orders WHERE id IN (`+placeholders(len(chunk))+`)`, args, func(r *sql.Rows) error {
+			var id string
+			err := r.Scan(&id)
+			out[id] = true
+			return err
+		}); err != nil {
+			return nil, fmt.Errorf("look up orders: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// usedSeqs are the seqs the live orders of some buyers use, by product and
+// buyer.
+type usedSeqs map[[2]string]map[int64]bool
+
+// take returns the lowest seq in 1..limit the buyer's live orders do not
+// use and marks it used; invalid when all are.
+func (u usedSeqs) take(product, user string, limit int64) sql.NullInt64 {
+	k := [2]string{product, user}
+	if u[k] == nil {
+		u[k] = map[int64]bool{}
+	}
+	for n := int64(1); n <= limit; n++ {
+		if !u[k][n] {
+			u[k][n] = true
+			return sql.NullInt64{Int64: n, Valid: true}
+		}
+	}
+	return sql.NullInt64{}
+}
+
+// seqsInUse reads the seqs the batch's buyers' live orders use.
+func seqsInUse(ctx context.Context, q dbtx, rows []shardstock.NewOrder) (usedSeqs, error) {
+	users := map[string][]any{} // product -> buyers
+	seen := map[[2]string]bool{}
+	for _, r := range rows {
+		k := [2]string{r.Event.ProductID, r.Event.UserID}
+		if r.Status == shardstock.StatusAwaitingPayment && !seen[k] {
+			seen[k] = true
+			users[k[0]] = append(users[k[0]], k[1])
+		}
+	}
+	out := usedSeqs{}
+	for product, us := range users {
+		for lo := 0; lo < len(us); lo += batchChunk {
+			chunk := us[lo:min(lo+batchChunk, len(us))]
+			args := append([]any{product}, chunk...)
+			err := collect(ctx, q, `SELECT user_id, seq FROM orders WHERE product_id = ? AND seq IS NOT NULL AND user_id IN (`+placeholders(len(chunk))+`)`, args, func(r *sql.Rows) error {
+				var user string
+				var seq int64
+				if err := r.Scan(&user, &seq); err != nil {
+					return err
+				}
+				k := [2]string{product, user}
+				if out[k] == nil {
+					out[k] = map[int64]bool{}
+				}
+				out[k][seq] = true
+				return nil
+			})
+			if err != nil {
+				return nil, fmt.Errorf("read seqs: %w", err)
+			}
+		}
+	}
+	return out, nil
+}
+
+type insertValues struct {
+	ev     shardstock.ReservationEvent
+	seq    sql.NullInt64
+	status string
+}
+
+// insertAll writes rows with multi-row INSERTs.
+func insertAll(ctx context.Context, q dbtx, rows []insertValues, now, payBy time.Time) error {
+	ms := now.UnixMilli()
+	for lo := 0; lo < len(rows); lo += batchChunk {
+		chunk := rows[lo:min(lo+batchChunk, len(rows))]
+		args := make([]any, 0, 10*len(chunk))
+		var b strings.Builder
+		b.WriteString(`INSERT INTO orders (id, product_id, user_id, shard, seq, status, reserved_at, created_at, updated_at, settle_pending, claim_pending, pay_by) VALUES `)
+		for i, v := range chunk {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+			pending := 0
+			if v.status != shardstock.StatusAwaitingPayment {
+				pending = 1
+			}
+			args = append(args, v.ev.ID, v.ev.ProductID, v.ev.UserID, v.ev.Shard, v.seq, v.status, v.ev.AtMS, ms, ms, pending, pending, payByOf(v.status, payBy))
+		}
+		if _, err := q.ExecContext(ctx, b.String(), args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// placeholders is "?, ?, …" for n parameters.
+func placeholders(n int) string { return strings.TrimSuffix(strings.Repeat("?, ", n), ", ") }
+
+// collect runs query and calls row for each result row.
+func collect(ctx context.Context, q dbtx, query string, args []any, row func(*sql.Rows) error) error {
+	rs, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	defer rs.Close()
+	for rs.Next() {
+		if err := row(rs); err != nil {
+			return err
+		}
+	}
+	return rs.Err()
+}
+
+// freeSeq returns the lowest seq in 1..limit the buyer's live orders of the
+// product do not use, or 0.
+func freeSeq(ctx context.Context, q dbtx, product, user string, limit int64) (int64, error) {
+	rows, err := q.QueryContext(ctx, `SELECT seq FROM orders WHERE product_id = ? AND user_id = ? AND seq IS NOT NULL`, product, user)
+	if err != nil {
+		return 0, fmt.Errorf("read seqs: %w", err)
+	}
+	defer rows.Close()
+	used := map[int64]bool{}
+	for rows.Next() {
+		var n int64
+		if err := rows.Scan(&n); err != nil {
+			return 0, err
+		}
+		used[n] = true
+	}
+	for n := int64(1); n <= limit; n++ {
+		if !used[n] {
+			return n, rows.Err()
+		}
+	}
+	return 0, rows.Err()
+}
+
+// Transition moves order id of user from awaiting_payment to status (paid,
+// or cancelled, which frees its seq) and marks it for settlement. It
+// reports whether this call made the change.
+func (s *Store) Transition(ctx context.Context, id, user, status string, now time.Time) (bool, error) {
+	res, err := s.db.ExecContext(ctx, `UPDATE orders
+		SET status = ?, seq = CASE WHEN ? = 'paid' THEN seq ELSE NULL END, settle_pending = 1,
+		    claim_pending = CASE WHEN ? = 'paid' THEN 0 ELSE 1 END, updated_at = ?
+		WHERE id = ? AND user_id = ? AND status = 'awaiting_payment'`,
+		status, status, status, now.UnixMilli(), id, user)
+	if err != nil {
+		return false, fmt.Errorf("order %s -> %s: %w", id, status, err)
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
+}
+
+// CancelExpired cancels every order still awaiting payment whose payment
+// deadline (pay_by) passed by now, and returns how many. Rows from before
+// pay_by keep the old rule: reserved before cutoff.
+func (s *Store) CancelExpired(ctx context.Context, cutoff, now time.Time) (int64, error) {
+	res, err := s.db.ExecContext(ctx, `UPDATE orders
+		SET status = 'cancelled', seq = NULL, settle_pending = 1, claim_pending = 1, updated_at = ?
+		WHERE status = 'awaiting_payment' AND (pay_by < ? OR (pay_by IS NULL AND reserved_at < ?))`,
+		now.UnixMilli(), now.UnixMilli(), cutoff.UnixMilli())
+	if err != nil {
+		return 0, fmt.Errorf("cancel expired: %w", err)
+	}
+	return res.RowsAffected()
+}
+
+// Unsettled returns up to limit orders whose final status the holder shard
+// has not been told yet, leaving out the shards in skip.
+func (s *Store) Unsettled(ctx context.Context, limit int, skip []int) ([]shardstock.Order, error) {
+	q, args := `SELECT `+orderColumns+` FROM orders WHERE settle_pending = 1`, []any{}
+	if len(skip) > 0 {
+		q += ` AND shard NOT IN (?` + strings.Repeat(`, ?`, len(skip)-1) + `)`
+		for _, sh := range skip {
+			args = append(args, sh)
+		}
+	}
+	out, err := s.orders(ctx, q+` LIMIT ?`, append(args, limit)...)
+	if err != nil {
+		return nil, fmt.Errorf("unsettled: %w", err)
+	}
+	return out, nil
+}
+
+// orders runs a query of orderColumns and scans its rows.
+func (s *Store) orders(ctx context.Context, q string, args ...any) ([]shardstock.Order, error) {
+	var out []shardstock.Order
+	err := collect(ctx, s.db, q, args, func(r *sql.Rows) error {
+		o, err := scanOrder(r)
+		if err == nil {
+			out = append(out, *o)
+		}
+		return err
+	})
+	return out, err
+}
+
+// MarkSettled clears the settlement mark of order id if it is still in
+// status (a later change would have set it again).
+func (s *Store) MarkSettled(ctx context.Context, id, status string) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE orders SET settle_pending = 0 WHERE id = ? AND status = ?`, id, status)
+	if err != nil {
+		return fmt.Errorf("mark settled %s: %w", id, err)
+	}
+	return nil
+}
+
+// ClaimsPending lists up to limit cancelled or failed orders whose
+// settlement the transport took and whose buyer's per-user limit claim has
+// not been given back yet.
+func (s *Store) ClaimsPending(ctx context.Context, limit int) ([]shardstock.Order, error) {
+	out, err := s.orders(ctx, `SELECT `+orderColumns+` FROM orders WHERE claim_pending = 1 AND settle_pending = 0 LIMIT ?`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("claims pending: %w", err)
+	}
+	return out, nil
+}
+
+// MarkClaimReturned records that order id's claim was given back.
+func (s *Store) MarkClaimReturned(ctx context.Context, id string) error {
+	if _, err := s.db.ExecContext(ctx, `UPDATE orders SET claim_pending = 0 WHERE id = ?`, id); err != nil {
+		return fmt.Errorf("mark claim returned %s: %w", id, err)
+	}
+	return nil
+}
+
+// Resettle marks the final orders of product held on shards for settlement again (safe:
+// settlements are idempotent) and returns how many.
+func (s *Store) Resettle(ctx context.Context, product string, shards []int) (int64, error) {
+	if len(shards) == 0 {
+		return 0, nil
+	}
+	args := []any{product}
+	for _, sh := range shards {
+		args = append(args, sh)
+	}
+	res, err := s.db.ExecContext(ctx, `UPDATE orders SET settle_pending = 1
+		WHERE product_id = ? AND status IN ('paid', 'cancelled', 'failed') AND shard IN (`+placeholders(len(shards))+`)`, args...)
+	if err != nil {
+		return 0, fmt.Errorf("resettle %s: %w", product, err)
+	}
+	return res.RowsAffected()
+}
+
+// LiveOrders lists the orders of product held on shard that are awaiting
+// payment or paid (the order table's side of a per-user limit register
+// rebuild, shard.Ledger).
+func (s *Store) LiveOrders(ctx context.Context, product string, shard int) ([]shardstock.Order, error) {
+	out, err := s.orders(ctx, `SELECT `+orderColumns+` FROM orders WHERE product_id = ? AND shard = ? AND status IN (?, ?)`,
+		product, shard, shardstock.StatusAwaitingPayment, shardstock.StatusPaid)
+	if err != nil {
+		return nil, fmt.Errorf("live orders: %w", err)
+	}
+	return out, nil
+}
+
+// CountsByShard counts a product's orders per shard and status.
+func (s *Store) CountsByShard(ctx context.Context, product string) (map[int]shardstock.OrderCounts, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT shard, status, COUNT(*) FROM orders WHERE product_id = ? GROUP BY shard, status`, product)
+	if err != nil {
+		return nil, fmt.Errorf("count orders: %w", err)
+	}
+	defer rows.Close()
+	out := map[int]shardstock.OrderCounts{}
+	for rows.Next() {
+		var shard int
+		var status string
+		var n int64
+		if err := rows.Scan(&shard, &status, &n); err != nil {
+			return nil, err
+		}
+		c := out[shard]
+		switch status {
+		case shardstock.StatusAwaitingPayment:
+			c.AwaitingPayment += n
+		case shardstock.StatusPaid:
+			c.Paid += n
+		default:
+			c.Released += n
+		}
+		out[shard] = c
+	}
+	return out, rows.Err()
+}
+
+// CountAllByStatus counts every order by status.
+func (s *Store) CountAllByStatus(ctx context.Context) (map[string]int64, error) {
+	return s.countBy(ctx, `SELECT status, COUNT(*) FROM orders GROUP BY status`)
+}
+
+// CountByStatus counts every order of product by status.
+func (s *Store) CountByStatus(ctx context.Context, product string) (map[string]int64, error) {
+	return s.countBy(ctx, `SELECT status, COUNT(*) FROM orders WHERE product_id = ? GROUP BY status`, product)
+}
+
+func (s *Store) countBy(ctx context.Context, q string, args ...any) (map[string]int64, error) {
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("count orders: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var st string
+		var n int64
+		if err := rows.Scan(&st, &n); err != nil {
+			return nil, err
+		}
+		out[st] = n
+	}
+	return out, rows.Err()
+}
