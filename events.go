@@ -168,3 +168,22 @@ type NewOrder struct {
 // ErrOrderExists: an order with that reservation id exists already (the
 // order store's answer to a second insert).
 var ErrOrderExists = errors.New("order exists")
+
+// SaleSecond is one count of the sale report (package report): in Second
+// (unix seconds) of Product's sale, N purchases answered Label (Kind
+// KindOutcome), N answered within Label ms (KindLatency, a histogram
+// bucket), or shard Label's salable units (KindSalable).
+type SaleSecond struct {
+	Product string
+	Second  int64
+	Kind    string
+	Label   string
+	N       int64
+}
+
+// The kinds of SaleSecond.
+const (
+	KindOutcome = "outcome"
+	KindLatency = "latency"
+	KindSalable = "salable"
+)

@@ -70,9 +70,10 @@ type Config struct {
 	Identity api.Identity
 	Now      func() time.Time // default time.Now
 	NewID    func() string    // default NewOrderID
-	// Observe, if set, is told every purchase's outcome ("reserved",
-	// "queued" or the error code) and how long it took (metrics).
-	Observe func(outcome string, took time.Duration)
+	// Observe, if set, is told every purchase's product id, outcome
+	// ("reserved", "queued" or the error code) and how long it took
+	// (metrics, the sale report).
+	Observe func(product, outcome string, took time.Duration)
 	// Spool, if set, takes purchases no shard could: they are answered
 	// 202 with a ticket and replayed later. Nil: such purchases get 503.
 	Spool  Spool
@@ -265,7 +266,7 @@ func (h *Handler) ServePurchase(w http.ResponseWriter, r *http.Request, id strin
 		} else if err != nil {
 			outcome = shardstock.Public(err).Code
 		}
-		h.cfg.Observe(outcome, time.Since(start))
+		h.cfg.Observe(id, outcome, time.Since(start))
 	}
 	if err != nil && !errors.Is(err, errQueued) {
 		status = api.WriteError(w, r, purchaseRoute, err, h.cfg.Logger)

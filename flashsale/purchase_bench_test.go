@@ -52,7 +52,7 @@ func BenchmarkServePurchase(b *testing.B) {
 		b.Run(tc.name, func(b *testing.B) {
 			h := NewHandler(Config{Products: benchCatalog{&shardstock.Product{ID: "lamp", Stock: 1000, PerUserLimit: 1}},
 				Reserver: benchReserver{tc.soldOut}, Identity: HeaderIdentity,
-				Observe: func(string, time.Duration) {}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+				Observe: func(string, string, time.Duration) {}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 			front := h.Purchases(http.NotFoundHandler())
 			r, _ := http.NewRequest(http.MethodPost, "http://bench/api/v1/products/lamp/purchase", nil)
 			r.Header.Set("X-User-ID", "alice")

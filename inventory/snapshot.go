@@ -47,6 +47,28 @@ func (s *Service) Snapshot(ctx context.Context) ([]string, []shard.ShardSnapshot
 	return c.products, c.shards, nil
 }
 
+// Salable returns every live product's salable units per shard, from the
+// shared snapshot (-1 for a shard that did not answer or does not hold
+// the product): what the sale report samples.
+func (s *Service) Salable(ctx context.Context) (map[string][]int64, error) {
+	ids, snaps, err := s.Snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string][]int64, len(ids))
+	for _, id := range ids {
+		v := make([]int64, len(snaps))
+		for i, sn := range snaps {
+			v[i] = -1
+			if c, ok := sn.Products[id]; sn.Err == nil && ok && c.Known {
+				v[i] = c.Salable
+			}
+		}
+		out[id] = v
+	}
+	return out, nil
+}
+
 // StockOf returns a product's stock: its definition's, changed by the
 // units operators added or took back since.
 func (s *Service) StockOf(ctx context.Context, id string) (int64, error) {

@@ -125,4 +125,52 @@ func TestSalePageInBrowser(t *testing.T) {
 		t.Fatal("the admin token is written into the page")
 	}
 	screenshot(t, ctx, "operators-page.png")
+
+	// The sale report (issue 16, item 9): shard 1 back, a race that sells the
+	// lamp out and some orders paid and cancelled, then the charts.
+	r.Restart(1)
+	waitFor(t, 30*time.Second, "shard 1 back in rotation", func() (bool, string) {
+		rep := adminDo(t, "GET", base+"/admin/v1/shards", "")
+		return !strings.Contains(rep.raw, `"up":false`), rep.raw
+	})
+	orders := map[string]string{}
+	for i := 0; ; i++ { // until sold out, spread over a few seconds (503s while shard 1 is resynced)
+		user := fmt.Sprintf("report%d", i)
+		rep := purchase(t, base, "lamp", user)
+		if rep.status == 200 {
+			orders[rep.str("order_id")] = user
+		}
+		if rep.status == 410 {
+			break
+		}
+		if i == 200 {
+			t.Fatalf("never sold out: %d %s", rep.status, rep.raw)
+		}
+		time.Sleep(150 * time.Millisecond)
+	}
+	k := 0
+	for id, user := range orders {
+		waitFor(t, 10*time.Second, "order "+id+" written", func() (bool, string) {
+			o := do(t, "GET", base+"/api/v1/orders/"+id, "", "X-User-ID", user)
+			return o.status == 200 && o.str("status") == "awaiting_payment", o.raw
+		})
+		action, body := "pay", `{"result":"success"}`
+		if k%3 == 2 {
+			action, body = "cancel", ""
+		}
+		if rep := orderCall(t, base, action, id, user, body); rep.status >= 300 {
+			t.Fatalf("%s %s: %d %s", action, id, rep.status, rep.raw)
+		}
+		k++
+	}
+	waitFor(t, 10*time.Second, "the report has the race", func() (bool, string) {
+		rep := adminDo(t, "GET", base+"/admin/v1/products/lamp/report", "")
+		return strings.Contains(rep.raw, `"sold_out":[`) && strings.Contains(rep.raw, `"sold_out_at":{"`), rep.raw
+	})
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`button[data-report="lamp"]`))); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "four charts drawn", `document.querySelectorAll("#charts img.chart").length === 4 &&
+		[...document.querySelectorAll("#charts img.chart")].every((i) => i.complete && i.naturalWidth > 0)`)
+	screenshot(t, ctx, "sale-report.png")
 }

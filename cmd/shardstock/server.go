@@ -31,6 +31,7 @@ import (
 	"github.com/shardstock/shardstock/messaging"
 	"github.com/shardstock/shardstock/metrics"
 	"github.com/shardstock/shardstock/order"
+	"github.com/shardstock/shardstock/report"
 	"github.com/shardstock/shardstock/shard"
 	"github.com/shardstock/shardstock/spool"
 	"github.com/shardstock/shardstock/sqlstore"
@@ -50,6 +51,7 @@ type Main struct {
 	spool    *spool.Spool        // nil: disabled
 	buyers   *flashsale.Handler
 	health   *ha.Health
+	report   *report.Recorder
 	inv      *inventory.Service
 	orders   *order.Service
 	listener net.Listener
@@ -142,10 +144,12 @@ func (m *Main) Run(ctx context.Context) error {
 	if err := m.openSpool(); err != nil {
 		return err
 	}
+	m.report = report.NewRecorder(m.store, func(id string) bool { _, ok := m.inv.Cached(id); return ok },
+		m.inv.Salable, nil, m.log)
 	m.pages = flashsale.NewPages(m.inv, m.store, nil)
 	m.buyers = flashsale.NewHandler(flashsale.Config{Products: m.inv, Reserver: m.set, Identity: m.identity(), RealIP: m.realIP(),
 		Now: m.saleClock, MaxInFlight: m.cfg.MaxInFlight,
-		Observe: m.metrics.ObservePurchase, Spool: m.spoolPort(), Logger: m.log,
+		Observe: m.observePurchase, Spool: m.spoolPort(), Logger: m.log,
 		Limits: m.cfg.Limits, OnLimited: func(s string) { m.metrics.RateLimited.WithLabelValues(s).Inc() },
 		ProductIDs: m.store.ProductIDs})
 	if err := m.startLoops(); err != nil {
@@ -232,6 +236,7 @@ func (m *Main) startLoops() error {
 	m.loops.Go(func() { m.runSkew(ctx) })
 	m.loops.Go(func() { m.orders.Run(ctx) })
 	m.loops.Go(func() { m.inv.RunControls(ctx, 500*time.Millisecond) })
+	m.loops.Go(func() { m.report.Run(ctx, 2*time.Second) })
 	if m.cfg.ArchiveAfter > 0 {
 		m.loops.Go(func() { m.archiveLoop(ctx) })
 	}
@@ -416,18 +421,21 @@ func (m *Main) router() *echo.Echo {
 	e.Use(middleware.Recover(), middleware.RequestIDWithConfig(requestID), api.RequestLog(m.log),
 		middleware.SecureWithConfig(middleware.SecureConfig{ContentTypeNosniff: "nosniff", XFrameOptions: "DENY",
 			ReferrerPolicy: "same-origin",
-			ContentSecurityPolicy: "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
+			ContentSecurityPolicy: "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; " +
 				"connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"}))
 
 	m.buyers.Register(e)
 	m.orders.Register(e, m.identity())
 	m.inv.RegisterPublic(e)
 	if m.pages == nil {
+		m.report = report.NewRecorder(m.store, func(id string) bool { _, ok := m.inv.Cached(id); return ok },
+			m.inv.Salable, nil, m.log)
 		m.pages = flashsale.NewPages(m.inv, m.store, nil)
 	}
 	m.pages.Register(e)
 	admin := e.Group("/admin/v1", api.AdminAuth(m.cfg.AdminToken))
 	m.inv.Register(admin)
+	report.Handler{Store: m.store, Products: m.inv, Orders: m.store.CountByStatus}.Register(admin)
 	// Profiles during a sale, behind the admin token:
 	// go tool pprof -http=: -H "Authorization: Bearer $TOKEN" http://HOST/admin/debug/pprof/profile?seconds=20
 	debug := e.Group("/admin/debug/pprof", api.AdminAuth(m.cfg.AdminToken))
@@ -515,6 +523,13 @@ func (m *Main) close() error {
 		add(m.store.Close())
 	}
 	return errs.ErrorOrNil()
+}
+
+// observePurchase counts an answered purchase in the metrics and the sale
+// report.
+func (m *Main) observePurchase(product, outcome string, took time.Duration) {
+	m.metrics.ObservePurchase(outcome, took)
+	m.report.Purchase(product, outcome, took)
 }
 
 // breakerStates lists every shard's breaker state as a number (metrics).

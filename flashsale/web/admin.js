@@ -1,6 +1,8 @@
-// The operators' page: every shard's health and every product's units per
-// shard. The data comes from the admin API with the token typed in here
-// (kept in this tab's sessionStorage only).
+// The operators' page: every shard's health, every product's units per
+// shard, and a product's sale report as charts (drawn by the server with
+// go-chart: GET /admin/v1/products/{id}/report/{chart}). The data comes from
+// the admin API with the token typed in here (kept in this tab's
+// sessionStorage only).
 (function () {
   let token = sessionStorage.getItem("shardstock-admin-token") || "";
   const el = (id) => document.getElementById(id);
@@ -26,7 +28,7 @@
           (s.up ? 'up">up' : 'dn">down') + "</td><td>" + text(s.last_error || "") + "</td></tr>").join("");
       el("products").innerHTML = products.map((p) => '<div class="card"><strong>' + text(p.id) + "</strong> " +
         '<span class="muted">stock ' + p.stock + " · salable " + p.totals.salable + " · locked " + p.totals.locked +
-        " · sold " + p.totals.sold + "</span>" + p.shards.map((s) => '<div class="shard' + (s.up ? "" : " down") + '">' +
+        " · sold " + p.totals.sold + '</span> <button type="button" data-report="' + text(p.id) + '">Report</button>' + p.shards.map((s) => '<div class="shard' + (s.up ? "" : " down") + '">' +
           "<span>shard " + s.index + "</span>" + bar(s.up ? s.salable : 0, s.alloc, "") + '<span class="state">' +
           (!s.up ? "down" : s.salable === undefined ? "no data" : s.salable + " / " + s.locked + " / " + s.sold) + "</span></div>").join("") + "</div>").join("") +
         '<p class="muted">Per shard: salable / locked / sold.</p>';
@@ -37,6 +39,37 @@
       if (e.message === "wrong token") { el("login").hidden = false; el("view").hidden = true; }
     }
   }
+  // The sale report: four SVG charts, fetched with the token and shown
+  // through blob URLs (an <img> cannot send the Authorization header).
+  let reportOf = "";
+  const charts = ["purchases.svg", "stock.svg", "latency.svg", "orders.svg"];
+  async function showReport() {
+    if (!reportOf) return;
+    el("report").hidden = false;
+    el("report-product").textContent = reportOf;
+    const imgs = await Promise.all(charts.map(async (c) => {
+      const r = await fetch("/admin/v1/products/" + encodeURIComponent(reportOf) + "/report/" + c,
+        { headers: { Authorization: "Bearer " + token }, cache: "no-store" });
+      if (!r.ok) throw new Error("report: " + r.status);
+      return URL.createObjectURL(await r.blob());
+    }));
+    el("charts").querySelectorAll("img").forEach((i) => URL.revokeObjectURL(i.src));
+    el("charts").innerHTML = "";
+    imgs.forEach((src, k) => {
+      const i = document.createElement("img");
+      i.src = src;
+      i.alt = charts[k];
+      i.className = "chart";
+      el("charts").appendChild(i);
+    });
+  }
+  el("products").addEventListener("click", function (ev) {
+    const b = ev.target.closest("[data-report]");
+    if (!b) return;
+    reportOf = b.dataset.report;
+    showReport().catch((e) => { el("error").textContent = e.message; });
+  });
+  setInterval(function () { if (token && reportOf) showReport().catch(() => {}); }, 5000);
   el("login").addEventListener("submit", function (ev) {
     ev.preventDefault();
     token = el("token").value;

@@ -1,0 +1,168 @@
+package report
+
+import (
+	"bytes"
+	"fmt"
+	"strconv"
+	"time"
+
+	chart "github.com/wcharczuk/go-chart/v2"
+
+	"github.com/shardstock/shardstock"
+)
+
+// Chart draws one chart of rep by name (purchases.svg, stock.svg,
+// latency.svg, orders.svg) as SVG; shardstock.ErrNotFound for another name.
+func Chart(name string, rep Report) ([]byte, error) {
+	draw, ok := charts[name]
+	if !ok {
+		return nil, shardstock.ErrNotFound
+	}
+	return draw(rep)
+}
+
+// The charts of the operators' page, drawn by go-chart as SVG.
+var charts = map[string]func(Report) ([]byte, error){
+	"purchases.svg": purchasesChart,
+	"stock.svg":     stockChart,
+	"latency.svg":   latencyChart,
+	"orders.svg":    ordersChart,
+}
+
+// timeChart draws one line per named series over the report's seconds.
+// go-chart needs two points and a range to draw: a report with less shows
+// its title and "no data yet".
+func timeChart(title, yName string, secs []int64, names []string, values func(name string) []float64) ([]byte, error) {
+	var series []chart.Series
+	for i, name := range names {
+		xs, ys := times(secs), values(name)
+		if len(xs) == 1 { // one second: a flat segment of a second
+			xs, ys = []time.Time{xs[0], xs[0].Add(time.Second)}, []float64{ys[0], ys[0]}
+		}
+		series = append(series, chart.TimeSeries{Name: name, XValues: xs, YValues: ys,
+			Style: chart.Style{StrokeColor: chart.GetDefaultColor(i), StrokeWidth: 2}})
+	}
+	if len(series) == 0 || len(secs) == 0 || flat(series) {
+		return empty(title)
+	}
+	c := chart.Chart{Title: title, Width: 720, Height: 300,
+		Background: chart.Style{Padding: chart.Box{Top: 40, Left: 10, Right: 10, Bottom: 40}},
+		XAxis:      chart.XAxis{ValueFormatter: chart.TimeValueFormatterWithFormat("15:04:05")},
+		YAxis:      chart.YAxis{Name: yName, ValueFormatter: intFormatter},
+		Series:     series}
+	c.Elements = []chart.Renderable{chart.Legend(&c)}
+	var b bytes.Buffer
+	if err := c.Render(chart.SVG, &b); err != nil {
+		return nil, fmt.Errorf("chart %s: %w", title, err)
+	}
+	return b.Bytes(), nil
+}
+
+// flat reports whether every series is one value (go-chart cannot scale a
+// zero range).
+func flat(series []chart.Series) bool {
+	lo, hi := 0.0, 0.0
+	first := true
+	for _, s := range series {
+		for _, y := range s.(chart.TimeSeries).YValues {
+			if first {
+				lo, hi, first = y, y, false
+			}
+			lo, hi = min(lo, y), max(hi, y)
+		}
+	}
+	return lo == hi
+}
+
+// intFormatter shows whole numbers as such, and small fractional ticks
+// (a scale of a few units) with one decimal.
+func intFormatter(v any) string {
+	f, ok := v.(float64)
+	if !ok {
+		return fmt.Sprint(v)
+	}
+	if f == float64(int64(f)) || f >= 10 || f <= -10 {
+		return strconv.FormatFloat(f, 'f', 0, 64)
+	}
+	return strconv.FormatFloat(f, 'f', 1, 64)
+}
+
+func floats(xs []int64) []float64 {
+	out := make([]float64, len(xs))
+	for i, x := range xs {
+		out[i] = float64(x)
+	}
+	return out
+}
+
+func purchasesChart(r Report) ([]byte, error) {
+	return timeChart("Purchases per second, by answer", "per second", r.Seconds, sortedKeys(r.Purchases),
+		func(name string) []float64 { return floats(r.Purchases[name]) })
+}
+
+func stockChart(r Report) ([]byte, error) {
+	names := sortedKeys(r.Salable)
+	label := func(shard string) string {
+		if at, ok := r.SoldOutAt[shard]; ok {
+			return "shard " + shard + " (sold out " + time.Unix(at, 0).UTC().Format("15:04:05") + ")"
+		}
+		return "shard " + shard
+	}
+	labels := make([]string, len(names))
+	byLabel := map[string]string{}
+	for i, n := range names {
+		labels[i] = label(n)
+		byLabel[labels[i]] = n
+	}
+	return timeChart("Salable units per shard", "units", r.Seconds, labels, func(l string) []float64 {
+		ys := floats(r.Salable[byLabel[l]])
+		for i := range ys {
+			ys[i] = max(ys[i], 0)
+		}
+		return ys
+	})
+}
+
+func latencyChart(r Report) ([]byte, error) {
+	return timeChart("Answer latency (ms)", "ms", r.Seconds, []string{"p50", "p99"}, func(name string) []float64 {
+		if name == "p50" {
+			return floats(r.P50MS)
+		}
+		return floats(r.P99MS)
+	})
+}
+
+func ordersChart(r Report) ([]byte, error) {
+	var bars []chart.Value
+	for i, status := range []string{"awaiting_payment", "paid", "cancelled", "failed"} {
+		bars = append(bars, chart.Value{Label: fmt.Sprintf("%s %d", status, r.Orders[status]), Value: float64(r.Orders[status]),
+			Style: chart.Style{FillColor: chart.GetDefaultColor(i), StrokeColor: chart.GetDefaultColor(i)}})
+	}
+	total := 0.0
+	for _, b := range bars {
+		total += b.Value
+	}
+	if total == 0 {
+		return empty("Orders by status")
+	}
+	c := chart.BarChart{Title: "Orders by status", Width: 720, Height: 300, BarWidth: 90,
+		Background: chart.Style{Padding: chart.Box{Top: 40}},
+		YAxis:      chart.YAxis{ValueFormatter: intFormatter}, Bars: bars}
+	var b bytes.Buffer
+	if err := c.Render(chart.SVG, &b); err != nil {
+		return nil, fmt.Errorf("chart orders: %w", err)
+	}
+	return b.Bytes(), nil
+}
+
+// empty is a chart with nothing to draw yet: its title and a note.
+func empty(title string) ([]byte, error) {
+	c := chart.Chart{Title: title, Width: 720, Height: 300,
+		Series: []chart.Series{chart.ContinuousSeries{Name: "no data yet", XValues: []float64{0, 1}, YValues: []float64{0, 1},
+			Style: chart.Style{StrokeWidth: 0.01, StrokeColor: chart.ColorTransparent}}}}
+	var b bytes.Buffer
+	if err := c.Render(chart.SVG, &b); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}

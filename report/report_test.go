@@ -1,0 +1,102 @@
+package report_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shardstock/shardstock"
+	"github.com/shardstock/shardstock/report"
+	"github.com/shardstock/shardstock/sqlstore/sqlstoretest"
+)
+
+// Two coordinators record the same seconds into one real database (SQLite,
+// and MariaDB under make test); the report adds their counts up, carries
+// each shard's stock forward, finds when each shard sold out, and reads
+// the latency percentiles off the histogram.
+func TestTwoRecordersMakeOneReport(t *testing.T) {
+	for name, store := range sqlstoretest.Stores(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			at := time.Unix(1_800_000_000, 0)
+			now := func() time.Time { return at }
+			stock := map[string][]int64{"lamp": {2, 1}}
+			salable := func(context.Context) (map[string][]int64, error) { return stock, nil }
+			known := func(id string) bool { return id == "lamp" }
+			a := report.NewRecorder(store, known, salable, now, nil)
+			b := report.NewRecorder(store, known, salable, now, nil)
+
+			a.Purchase("lamp", "reserved", 3*time.Millisecond)
+			b.Purchase("lamp", "reserved", 4*time.Millisecond)
+			b.Purchase("lamp", "sold_out", 400*time.Millisecond)
+			a.Purchase("made-up", "not_found", time.Millisecond) // not in the catalog: not recorded
+			mustFlush(t, a, b)
+			at = at.Add(time.Second)
+			stock = map[string][]int64{"lamp": {0, 1}}
+			a.Purchase("lamp", "sold_out", time.Millisecond)
+			mustFlush(t, a, b)
+			at = at.Add(time.Second)
+			mustFlush(t, a, b) // nothing new: nothing written
+
+			rows, err := store.SaleSeconds(ctx, "lamp")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if other, _ := store.SaleSeconds(ctx, "made-up"); len(other) != 0 {
+				t.Fatalf("a product not in the catalog was recorded: %v", other)
+			}
+			rep := report.Build("lamp", rows, map[string]int64{"paid": 2})
+			if got := len(rep.Seconds); got != 2 {
+				t.Fatalf("seconds %v, want the two with activity", rep.Seconds)
+			}
+			if r, s := rep.Purchases["reserved"], rep.Purchases["sold_out"]; r[0] != 2 || r[1] != 0 || s[0] != 1 || s[1] != 1 {
+				t.Fatalf("purchases %v, want reserved [2 0] and sold_out [1 1] (both coordinators added up)", rep.Purchases)
+			}
+			if rep.P50MS[0] != 5 || rep.P99MS[0] != 500 || rep.P50MS[1] != 1 {
+				t.Fatalf("p50 %v p99 %v, want [5 1] and [500 ...] (bucket bounds)", rep.P50MS, rep.P99MS)
+			}
+			if s0, s1 := rep.Salable["0"], rep.Salable["1"]; s0[0] != 2 || s0[1] != 0 || s1[0] != 1 || s1[1] != 1 {
+				t.Fatalf("salable %v, want shard 0 [2 0] and shard 1 [1 1] (carried forward)", rep.Salable)
+			}
+			if at0, ok := rep.SoldOutAt["0"]; !ok || at0 != rep.Seconds[1] || len(rep.SoldOutAt) != 1 {
+				t.Fatalf("sold out at %v, want shard 0 at the second second only", rep.SoldOutAt)
+			}
+		})
+	}
+}
+
+func mustFlush(t *testing.T, rs ...*report.Recorder) {
+	t.Helper()
+	for _, r := range rs {
+		if err := r.Flush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Every chart renders as SVG: with data, with one second of it (found by
+// Schemathesis), and before any.
+func TestChartsRender(t *testing.T) {
+	full := report.Build("lamp", []shardstock.SaleSecond{
+		{Second: 10, Kind: shardstock.KindOutcome, Label: "reserved", N: 5},
+		{Second: 11, Kind: shardstock.KindOutcome, Label: "reserved", N: 2},
+		{Second: 11, Kind: shardstock.KindOutcome, Label: "sold_out", N: 9},
+		{Second: 10, Kind: shardstock.KindLatency, Label: "2", N: 5},
+		{Second: 11, Kind: shardstock.KindLatency, Label: "6", N: 11},
+		{Second: 10, Kind: shardstock.KindSalable, Label: "0", N: 2},
+		{Second: 11, Kind: shardstock.KindSalable, Label: "0", N: 0},
+	}, map[string]int64{"paid": 3, "cancelled": 1})
+	oneSecond := report.Build("lamp", []shardstock.SaleSecond{ // shards sampled once, apart
+		{Second: 10, Kind: shardstock.KindSalable, Label: "0", N: 3},
+		{Second: 10, Kind: shardstock.KindSalable, Label: "1", N: 2},
+	}, nil)
+	for _, rep := range []report.Report{full, oneSecond, report.Build("lamp", nil, nil)} {
+		for _, chart := range []string{"purchases.svg", "stock.svg", "latency.svg", "orders.svg"} {
+			svg, err := report.Chart(chart, rep)
+			if err != nil || !strings.HasPrefix(string(svg), "<svg") {
+				t.Fatalf("%s of %d seconds: %v %.60s", chart, len(rep.Seconds), err, svg)
+			}
+		}
+	}
+}
