@@ -14,7 +14,9 @@
 #   SHARDSTOCK_RMQ_DIR    logs, config and store   (default ./run/rocketmq)
 #   SHARDSTOCK_RMQ_HEAP   Broker heap              (default 512m; the NameServer gets 256m)
 #   SHARDSTOCK_RMQ_BIND   address both listen on   (default 127.0.0.1; 0.0.0.0 for every interface)
-# Ports: NameServer 9876, Broker 10911 (plus 10909 and 10912, which the Broker derives).
+# Ports: NameServer 9876, Broker 10911 (plus 10909 and 10912, which the Broker derives),
+# all on SHARDSTOCK_RMQ_BIND (127.0.0.1): the HA port 10912 through
+# rocketmq/LoopbackHAService.java, which fetch compiles into a jar beside the others.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -29,14 +31,34 @@ usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' 
 die() { echo "rocketmq.sh: $*" >&2; exit 1; }
 
 fetch() {
-  [ -f "$cache/.complete" ] && return
-  command -v mvn >/dev/null || die "mvn is needed to fetch RocketMQ from Maven Central"
-  command -v java >/dev/null || die "java 17 is needed to run RocketMQ"
-  echo "rocketmq.sh: fetching RocketMQ jars from Maven Central into $cache"
-  mkdir -p "$cache"
-  mvn -q -B -Dstyle.color=never -f "$here/rocketmq/pom.xml" dependency:copy-dependencies -DoutputDirectory="$cache" \
-    || die "mvn could not fetch the jars"
-  touch "$cache/.complete"
+  if [ ! -f "$cache/.complete" ]; then
+    command -v mvn >/dev/null || die "mvn is needed to fetch RocketMQ from Maven Central"
+    command -v java >/dev/null || die "java 17 is needed to run RocketMQ"
+    echo "rocketmq.sh: fetching RocketMQ jars from Maven Central into $cache"
+    mkdir -p "$cache"
+    mvn -q -B -Dstyle.color=never -f "$here/rocketmq/pom.xml" dependency:copy-dependencies -DoutputDirectory="$cache" \
+      || die "mvn could not fetch the jars"
+    touch "$cache/.complete"
+  fi
+  build_loopback_ha
+}
+
+# build_loopback_ha compiles rocketmq/LoopbackHAService.java (the HA port
+# bound like the rest of the Broker) into a jar on the Broker's classpath,
+# again whenever the source changed.
+build_loopback_ha() {
+  local jar="$cache/shardstock-loopback-ha.jar" src="$here/rocketmq/LoopbackHAService.java" sum
+  sum=$(sha256sum "$src" | cut -d' ' -f1)
+  [ -f "$jar" ] && [ "$(cat "$cache/.loopback-ha" 2>/dev/null)" = "$sum" ] && return
+  command -v javac >/dev/null || die "javac (a JDK 17) is needed to build $jar"
+  local tmp; tmp=$(mktemp -d)
+  javac -nowarn -cp "$cache/*" -d "$tmp" "$src" || { rm -rf "$tmp"; die "could not compile $src"; }
+  mkdir -p "$tmp/META-INF/service"
+  echo io.shardstock.rocketmq.LoopbackHAService >"$tmp/META-INF/service/org.apache.rocketmq.store.ha.HAService"
+  rm -f "$jar"
+  (cd "$tmp" && jar cf "$jar" .) || { rm -rf "$tmp"; die "could not build $jar"; }
+  rm -rf "$tmp"
+  echo "$sum" >"$cache/.loopback-ha"
 }
 
 running() { kill -0 "$1" 2>/dev/null && ! grep -q '^[0-9]* ([^)]*) Z' "/proc/$1/stat" 2>/dev/null; }
@@ -48,7 +70,7 @@ jvm() { # name heap main-class log-config args...
   mkdir -p "$dir/home" "$dir/logs"
   nohup java -server -Xms"$heap" -Xmx"$heap" -XX:+UseG1GC -XX:-OmitStackTraceInFastThrow \
     -Drocketmq.home.dir="$dir/home" -Duser.home="$dir" \
-    -Drmq.logback.configurationFile="$logconf" \
+    -Drmq.logback.configurationFile="$logconf" -Dshardstock.ha.bind="$bind" \
     -cp "$cache/*" "$main" "$@" >"$dir/logs/$name.out" 2>&1 &
   echo $! >"$dir/$name.pid"
 }

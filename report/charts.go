@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	chart "github.com/wcharczuk/go-chart/v2"
@@ -20,6 +21,11 @@ func Chart(name string, rep Report) ([]byte, error) {
 	}
 	return draw(rep)
 }
+
+// font is go-chart's default font, parsed once here: go-chart's own lazy
+// load (GetDefaultFont) is not safe for charts drawn at once, as the
+// operators' page does.
+var font = sync.OnceValues(chart.GetDefaultFont)
 
 // The charts of the operators' page, drawn by go-chart as SVG.
 var charts = map[string]func(Report) ([]byte, error){
@@ -45,7 +51,11 @@ func timeChart(title, yName string, secs []int64, names []string, values func(na
 	if len(series) == 0 || len(secs) == 0 || flat(series) {
 		return empty(title)
 	}
-	c := chart.Chart{Title: title, Width: 720, Height: 300,
+	f, err := font()
+	if err != nil {
+		return nil, err
+	}
+	c := chart.Chart{Title: title, Width: 720, Height: 300, Font: f,
 		Background: chart.Style{Padding: chart.Box{Top: 40, Left: 10, Right: 10, Bottom: 40}},
 		XAxis:      chart.XAxis{ValueFormatter: chart.TimeValueFormatterWithFormat("15:04:05")},
 		YAxis:      chart.YAxis{Name: yName, ValueFormatter: intFormatter},
@@ -145,7 +155,11 @@ func ordersChart(r Report) ([]byte, error) {
 	if total == 0 {
 		return empty("Orders by status")
 	}
-	c := chart.BarChart{Title: "Orders by status", Width: 720, Height: 300, BarWidth: 90,
+	f, err := font()
+	if err != nil {
+		return nil, err
+	}
+	c := chart.BarChart{Title: "Orders by status", Width: 720, Height: 300, BarWidth: 90, Font: f,
 		Background: chart.Style{Padding: chart.Box{Top: 40}},
 		YAxis:      chart.YAxis{ValueFormatter: intFormatter}, Bars: bars}
 	var b bytes.Buffer
@@ -157,7 +171,11 @@ func ordersChart(r Report) ([]byte, error) {
 
 // empty is a chart with nothing to draw yet: its title and a note.
 func empty(title string) ([]byte, error) {
-	c := chart.Chart{Title: title, Width: 720, Height: 300,
+	f, err := font()
+	if err != nil {
+		return nil, err
+	}
+	c := chart.Chart{Title: title, Width: 720, Height: 300, Font: f,
 		Series: []chart.Series{chart.ContinuousSeries{Name: "no data yet", XValues: []float64{0, 1}, YValues: []float64{0, 1},
 			Style: chart.Style{StrokeWidth: 0.01, StrokeColor: chart.ColorTransparent}}}}
 	var b bytes.Buffer

@@ -3,6 +3,7 @@ package report_test
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -75,6 +76,26 @@ func mustFlush(t *testing.T, rs ...*report.Recorder) {
 	}
 }
 
+// The operators' page fetches the four charts at once: drawing them
+// concurrently is safe (go test -race).
+func TestChartsRenderConcurrently(t *testing.T) {
+	rep := report.Build("lamp", []shardstock.SaleSecond{
+		{Second: 10, Kind: shardstock.KindOutcome, Label: "reserved", N: 5},
+		{Second: 11, Kind: shardstock.KindOutcome, Label: "reserved", N: 2},
+	}, map[string]int64{"paid": 1})
+	var wg sync.WaitGroup
+	for range 4 {
+		for _, chart := range []string{"purchases.svg", "stock.svg", "latency.svg", "orders.svg"} {
+			wg.Go(func() {
+				if _, err := report.Chart(chart, rep); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+	}
+	wg.Wait()
+}
+
 // Every chart renders as SVG: with data, with one second of it (found by
 // Schemathesis), and before any.
 func TestChartsRender(t *testing.T) {
@@ -100,3 +121,4 @@ func TestChartsRender(t *testing.T) {
 		}
 	}
 }
+

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -94,6 +95,9 @@ func TestReadmeQuickStartIsTrue(t *testing.T) {
 					t.Errorf("make run does not say where the %q is:\n%s", want, banner)
 				}
 			}
+			if wide := beyondLoopback(t, ports); len(wide) > 0 {
+				t.Errorf("listening beyond loopback after make run MQ=%s: %v", mode, wide)
+			}
 			ids := map[string]string{} // the README's order ids -> this run's
 			for _, s := range steps {
 				checkStep(t, s, ids)
@@ -120,6 +124,41 @@ func TestReadmeQuickStartIsTrue(t *testing.T) {
 			t.Fatalf("make reset left %s", d)
 		}
 	}
+}
+
+// beyondLoopback lists the listening sockets on ports bound to an address
+// other than loopback (from /proc/net/tcp and tcp6).
+func beyondLoopback(t *testing.T, ports []int) []string {
+	t.Helper()
+	want := map[int]bool{}
+	for _, p := range ports {
+		want[p] = true
+	}
+	var out []string
+	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			fields := strings.Fields(line)
+			if len(fields) < 4 || fields[3] != "0A" { // 0A: LISTEN
+				continue
+			}
+			addr, port, ok := strings.Cut(fields[1], ":")
+			n, err := strconv.ParseInt(port, 16, 32)
+			if !ok || err != nil || !want[int(n)] {
+				continue
+			}
+			loopback := addr == "0100007F" || // 127.0.0.1, little-endian
+				addr == "00000000000000000000000001000000" || // ::1
+				addr == "0000000000000000FFFF00000100007F" // ::ffff:127.0.0.1
+			if !loopback {
+				out = append(out, fmt.Sprintf("%s port %d", addr, n))
+			}
+		}
+	}
+	return out
 }
 
 func listening(port int) bool {
