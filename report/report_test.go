@@ -121,4 +121,3 @@ func TestChartsRender(t *testing.T) {
 		}
 	}
 }
-
