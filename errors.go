@@ -21,20 +21,21 @@ func (e *Error) Is(target error) bool {
 // The sentinel errors. Adapters wrap infrastructure failures in
 // ErrUnavailable; an outage is never reported as ErrSoldOut.
 var (
-	ErrInvalid      = &Error{"bad_request", "the request is invalid"}
-	ErrUnauthorized = &Error{"unauthorized", "missing or invalid credentials"}
-	ErrNotFound     = &Error{"not_found", "no such resource"}
-	ErrNotStarted   = &Error{"not_started", "the sale has not started yet"}
-	ErrEnded        = &Error{"ended", "the sale has ended"}
-	ErrPaused       = &Error{"paused", "sales of this product are paused"}
-	ErrLimitReached = &Error{"limit_reached", "you already hold the maximum number of units of this product"}
-	ErrConflict     = &Error{"conflict", "the request conflicts with the current state"}
-	ErrSoldOut      = &Error{"sold_out", "the product is sold out"}
-	ErrTooLarge     = &Error{"too_large", "the request body is too large"}
-	ErrUnsupported  = &Error{"unsupported_media_type", "the request body must be application/json"}
-	ErrRateLimited  = &Error{"rate_limited", "too many requests, retry later"}
-	ErrUnavailable  = &Error{"unavailable", "the service cannot take this request now, retry later"}
-	ErrInternal     = &Error{"internal", "internal error"}
+	ErrInvalid         = &Error{"bad_request", "the request is invalid"}
+	ErrUnauthorized    = &Error{"unauthorized", "missing or invalid credentials"}
+	ErrNotFound        = &Error{"not_found", "no such resource"}
+	ErrNotStarted      = &Error{"not_started", "the sale has not started yet"}
+	ErrEnded           = &Error{"ended", "the sale has ended"}
+	ErrPaused          = &Error{"paused", "sales of this product are paused"}
+	ErrLimitReached    = &Error{"limit_reached", "you already hold the maximum number of units of this product"}
+	ErrConflict        = &Error{"conflict", "the request conflicts with the current state"}
+	ErrSoldOut         = &Error{"sold_out", "the product is sold out"}
+	ErrTooLarge        = &Error{"too_large", "the request body is too large"}
+	ErrHeadersTooLarge = &Error{"headers_too_large", "the request headers are too large"}
+	ErrUnsupported     = &Error{"unsupported_media_type", "the request body must be application/json"}
+	ErrRateLimited     = &Error{"rate_limited", "too many requests, retry later"}
+	ErrUnavailable     = &Error{"unavailable", "the service cannot take this request now, retry later"}
+	ErrInternal        = &Error{"internal", "internal error"}
 )
 
 // Invalid returns an ErrInvalid with a specific message.

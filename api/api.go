@@ -160,20 +160,21 @@ func errorResponse(err error) (int, ErrorBody) {
 
 // httpStatus is the one table from error code to HTTP status.
 var httpStatus = map[string]int{
-	shardstock.ErrInvalid.Code:      http.StatusBadRequest,
-	shardstock.ErrUnauthorized.Code: http.StatusUnauthorized,
-	shardstock.ErrNotFound.Code:     http.StatusNotFound,
-	shardstock.ErrNotStarted.Code:   http.StatusForbidden,
-	shardstock.ErrEnded.Code:        http.StatusForbidden,
-	shardstock.ErrPaused.Code:       http.StatusForbidden,
-	shardstock.ErrLimitReached.Code: http.StatusConflict,
-	shardstock.ErrConflict.Code:     http.StatusConflict,
-	shardstock.ErrSoldOut.Code:      http.StatusGone,
-	shardstock.ErrTooLarge.Code:     http.StatusRequestEntityTooLarge,
-	shardstock.ErrUnsupported.Code:  http.StatusUnsupportedMediaType,
-	shardstock.ErrRateLimited.Code:  http.StatusTooManyRequests,
-	shardstock.ErrUnavailable.Code:  http.StatusServiceUnavailable,
-	shardstock.ErrInternal.Code:     http.StatusInternalServerError,
+	shardstock.ErrInvalid.Code:         http.StatusBadRequest,
+	shardstock.ErrUnauthorized.Code:    http.StatusUnauthorized,
+	shardstock.ErrNotFound.Code:        http.StatusNotFound,
+	shardstock.ErrNotStarted.Code:      http.StatusForbidden,
+	shardstock.ErrEnded.Code:           http.StatusForbidden,
+	shardstock.ErrPaused.Code:          http.StatusForbidden,
+	shardstock.ErrLimitReached.Code:    http.StatusConflict,
+	shardstock.ErrConflict.Code:        http.StatusConflict,
+	shardstock.ErrSoldOut.Code:         http.StatusGone,
+	shardstock.ErrTooLarge.Code:        http.StatusRequestEntityTooLarge,
+	shardstock.ErrHeadersTooLarge.Code: http.StatusRequestHeaderFieldsTooLarge,
+	shardstock.ErrUnsupported.Code:     http.StatusUnsupportedMediaType,
+	shardstock.ErrRateLimited.Code:     http.StatusTooManyRequests,
+	shardstock.ErrUnavailable.Code:     http.StatusServiceUnavailable,
+	shardstock.ErrInternal.Code:        http.StatusInternalServerError,
 }
 
 // ErrorResponse maps err to the HTTP status and the public *Error to show
@@ -184,6 +185,25 @@ func ErrorResponse(err error) (int, *shardstock.Error) {
 		return st, e
 	}
 	return http.StatusInternalServerError, shardstock.ErrInternal
+}
+
+// LimitHeaders answers 431 in the API's JSON (headers_too_large) to a
+// request whose request line and headers exceed max bytes, before next
+// sees it. (The server's MaxHeaderBytes must be larger for it to run.)
+func LimitHeaders(max int, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := len(r.Method) + len(r.RequestURI) + len(r.Proto) + 4
+		for k, vs := range r.Header {
+			for _, v := range vs {
+				n += len(k) + len(v) + 4
+			}
+		}
+		if n > max {
+			WriteError(w, r, "", shardstock.ErrHeadersTooLarge, nil)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // Identity extracts the buyer's user id from a request, or returns

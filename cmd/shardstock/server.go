@@ -346,7 +346,7 @@ func (m *Main) listen() error {
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      15 * time.Second,
 		IdleTimeout:       60 * time.Second,
-		MaxHeaderBytes:    16 << 10,
+		MaxHeaderBytes:    4 * maxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
 	}
 	m.served = make(chan error, 1)
@@ -397,7 +397,14 @@ func (m *Main) realIP() echo.IPExtractor {
 func (m *Main) URL() string { return "http://" + m.listener.Addr().String() }
 
 // routes is the server's handler: purchases in front of echo's router.
-func (m *Main) routes() http.Handler { return m.buyers.Purchases(m.router()) }
+func (m *Main) routes() http.Handler {
+	return api.LimitHeaders(maxHeaderBytes, m.buyers.Purchases(m.router()))
+}
+
+// maxHeaderBytes bounds a request's headers (431 in the API's JSON).
+// net/http reads up to four times as much before it answers 431 itself,
+// in plain text: only headers over 64 KiB get that answer.
+const maxHeaderBytes = 16 << 10
 
 // router is every route on echo, with its middleware.
 func (m *Main) router() *echo.Echo {
@@ -428,8 +435,6 @@ func (m *Main) router() *echo.Echo {
 	m.orders.Register(e, m.identity())
 	m.inv.RegisterPublic(e)
 	if m.pages == nil {
-		m.report = report.NewRecorder(m.store, func(id string) bool { _, ok := m.inv.Cached(id); return ok },
-			m.inv.Salable, nil, m.log)
 		m.pages = flashsale.NewPages(m.inv, m.store, nil)
 	}
 	m.pages.Register(e)
