@@ -3,8 +3,8 @@
 // salable units — recorded by every coordinator into SQL (bounded: only
 // seconds with activity, stock only when it changed, at most MaxSeconds
 // seconds per product and process) and drawn as charts for the operators'
-// page with go-chart. Its ports (Store, Stock, Known) are interfaces; it
-// imports the domain and api.
+// page with go-chart. Its ports (Store, the stock and catalog lookups) are
+// interfaces and functions; it imports only the domain.
 package report
 
 import (
