@@ -11,10 +11,7 @@ import (
 	"testing"
 	"time"
 
-	toxiproxy "github.com/Shopify/toxiproxy/v2"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
-	"github.com/rs/zerolog"
 
 	"github.com/shardstock/shardstock"
 	"github.com/shardstock/shardstock/inventory"
@@ -794,9 +791,7 @@ func TestReplayedPurchaseKeepsItsClaim(t *testing.T) {
 // empty, and answers the truth: reserved there, one hold, one unit.
 func TestUnansweredStepIsResolvedThroughToxiproxy(t *testing.T) {
 	r := shardtest.Start(t, 3)
-	proxy := toxiproxyFor(t, r, 1)
-	urls := r.URLs()
-	urls[1] = "redis://" + proxy.Listen + "/0"
+	proxy, urls := r.BehindToxiproxy(t, 1)
 	set, p := openAndDefine(t, urls, shard.Config{Timeout: 200 * time.Millisecond, EmptyTTL: time.Minute, PoolSize: 8},
 		shardstock.Product{ID: "doubt", Stock: 3, PerUserLimit: 1})
 	ctx := context.Background()
@@ -856,18 +851,4 @@ func TestUnansweredStepIsResolvedThroughToxiproxy(t *testing.T) {
 	if holds != 1 || c.Locked != 2 || c.Salable != 0 || c.Salable+c.Locked+c.Sold != c.Alloc {
 		t.Fatalf("X held on %d shards; shard 1 counters %+v", holds, c)
 	}
-}
-
-// toxiproxyFor puts a Toxiproxy proxy, run in the test process, in front of
-// shard i of r.
-func toxiproxyFor(t *testing.T, r *shardtest.Redis, i int) *toxiproxy.Proxy {
-	t.Helper()
-	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
-	upstream := strings.TrimSuffix(strings.TrimPrefix(r.URLs()[i], "redis://"), "/0")
-	proxy := toxiproxy.NewProxy(srv, fmt.Sprintf("shard%d", i), "127.0.0.1:0", upstream)
-	if err := proxy.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(proxy.Stop)
-	return proxy
 }

@@ -8,10 +8,6 @@ import (
 	"testing"
 	"time"
 
-	toxiproxy "github.com/Shopify/toxiproxy/v2"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/rs/zerolog"
-
 	"github.com/shardstock/shardstock"
 	"github.com/shardstock/shardstock/shard/shardtest"
 )
@@ -24,7 +20,7 @@ import (
 // fault is gone, each reservation an order exactly once.
 func TestSlowShardThroughToxiproxy(t *testing.T) {
 	r := shardtest.Start(t, 3)
-	proxy, urls := behindToxiproxy(t, r, 1)
+	proxy, urls := r.BehindToxiproxy(t, 1)
 	m := startServer(t, urls, func(c *Config) { c.SpoolDir = t.TempDir() })
 	base := m.URL()
 	putProduct(t, base, "gray", `{"stock":3000,"per_user_limit":1}`)
@@ -79,22 +75,6 @@ func TestSlowShardThroughToxiproxy(t *testing.T) {
 	checkShards(t, productStatus(t, base, "gray"))
 }
 
-// behindToxiproxy puts a Toxiproxy proxy, run in the test process, in
-// front of shard i of r, and returns it with the shard URLs to use.
-func behindToxiproxy(t *testing.T, r *shardtest.Redis, i int) (*toxiproxy.Proxy, []string) {
-	t.Helper()
-	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
-	upstream := strings.TrimSuffix(strings.TrimPrefix(r.URLs()[i], "redis://"), "/0")
-	proxy := toxiproxy.NewProxy(srv, fmt.Sprintf("shard%d", i), "127.0.0.1:0", upstream)
-	if err := proxy.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(proxy.Stop)
-	urls := append([]string{}, r.URLs()...)
-	urls[i] = "redis://" + proxy.Listen + "/0"
-	return proxy, urls
-}
-
 // TestGrayFaultsThroughToxiproxy (issue 14): one shard of three behind
 // Toxiproxy, a real fault-injecting proxy, during a race of 1,200 buyers
 // over 32 connections, for 1,500 units (none told "sold out" may be right)
@@ -126,7 +106,7 @@ func TestGrayFaultsThroughToxiproxy(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			r := shardtest.Start(t, 3)
-			proxy, urls := behindToxiproxy(t, r, 1)
+			proxy, urls := r.BehindToxiproxy(t, 1)
 			m := startServer(t, urls, func(c *Config) { c.SpoolDir = t.TempDir() })
 			g := grayRace{t: t, m: m, stock: tc.stock, buyers: 1200, conns: 32}
 			putProduct(t, m.URL(), "gray", fmt.Sprintf(`{"stock":%d,"per_user_limit":1}`, g.stock))

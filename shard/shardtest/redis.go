@@ -12,6 +12,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/Shopify/toxiproxy/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
 )
 
 // Redis is a set of redis-server masters owned by one test.
@@ -156,4 +160,22 @@ func (r *Redis) Rewind(i int) {
 		r.t.Fatalf("rewind shard %d: %v %s", i, err, out)
 	}
 	r.Restart(i)
+}
+
+// BehindToxiproxy puts a Toxiproxy proxy (a real fault-injecting proxy, run
+// in the test's process) in front of master i, stopped when the test ends.
+// It returns the proxy, to add toxics to, and the shard URLs with master
+// i's through it.
+func (r *Redis) BehindToxiproxy(t testing.TB, i int) (*toxiproxy.Proxy, []string) {
+	t.Helper()
+	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
+	upstream := strings.TrimSuffix(strings.TrimPrefix(r.URLs()[i], "redis://"), "/0")
+	proxy := toxiproxy.NewProxy(srv, fmt.Sprintf("shard%d", i), "127.0.0.1:0", upstream)
+	if err := proxy.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Stop)
+	urls := r.URLs()
+	urls[i] = "redis://" + proxy.Listen + "/0"
+	return proxy, urls
 }
