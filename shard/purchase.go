@@ -167,14 +167,15 @@ func (s *Set) reserve(ctx context.Context, p *shardstock.Product, user, id strin
 	}
 	idx, err := a.walk(ctx)
 	if errors.Is(err, errNoRegister) { // the home lost its data: rebuild its register, then walk again
-		if err = s.rebuildRegister(ctx, p, s.shards[a.home]); err == nil {
+		rerr := s.rebuildRegister(ctx, p, s.shards[a.home])
+		if rerr == nil {
 			a.again()
 			if idx, err = a.walk(ctx); errors.Is(err, errNoRegister) {
-				err = errRegisterLost
+				rerr = errRegisterLost
 			}
 		}
-		if err != nil {
-			a.fail(a.home, fmt.Errorf("per-user limit register: %w", err))
+		if rerr != nil {
+			a.fail(a.home, fmt.Errorf("per-user limit register: %w", rerr))
 			err = fmt.Errorf("%w: the buyer's home shard cannot vouch for the per-user limit: %w", shardstock.ErrUnavailable, a.errs.ErrorOrNil())
 		}
 	}
