@@ -46,6 +46,9 @@ type Ledger interface {
 	LiveOrders(ctx context.Context, product string, shard int) ([]shardstock.Order, error)
 }
 
+// registerChunk is how many buyers one register script call writes.
+const registerChunk = 500
+
 // errRegisterLost: the buyer's home has no register for the product and it
 // could not be rebuilt.
 var errRegisterLost = errors.New("no per-user limit register for this product on the shard (lost with its data, or never initialised)")
@@ -95,13 +98,33 @@ func (s *Set) rebuild(ctx context.Context, p *shardstock.Product, home *Shard, m
 	if merge {
 		mode = "merge"
 	}
-	args := []any{mode, p.PerUserLimit}
-	for user, ids := range claims {
-		args = append(args, user, strings.Join(ids, " "))
+	// Written registerChunk buyers per call, the limit with the last: a
+	// shard busy with one script of a million buyers would answer nothing
+	// else, its callers would time out, and a retry would send it again.
+	users := make([]string, 0, len(claims))
+	for u := range claims {
+		users = append(users, u)
 	}
-	v, err := s.runScript(ctx, home, s.scripts.Register, []string{keysFor(p.ID).claims}, args...)
-	if err != nil {
-		return fmt.Errorf("register rebuild: shard %d: %w", home.Index, err)
+	var v any
+	for start := 0; start == 0 || start < len(users); start += registerChunk {
+		end := min(start+registerChunk, len(users))
+		more := "more"
+		if end == len(users) {
+			more = "last"
+		}
+		args := make([]any, 0, 3+2*(end-start))
+		args = append(args, mode, p.PerUserLimit, more)
+		for _, u := range users[start:end] {
+			args = append(args, u, strings.Join(claims[u], " "))
+		}
+		var err error
+		if v, err = s.runScript(ctx, home, s.scripts.Register, []string{keysFor(p.ID).claims}, args...); err != nil {
+			return fmt.Errorf("register rebuild: shard %d: %w", home.Index, err)
+		}
+		if v == int64(0) { // a 'create' found the register there: nothing to add
+			return nil
+		}
+		mode = "merge" // the rest are added to what this rebuild wrote
 	}
 	if v == int64(1) && !merge {
 		s.cfg.Logger.Warn("per-user limit register rebuilt on a shard that lost its data",

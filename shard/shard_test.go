@@ -852,3 +852,34 @@ func TestUnansweredStepIsResolvedThroughToxiproxy(t *testing.T) {
 		t.Fatalf("X held on %d shards; shard 1 counters %+v", holds, c)
 	}
 }
+
+// A register of more buyers than one script call writes (registerChunk:
+// the rebuild writes it in several short calls, the limit last) is rebuilt
+// whole: every buyer's claim is back, and the limit holds for them.
+func TestRegisterOfManyBuyersIsRebuiltWhole(t *testing.T) {
+	f := newFixture(t, 3)
+	p := f.define(shardstock.Product{ID: "many", Stock: 3000, PerUserLimit: 1})
+	f.client(1).HSet(f.ctx(), "ss:{p:many}:stock", "salable", 0, "alloc", 0) // units elsewhere
+	var buyers []string
+	for i := 0; len(buyers) < 1200; i++ {
+		if u := fmt.Sprintf("m%d", i); homeOf(u, 3) == 1 {
+			if _, _, err := f.reserve(p, u); err != nil {
+				t.Fatalf("purchase of %s: %v", u, err)
+			}
+			buyers = append(buyers, u)
+		}
+	}
+	f.redis.Wipe(1)
+	if _, _, err := f.reserve(p, buyers[0]); shardstock.Public(err).Code != shardstock.ErrLimitReached.Code {
+		t.Fatalf("a buyer at the limit after the rebuild: %v", err)
+	}
+	n, err := f.client(1).HLen(f.ctx(), "ss:{p:many}:claims").Result()
+	if err != nil || n != int64(len(buyers))+1 {
+		t.Fatalf("rebuilt register: %d fields, %v; want %d buyers and the limit", n, err, len(buyers))
+	}
+	for _, u := range []string{buyers[1], buyers[600], buyers[len(buyers)-1]} {
+		if _, _, err := f.reserve(p, u); shardstock.Public(err).Code != shardstock.ErrLimitReached.Code {
+			t.Fatalf("%s after the rebuild: %v, want limit_reached", u, err)
+		}
+	}
+}
