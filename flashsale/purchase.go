@@ -70,9 +70,9 @@ type Config struct {
 	Identity api.Identity
 	Now      func() time.Time // default time.Now
 	NewID    func() string    // default NewOrderID
-	// Observe, if set, is told every purchase's product id, outcome
-	// ("reserved", "queued" or the error code) and how long it took
-	// (metrics, the sale report).
+	// Observe, if set, is told every purchase's product id ("" when it is
+	// not a catalog product), outcome ("reserved", "queued" or the error
+	// code) and how long it took (metrics, the sale report).
 	Observe func(product, outcome string, took time.Duration)
 	// Spool, if set, takes purchases no shard could: they are answered
 	// 202 with a ticket and replayed later. Nil: such purchases get 503.
@@ -258,7 +258,8 @@ func (h *Handler) ServePurchase(w http.ResponseWriter, r *http.Request, id strin
 		}
 		api.LogRequest(h.cfg.Logger, r, purchaseRoute, status, start, rid)
 	}()
-	status, err := h.purchase(w, r, id)
+	found := false // the product is in the catalog: its outcome is worth recording
+	status, err := h.purchase(w, r, id, &found)
 	if h.cfg.Observe != nil {
 		outcome := "reserved"
 		if errors.Is(err, errQueued) {
@@ -266,7 +267,11 @@ func (h *Handler) ServePurchase(w http.ResponseWriter, r *http.Request, id strin
 		} else if err != nil {
 			outcome = shardstock.Public(err).Code
 		}
-		h.cfg.Observe(id, outcome, time.Since(start))
+		product := id
+		if !found {
+			product = "" // not a catalog product (made up, or refused before the lookup)
+		}
+		h.cfg.Observe(product, outcome, time.Since(start))
 	}
 	if err != nil && !errors.Is(err, errQueued) {
 		status = api.WriteError(w, r, purchaseRoute, err, h.cfg.Logger)
@@ -275,7 +280,7 @@ func (h *Handler) ServePurchase(w http.ResponseWriter, r *http.Request, id strin
 
 // purchase runs one purchase; it writes the answer itself on success (and
 // returns its status) and returns the error otherwise.
-func (h *Handler) purchase(w http.ResponseWriter, r *http.Request, id string) (int, error) {
+func (h *Handler) purchase(w http.ResponseWriter, r *http.Request, id string, found *bool) (int, error) {
 	if !shardstock.ValidID(id) {
 		return 0, shardstock.Invalid("product id must be 1-64 characters of [A-Za-z0-9_-]")
 	}
@@ -304,6 +309,7 @@ func (h *Handler) purchase(w http.ResponseWriter, r *http.Request, id string) (i
 	if err != nil {
 		return 0, err
 	}
+	*found = true
 	if err := p.Open(now); err != nil {
 		return 0, err
 	}

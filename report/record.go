@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/shardstock/shardstock"
@@ -29,23 +30,41 @@ const MaxSeconds = 86_400
 
 // LatencyBuckets are the upper bounds (ms) of the latency histogram; the
 // last bucket is everything slower.
-var LatencyBuckets = []int64{1, 2, 5, 10, 20, 50, 100, 250, 500, 1000, 5000}
+var LatencyBuckets = [...]int64{1, 2, 5, 10, 20, 50, 100, 250, 500, 1000, 5000}
 
 // Recorder counts purchases per product and second in memory and writes
-// them to the Store every few seconds (Run). Safe for concurrent use.
+// them to the Store every few seconds (Run). Safe for concurrent use; a
+// purchase is counted with atomic adds on its product's current second, no
+// lock (a lock shared by every answer of a flash sale would be contended).
 type Recorder struct {
 	store  Store
-	known  func(product string) bool
 	stock  func(ctx context.Context) (map[string][]int64, error)
 	now    func() time.Time
 	logger *slog.Logger
+	cur    sync.Map // product -> *atomic.Pointer[second]: the second being counted
 
 	mu      sync.Mutex // guards the fields below
+	retired []retired  // seconds no longer counted into, not yet drained
 	counts  map[key]int64
 	seconds map[string]map[int64]bool // product -> seconds recorded (bounded by MaxSeconds)
 	last    map[string][]int64        // product -> salable per shard last written
 	full    map[string]bool           // products past MaxSeconds (logged once)
 }
+
+// second is one product's counts of one second.
+type second struct {
+	at       int64    // unix second
+	outcomes sync.Map // outcome -> *atomic.Int64
+	latency  [latencySlots]atomic.Int64
+}
+
+type retired struct {
+	product string
+	s       *second
+}
+
+// latencySlots: one per bucket of LatencyBuckets, and everything slower.
+const latencySlots = len(LatencyBuckets) + 1
 
 type key struct {
 	product string
@@ -54,28 +73,45 @@ type key struct {
 	label   string
 }
 
-// NewRecorder records into store. known says whether a product id is in
-// the catalog (only those are recorded: a made-up id costs nothing); stock
-// gives every product's salable units per shard (read every flush); now
-// is the clock (nil: time.Now).
-func NewRecorder(store Store, known func(string) bool, stock func(context.Context) (map[string][]int64, error), now func() time.Time, logger *slog.Logger) *Recorder {
+// NewRecorder records into store. stock gives every product's salable
+// units per shard (read every flush); now is the clock (nil: time.Now).
+func NewRecorder(store Store, stock func(context.Context) (map[string][]int64, error), now func() time.Time, logger *slog.Logger) *Recorder {
 	if now == nil {
 		now = time.Now
 	}
 	if logger == nil {
 		logger = slog.Default()
 	}
-	return &Recorder{store: store, known: known, stock: stock, now: now, logger: logger,
+	return &Recorder{store: store, stock: stock, now: now, logger: logger,
 		counts: map[key]int64{}, seconds: map[string]map[int64]bool{}, last: map[string][]int64{}, full: map[string]bool{}}
 }
 
 // Purchase counts one answered purchase of product: its outcome
 // ("reserved", "queued" or the error code) and how long the answer took.
+// Product "" (not a catalog product: flashsale.Config.Observe) is not
+// recorded, so a made-up id costs nothing and the table stays bounded by
+// the catalog.
 func (r *Recorder) Purchase(product, outcome string, took time.Duration) {
-	if r.known != nil && !r.known(product) {
+	if product == "" {
 		return
 	}
-	sec := r.now().Unix()
+	now := r.now().Unix()
+	slot, ok := r.cur.Load(product)
+	if !ok {
+		slot, _ = r.cur.LoadOrStore(product, new(atomic.Pointer[second]))
+	}
+	p := slot.(*atomic.Pointer[second])
+	s := p.Load()
+	if s == nil || s.at != now {
+		if s = r.roll(product, p, now); s == nil {
+			return // past MaxSeconds
+		}
+	}
+	c, ok := s.outcomes.Load(outcome)
+	if !ok {
+		c, _ = s.outcomes.LoadOrStore(outcome, new(atomic.Int64))
+	}
+	c.(*atomic.Int64).Add(1)
 	ms := took.Milliseconds()
 	bucket := len(LatencyBuckets)
 	for i, le := range LatencyBuckets {
@@ -84,13 +120,63 @@ func (r *Recorder) Purchase(product, outcome string, took time.Duration) {
 			break
 		}
 	}
+	s.latency[bucket].Add(1)
+}
+
+// roll starts second now of product (once, whoever comes first), retiring
+// the one before; nil when the product's seconds reached MaxSeconds.
+func (r *Recorder) roll(product string, p *atomic.Pointer[second], now int64) *second {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !r.take(product, sec) {
-		return
+	old := p.Load()
+	if old != nil && old.at >= now { // another purchase rolled it (or the clock stepped back)
+		return old
 	}
-	r.counts[key{product, sec, shardstock.KindOutcome, outcome}]++
-	r.counts[key{product, sec, shardstock.KindLatency, strconv.Itoa(bucket)}]++
+	if !r.take(product, now) {
+		return nil
+	}
+	if old != nil {
+		r.retired = append(r.retired, retired{product, old})
+	}
+	s := &second{at: now}
+	p.Store(s)
+	return s
+}
+
+// drain moves the seconds that ended at least two seconds ago (all of them
+// with all set: nothing counts any more) into counts. A purchase counts
+// into a second only while the clock reads it, so two seconds later none
+// is still adding to it. Caller holds mu.
+func (r *Recorder) drain(now int64, all bool) {
+	done := func(s *second) bool { return all || s.at <= now-2 }
+	keep := r.retired[:0]
+	var out []retired
+	for _, x := range r.retired {
+		if done(x.s) {
+			out = append(out, x)
+		} else {
+			keep = append(keep, x)
+		}
+	}
+	r.retired = keep
+	r.cur.Range(func(k, v any) bool {
+		p := v.(*atomic.Pointer[second])
+		if s := p.Load(); s != nil && done(s) && p.CompareAndSwap(s, nil) {
+			out = append(out, retired{k.(string), s})
+		}
+		return true
+	})
+	for _, x := range out {
+		x.s.outcomes.Range(func(o, n any) bool {
+			r.counts[key{x.product, x.s.at, shardstock.KindOutcome, o.(string)}] += n.(*atomic.Int64).Load()
+			return true
+		})
+		for b := range x.s.latency {
+			if n := x.s.latency[b].Load(); n > 0 {
+				r.counts[key{x.product, x.s.at, shardstock.KindLatency, strconv.Itoa(b)}] += n
+			}
+		}
+	}
 }
 
 // take reports whether second sec of product may be recorded. Caller
@@ -117,14 +203,15 @@ func (r *Recorder) take(product string, sec int64) bool {
 }
 
 // Run samples the stock and writes what was counted every interval until
-// ctx is done, then once more.
+// ctx is done, then everything once more (the server has stopped
+// answering by then).
 func (r *Recorder) Run(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			r.Flush(context.WithoutCancel(ctx))
+			r.FlushAll(context.WithoutCancel(ctx))
 			return
 		case <-t.C:
 			r.Flush(ctx)
@@ -132,11 +219,19 @@ func (r *Recorder) Run(ctx context.Context, interval time.Duration) {
 	}
 }
 
-// Flush samples the stock and writes the counts so far. Counts that could
-// not be written are kept for the next flush.
-func (r *Recorder) Flush(ctx context.Context) error {
+// Flush samples the stock and writes the seconds that are done (ended two
+// seconds ago or more). Counts that could not be written are kept for the
+// next flush.
+func (r *Recorder) Flush(ctx context.Context) error { return r.flush(ctx, false) }
+
+// FlushAll is Flush for every second, the current ones too: for when no
+// purchase is being answered any more (at the end).
+func (r *Recorder) FlushAll(ctx context.Context) error { return r.flush(ctx, true) }
+
+func (r *Recorder) flush(ctx context.Context, all bool) error {
 	r.sampleStock(ctx)
 	r.mu.Lock()
+	r.drain(r.now().Unix(), all)
 	rows := make([]shardstock.SaleSecond, 0, len(r.counts))
 	for k, n := range r.counts {
 		rows = append(rows, shardstock.SaleSecond{Product: k.product, Second: k.second, Kind: k.kind, Label: k.label, N: n})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,14 +25,13 @@ func TestTwoRecordersMakeOneReport(t *testing.T) {
 			now := func() time.Time { return at }
 			stock := map[string][]int64{"lamp": {2, 1}}
 			salable := func(context.Context) (map[string][]int64, error) { return stock, nil }
-			known := func(id string) bool { return id == "lamp" }
-			a := report.NewRecorder(store, known, salable, now, nil)
-			b := report.NewRecorder(store, known, salable, now, nil)
+			a := report.NewRecorder(store, salable, now, nil)
+			b := report.NewRecorder(store, salable, now, nil)
 
 			a.Purchase("lamp", "reserved", 3*time.Millisecond)
 			b.Purchase("lamp", "reserved", 4*time.Millisecond)
 			b.Purchase("lamp", "sold_out", 400*time.Millisecond)
-			a.Purchase("made-up", "not_found", time.Millisecond) // not in the catalog: not recorded
+			a.Purchase("", "not_found", time.Millisecond) // not a catalog product: not recorded
 			mustFlush(t, a, b)
 			at = at.Add(time.Second)
 			stock = map[string][]int64{"lamp": {0, 1}}
@@ -44,8 +44,8 @@ func TestTwoRecordersMakeOneReport(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if other, _ := store.SaleSeconds(ctx, "made-up"); len(other) != 0 {
-				t.Fatalf("a product not in the catalog was recorded: %v", other)
+			if other, _ := store.SaleSeconds(ctx, ""); len(other) != 0 {
+				t.Fatalf("a purchase of no catalog product was recorded: %v", other)
 			}
 			rep := report.Build("lamp", rows, map[string]int64{"paid": 2})
 			if got := len(rep.Seconds); got != 2 {
@@ -70,7 +70,7 @@ func TestTwoRecordersMakeOneReport(t *testing.T) {
 func mustFlush(t *testing.T, rs ...*report.Recorder) {
 	t.Helper()
 	for _, r := range rs {
-		if err := r.Flush(context.Background()); err != nil {
+		if err := r.FlushAll(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -119,5 +119,62 @@ func TestChartsRender(t *testing.T) {
 				t.Fatalf("%s of %d seconds: %v %.60s", chart, len(rep.Seconds), err, svg)
 			}
 		}
+	}
+}
+
+// memStore keeps the seconds in memory (the real store is tested above).
+type memStore struct {
+	mu   sync.Mutex
+	rows []shardstock.SaleSecond
+}
+
+func (m *memStore) AddSeconds(_ context.Context, rows []shardstock.SaleSecond) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.rows = append(m.rows, rows...)
+	return nil
+}
+
+func (m *memStore) SaleSeconds(context.Context, string) ([]shardstock.SaleSecond, error) {
+	return m.rows, nil
+}
+
+// Purchases counted without a lock, from many goroutines, while the clock
+// moves on and flushes run: every one is written once, in its second.
+func TestRecorderCountsEveryPurchaseOnce(t *testing.T) {
+	var clock atomic.Int64
+	clock.Store(1_800_000_000)
+	store := &memStore{}
+	r := report.NewRecorder(store, nil, func() time.Time { return time.Unix(clock.Load(), 0) }, nil)
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 2000 {
+				r.Purchase("lamp", []string{"reserved", "sold_out"}[(g+i)%2], time.Millisecond)
+			}
+		})
+	}
+	wg.Go(func() {
+		for range 20 {
+			clock.Add(1)
+			r.Flush(context.Background()) // while purchases are counted: the seconds that are done
+			time.Sleep(time.Millisecond)
+		}
+	})
+	wg.Wait()
+	if err := r.FlushAll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var outcomes, latency int64
+	for _, row := range store.rows {
+		switch row.Kind {
+		case shardstock.KindOutcome:
+			outcomes += row.N
+		case shardstock.KindLatency:
+			latency += row.N
+		}
+	}
+	if outcomes != 16000 || latency != 16000 {
+		t.Fatalf("written %d outcomes and %d latencies, want 16000 each", outcomes, latency)
 	}
 }

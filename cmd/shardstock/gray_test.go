@@ -218,3 +218,28 @@ func (g *grayRace) run() {
 		t.Fatalf("%d buyers told sold out while only %d of %d units are held", soldOut, locked, g.stock)
 	}
 }
+
+// The sale report records catalog products only: purchases of a made-up id
+// (answered from the catalog's negative cache) leave no row, so the table
+// stays bounded by the catalog.
+func TestSaleReportRecordsCatalogProductsOnly(t *testing.T) {
+	r := shardtest.Start(t, 3)
+	m := startServer(t, r.URLs())
+	base := m.URL()
+	putProduct(t, base, "real", `{"stock":5}`)
+	for i := range 3 {
+		purchase(t, base, "real", fmt.Sprintf("u%d", i))
+		if rep := purchase(t, base, "made-up", fmt.Sprintf("u%d", i)); rep.status != 404 {
+			t.Fatalf("made-up product: %d", rep.status)
+		}
+	}
+	db := openDB(t, m.cfg.DB, nil)
+	waitFor(t, 10*time.Second, "the real product's seconds written", func() (bool, string) {
+		rows, err := db.Query(context.Background(), `SELECT COUNT(*) FROM sale_seconds WHERE product_id = 'real' AND kind = 'outcome'`)
+		return err == nil && len(rows) == 1 && rows[0][0] != "0", fmt.Sprint(rows, err)
+	})
+	rows, err := db.Query(context.Background(), `SELECT COUNT(*) FROM sale_seconds WHERE product_id = 'made-up'`)
+	if err != nil || rows[0][0] != "0" {
+		t.Fatalf("rows for a made-up product: %v %v", rows, err)
+	}
+}

@@ -144,8 +144,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if err := m.openSpool(); err != nil {
 		return err
 	}
-	m.report = report.NewRecorder(m.store, func(id string) bool { _, ok := m.inv.Cached(id); return ok },
-		m.inv.Salable, nil, m.log)
+	m.report = report.NewRecorder(m.store, m.inv.Salable, nil, m.log)
 	m.pages = flashsale.NewPages(m.inv, m.store, nil)
 	m.buyers = flashsale.NewHandler(flashsale.Config{Products: m.inv, Reserver: m.set, Identity: m.identity(), RealIP: m.realIP(),
 		Now: m.saleClock, MaxInFlight: m.cfg.MaxInFlight,
