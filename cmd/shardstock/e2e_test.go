@@ -481,9 +481,16 @@ func TestWipedShardIsNeverInitialisedAgain(t *testing.T) {
 	if rep.status != 409 || !strings.Contains(rep.str("message"), "lost") {
 		t.Fatalf("re-defining over a wiped shard: %d %s", rep.status, rep.raw)
 	}
-	if st := productStatus(t, base, "wipe").Shards[1]; !st.Up || st.Alloc != nil {
-		t.Fatalf("the wiped shard was allocated again: %+v", st)
-	}
+	// The shard view may still read the shard as fenced for a moment (the
+	// PUT's answer can come over a connection the resync opened); wait for
+	// it to answer, then check nothing was allocated.
+	waitFor(t, 10*time.Second, "the wiped shard answering, with no allocation", func() (bool, string) {
+		st := productStatus(t, base, "wipe").Shards[1]
+		if st.Up && st.Alloc != nil {
+			t.Fatalf("the wiped shard was allocated again: %+v", st)
+		}
+		return st.Up && st.Alloc == nil, fmt.Sprintf("%+v", st)
+	})
 	sold, last := len(first), 0
 	for k := 0; k < 60; k++ {
 		rep := purchase(t, base, "wipe", fmt.Sprintf("after%d", k))
