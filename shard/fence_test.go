@@ -103,3 +103,54 @@ func TestVoidMarkerFencesLateSteps(t *testing.T) {
 		expect("a late reserve of the abandoned attempt", do(i, opReserve, "", "w", "z"), "void")
 	}
 }
+
+// A fenced shard answers only its resync: a connection the resync opened
+// goes back to the pool, and no other call may use it to reach the shard
+// before the fence opens (scripts, plain commands and pipelines alike).
+func TestFencedShardAnswersOnlyItsResync(t *testing.T) {
+	r := shardtest.Start(t, 1)
+	s, err := Open(r.URLs(), Config{Timeout: time.Second, Resync: func(int, string) {}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	resync := ResyncContext(ctx)
+	if err := s.Ping(resync, 0); err != nil {
+		t.Fatalf("the resync's own ping: %v", err)
+	}
+	if !s.Fenced(0) {
+		t.Fatal("a shard first seen is not fenced")
+	}
+	if _, err := s.Init(resync, 0, "f", Allocation{Alloc: 5, Limit: 1, Definition: "{}", Epoch: "e"}); err != nil {
+		t.Fatalf("the resync's own script: %v", err)
+	}
+	if n := s.shards[0].Client.PoolStats().TotalConns; n == 0 {
+		t.Fatal("the resync left no connection in the pool; the test would prove nothing")
+	}
+	refused := func(what string, err error) {
+		t.Helper()
+		if !errors.Is(err, errFenced) {
+			t.Fatalf("%s on a fenced shard: %v, want errFenced", what, err)
+		}
+	}
+	_, err = s.Init(ctx, 0, "g", Allocation{Alloc: 5, Limit: 1, Definition: "{}", Epoch: "e"})
+	refused("a script", err)
+	_, err = s.Counters(ctx, 0, "f")
+	refused("a command", err)
+	refused("a ping", s.Ping(ctx, 0))
+	_, _, _, _, err = s.FindHold(ctx, []string{"f"}, "some-order")
+	refused("a pipeline", err)
+	if got, _ := s.Counters(resync, 0, "g"); got.Alloc != 0 {
+		t.Fatalf("a refused Init allocated %d units", got.Alloc)
+	}
+
+	f := &s.shards[0].fence
+	f.mu.Lock()
+	run := f.seen
+	f.mu.Unlock()
+	s.Synced(0, run)
+	if c, err := s.Counters(ctx, 0, "f"); err != nil || c.Alloc != 5 {
+		t.Fatalf("once resynced: %+v, %v", c, err)
+	}
+}

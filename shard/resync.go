@@ -96,6 +96,47 @@ func runID(info string) string {
 	return ""
 }
 
+// fenceHook refuses, while its shard is fenced, every command that is not
+// the resync's own. OnConnect checks new connections only, and a connection
+// the resync opened goes back to the pool when it is done: without the hook
+// any call could take it and reach the shard before it is back in line.
+// The connection handshake (and OnConnect's INFO, which asks for the
+// resync) is let through, so a new connection still reports a restart.
+type fenceHook struct{ f *fence }
+
+// handshake lists the commands go-redis sends while it sets up a connection.
+var handshake = map[string]bool{"hello": true, "auth": true, "select": true, "client": true, "info": true}
+
+func (h fenceHook) refuses(ctx context.Context, cmd redis.Cmder) bool {
+	return h.f.closed.Load() && ctx.Value(resyncKey{}) == nil && !handshake[cmd.Name()]
+}
+
+func (h fenceHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h fenceHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if h.refuses(ctx, cmd) {
+			cmd.SetErr(errFenced)
+			return errFenced
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h fenceHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			if h.refuses(ctx, cmd) {
+				for _, c := range cmds {
+					c.SetErr(errFenced)
+				}
+				return errFenced
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
+
 // Synced records that shard i, running as run, is back in line with SQL:
 // its fence opens, unless the shard restarted again meanwhile (a connection
 // found another run id since): that run is resynced in turn.

@@ -153,6 +153,9 @@ func Open(urls []string, cfg Config) (*Set, error) {
 			opt.OnConnect = s.onConnect(i)
 		}
 		sh := newShard(i, opt, cfg)
+		if cfg.Resync != nil {
+			sh.Client.AddHook(fenceHook{&sh.fence})
+		}
 		sh.steps = newBatcher(sh, s.scripts.Purchase, cfg)
 		s.shards = append(s.shards, sh)
 	}

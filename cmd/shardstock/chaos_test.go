@@ -29,6 +29,7 @@ type coordinator struct {
 	log        string
 	mu         sync.Mutex // guards cmd
 	cmd        *exec.Cmd
+	readyAfter []time.Duration // how long each start took to answer /readyz
 }
 
 func (c *coordinator) start(t *testing.T) {
@@ -46,7 +47,22 @@ func (c *coordinator) start(t *testing.T) {
 	c.mu.Lock()
 	c.cmd = cmd
 	c.mu.Unlock()
-	waitReady(t, "http://"+c.addr)
+	// A coordinator that starts while the sale goes on (a race build on two
+	// cores, two other processes busy) may take seconds to connect to the
+	// database, the broker and every shard; it is given half a minute, and
+	// how long it took goes into the report.
+	took, ok := readyWithin("http://"+c.addr, 30*time.Second)
+	if !ok {
+		log, _ := os.ReadFile(c.log)
+		t.Fatalf("coordinator %s not ready after %s; its log:\n%s", c.name, took.Round(time.Millisecond), tail(string(log), 40))
+	}
+	c.readyAfter = append(c.readyAfter, took)
+}
+
+// tail is the last n lines of s.
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 func (c *coordinator) pid() int {
@@ -228,7 +244,8 @@ func TestChaos(t *testing.T) {
 			coords[1].cmd.Wait()
 			time.Sleep(time.Second)
 			coords[1].start(t)
-			faults = append(faults, fmt.Sprintf("chaos %s: coordinator b restarted", time.Now().UTC().Format("15:04:05.000")))
+			faults = append(faults, fmt.Sprintf("chaos %s: coordinator b restarted, ready after %s", time.Now().UTC().Format("15:04:05.000"),
+				coords[1].readyAfter[len(coords[1].readyAfter)-1].Round(time.Millisecond)))
 		}},
 		{20 * time.Second, func() {
 			crashFrom = time.Now()

@@ -481,9 +481,9 @@ func TestWipedShardIsNeverInitialisedAgain(t *testing.T) {
 	if rep.status != 409 || !strings.Contains(rep.str("message"), "lost") {
 		t.Fatalf("re-defining over a wiped shard: %d %s", rep.status, rep.raw)
 	}
-	// The shard view may still read the shard as fenced for a moment (the
-	// PUT's answer can come over a connection the resync opened); wait for
-	// it to answer, then check nothing was allocated.
+	// The shard view may read the shard as down for a moment after its
+	// fence opens (its health counted the calls refused while it was
+	// fenced); wait for it to answer, then check nothing was allocated.
 	waitFor(t, 10*time.Second, "the wiped shard answering, with no allocation", func() (bool, string) {
 		st := productStatus(t, base, "wipe").Shards[1]
 		if st.Up && st.Alloc != nil {

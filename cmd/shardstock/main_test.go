@@ -213,16 +213,26 @@ func freeAddr(t *testing.T) string {
 }
 
 func waitReady(t *testing.T, base string) {
-	for i := 0; i < 100; i++ {
+	t.Helper()
+	if _, ok := readyWithin(base, 5*time.Second); !ok {
+		t.Fatal("server never became ready")
+	}
+}
+
+// readyWithin polls base's /readyz until it answers 200 or d has passed, and
+// says how long that took.
+func readyWithin(base string, d time.Duration) (time.Duration, bool) {
+	start := time.Now()
+	for time.Since(start) < d {
 		if resp, err := client.Get(base + "/readyz"); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
-				return
+				return time.Since(start), true
 			}
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Fatal("server never became ready")
+	return time.Since(start), false
 }
 
 // collect reads r in the background; the returned func gives what was read.
