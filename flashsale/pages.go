@@ -37,6 +37,7 @@ type Pages struct {
 	sessions Sessions
 	now      func() time.Time
 	tmpl     *template.Template
+	static   http.Handler // the scripts and styles, under /static/
 	mu       sync.Mutex              // guards rendered
 	rendered map[string]renderedPage // product id -> page
 }
@@ -47,17 +48,14 @@ func NewPages(catalog Products, sessions Sessions, now func() time.Time) *Pages 
 		now = time.Now
 	}
 	t := template.Must(template.ParseFS(web, "web/*.html"))
-	return &Pages{catalog: catalog, sessions: sessions, now: now, tmpl: t, rendered: map[string]renderedPage{}}
+	return &Pages{catalog: catalog, sessions: sessions, now: now, tmpl: t, rendered: map[string]renderedPage{},
+		static: http.StripPrefix("/static/", http.FileServer(http.FS(assets{web})))}
 }
 
-// Register mounts the pages on e.
-func (p *Pages) Register(e *echo.Echo) {
-	static := assets{web}
-	e.GET("/", p.index)
-	e.GET("/products/:id", p.product)
-	e.GET("/admin/", p.file("admin.html"))
-	e.GET("/admin", func(c echo.Context) error { return c.Redirect(http.StatusMovedPermanently, "/admin/") })
-	e.GET("/static/*", echo.WrapHandler(http.StripPrefix("/static/", http.FileServer(http.FS(static)))))
+// Static serves the pages' scripts and styles (GET /static/*).
+func (p *Pages) Static(c echo.Context) error {
+	p.static.ServeHTTP(c.Response(), c.Request())
+	return nil
 }
 
 // assets are the scripts and styles under web/, and nothing else of it:
@@ -71,14 +69,13 @@ func (a assets) Open(name string) (fs.File, error) {
 	return a.FS.Open("web/" + name)
 }
 
-func (p *Pages) file(name string) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		b, err := web.ReadFile("web/" + name)
-		if err != nil {
-			return err
-		}
-		return c.HTMLBlob(http.StatusOK, b)
+// Admin serves the operators' page; its numbers come from the admin API.
+func (p *Pages) Admin(c echo.Context) error {
+	b, err := web.ReadFile("web/admin.html")
+	if err != nil {
+		return err
 	}
+	return c.HTMLBlob(http.StatusOK, b)
 }
 
 type indexData struct {
@@ -86,7 +83,8 @@ type indexData struct {
 	Products []*shardstock.Product
 }
 
-func (p *Pages) index(c echo.Context) error {
+// Index serves the front page: the current session's products.
+func (p *Pages) Index(c echo.Context) error {
 	ctx := c.Request().Context()
 	s, err := p.sessions.CurrentSession(ctx, p.now())
 	if err != nil {
@@ -113,7 +111,8 @@ type productData struct {
 	StartsMS, EndsMS int64
 }
 
-func (p *Pages) product(c echo.Context) error {
+// Product serves a product's sale page.
+func (p *Pages) Product(c echo.Context) error {
 	id := c.Param("id")
 	if !shardstock.ValidID(id) {
 		return shardstock.ErrNotFound

@@ -145,23 +145,19 @@ func NewHandler(cfg Config) *Handler {
 	return h
 }
 
-// Register mounts the buyer routes on e. Purchases are also served by
-// Purchases, in front of echo: the route here keeps the router (and the
-// contract's route list) complete.
-func (h *Handler) Register(e *echo.Echo) {
-	e.POST(purchasePrefix+":id"+purchaseSuffix, func(c echo.Context) error {
-		h.ServePurchase(c.Response(), c.Request(), c.Param("id"))
-		return nil
-	})
-	e.GET("/api/v1/tickets/:ticket", h.ticket)
-	e.GET("/edge/limits", h.edgeLimits)
+// PostPurchase is the purchase as an echo handler. Purchases are served by
+// Purchases, in front of echo, and reach it only when that is not mounted:
+// the route keeps the router (and the contract's route list) complete.
+func (h *Handler) PostPurchase(c echo.Context) error {
+	h.ServePurchase(c.Response(), c.Request(), c.Param("id"))
+	return nil
 }
 
-// edgeLimits publishes the limits for an nginx edge (deploy/nginx/limiter.lua),
+// GetEdgeLimits publishes the limits for an nginx edge (deploy/nginx/limiter.lua),
 // one per line: "global N" and "product ID N", in requests per second.
 // The answer is kept for a second: the edge asks about once a second per
 // worker, and the endpoint must not cost a catalog read per call.
-func (h *Handler) edgeLimits(c echo.Context) error {
+func (h *Handler) GetEdgeLimits(c echo.Context) error {
 	now := h.cfg.Now()
 	h.edgeMu.Lock()
 	defer h.edgeMu.Unlock()
@@ -208,10 +204,12 @@ type Reserved struct {
 	Shard   int    `json:"shard"`
 }
 
+// PurchaseRoute is the purchase's route; Purchases matches its paths.
+const PurchaseRoute = purchasePrefix + ":id" + purchaseSuffix
+
 const (
 	purchasePrefix = "/api/v1/products/"
 	purchaseSuffix = "/purchase"
-	purchaseRoute  = purchasePrefix + ":id" + purchaseSuffix
 )
 
 // Purchases serves POST /api/v1/products/{id}/purchase itself and hands
@@ -254,9 +252,9 @@ func (h *Handler) ServePurchase(w http.ResponseWriter, r *http.Request, id strin
 	status := http.StatusInternalServerError
 	defer func() {
 		if p := recover(); p != nil {
-			status = api.WriteError(w, r, purchaseRoute, fmt.Errorf("panic: %v", p), h.cfg.Logger)
+			status = api.WriteError(w, r, PurchaseRoute, fmt.Errorf("panic: %v", p), h.cfg.Logger)
 		}
-		api.LogRequest(h.cfg.Logger, r, purchaseRoute, status, start, rid)
+		api.LogRequest(h.cfg.Logger, r, PurchaseRoute, status, start, rid)
 	}()
 	found := false // the product is in the catalog: its outcome is worth recording
 	status, err := h.purchase(w, r, id, &found)
@@ -274,7 +272,7 @@ func (h *Handler) ServePurchase(w http.ResponseWriter, r *http.Request, id strin
 		h.cfg.Observe(product, outcome, time.Since(start))
 	}
 	if err != nil && !errors.Is(err, errQueued) {
-		status = api.WriteError(w, r, purchaseRoute, err, h.cfg.Logger)
+		status = api.WriteError(w, r, PurchaseRoute, err, h.cfg.Logger)
 	}
 }
 
@@ -468,7 +466,8 @@ type TicketView struct {
 	Error   string `json:"error,omitempty"`
 }
 
-func (h *Handler) ticket(c echo.Context) error {
+// GetTicket answers a queued purchase's ticket to the buyer who holds it.
+func (h *Handler) GetTicket(c echo.Context) error {
 	user, err := h.cfg.Identity(c.Request())
 	if err != nil {
 		return err

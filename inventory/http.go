@@ -12,26 +12,10 @@ import (
 	"github.com/shardstock/shardstock/api"
 )
 
-// Register mounts the admin API on g (which must carry api.AdminAuth).
-func (s *Service) Register(g *echo.Group) {
-	g.GET("/products", s.listProducts)
-	g.PUT("/sessions/:id", s.putSession)
-	g.GET("/sessions", s.listSessions)
-	g.GET("/sessions/:id", s.getSession)
-	g.DELETE("/sessions/:id", s.deleteSession)
-	g.PUT("/products/:id", s.putProduct)
-	g.GET("/products/:id", s.getProduct)
-	g.GET("/shards", s.getShards)
-	g.GET("/products/:id/reconcile", s.reconcile)
-	g.POST("/products/:id/rebalance", s.rebalance)
-	g.POST("/shards/:index/drain", s.drain)
-	g.POST("/products/:id/reconcile", s.reconcile)
-	g.POST("/products/:id/pause", s.pause(true))
-	g.POST("/products/:id/resume", s.pause(false))
-	g.POST("/products/:id/stock", s.changeStock)
-	g.PATCH("/products/:id", s.patchProduct)
-	g.POST("/products/:id/archive", s.archive)
-}
+// Handlers are the inventory's HTTP handlers: the admin API (mounted behind
+// api.AdminAuth) and the buyers' stock view. The routes that mount them are
+// listed in one place, cmd/shardstock/routes.go.
+type Handlers struct{ *Service }
 
 // productID is the path's product id; a malformed one is not found.
 func productID(c echo.Context) (string, error) {
@@ -42,22 +26,25 @@ func productID(c echo.Context) (string, error) {
 	return id, nil
 }
 
-// pause turns the kill switch on or off (an empty body).
-func (s *Service) pause(paused bool) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		id, err := productID(c)
-		if err != nil {
-			return err
-		}
-		if err := api.Decode(c, &struct{}{}, true); err != nil {
-			return err
-		}
-		st, err := s.Pause(c.Request().Context(), id, paused)
-		if err != nil {
-			return err
-		}
-		return c.JSON(http.StatusOK, st)
+// PostPause turns the kill switch on (an empty body).
+func (s Handlers) PostPause(c echo.Context) error { return s.pause(c, true) }
+
+// PostResume turns the kill switch off (an empty body).
+func (s Handlers) PostResume(c echo.Context) error { return s.pause(c, false) }
+
+func (s Handlers) pause(c echo.Context, paused bool) error {
+	id, err := productID(c)
+	if err != nil {
+		return err
 	}
+	if err := api.Decode(c, &struct{}{}, true); err != nil {
+		return err
+	}
+	st, err := s.Pause(c.Request().Context(), id, paused)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, st)
 }
 
 type stockBody struct {
@@ -65,9 +52,9 @@ type stockBody struct {
 	Remove int64 `json:"remove"`
 }
 
-// changeStock adds or takes back units; an Idempotency-Key header makes a
+// PostStock adds or takes back units; an Idempotency-Key header makes a
 // retried call change nothing more.
-func (s *Service) changeStock(c echo.Context) error {
+func (s Handlers) PostStock(c echo.Context) error {
 	id, err := productID(c)
 	if err != nil {
 		return err
@@ -92,8 +79,8 @@ type windowBody struct {
 	EndsAt   *api.OptionalTime `json:"ends_at"`
 }
 
-// patchProduct moves the sale window.
-func (s *Service) patchProduct(c echo.Context) error {
+// PatchProduct moves the sale window.
+func (s Handlers) PatchProduct(c echo.Context) error {
 	id, err := productID(c)
 	if err != nil {
 		return err
@@ -119,7 +106,9 @@ func (s *Service) patchProduct(c echo.Context) error {
 	return c.JSON(http.StatusOK, st)
 }
 
-func (s *Service) archive(c echo.Context) error {
+// PostArchive archives a product whose sale is over and settled: SQL keeps
+// its totals and its keys leave every shard (an empty body).
+func (s Handlers) PostArchive(c echo.Context) error {
 	id, err := productID(c)
 	if err != nil {
 		return err
@@ -134,7 +123,9 @@ func (s *Service) archive(c echo.Context) error {
 	return c.JSON(http.StatusOK, st)
 }
 
-func (s *Service) rebalance(c echo.Context) error {
+// PostRebalance moves salable units between shards toward an even spread
+// (an empty body).
+func (s Handlers) PostRebalance(c echo.Context) error {
 	id := c.Param("id")
 	if !shardstock.ValidID(id) {
 		return shardstock.ErrNotFound
@@ -153,9 +144,9 @@ type drainBody struct {
 	Drained *bool `json:"drained"`
 }
 
-// drain takes a shard out of rotation ({"drained": true}, the default) or
+// PostDrain takes a shard out of rotation ({"drained": true}, the default) or
 // puts it back ({"drained": false}).
-func (s *Service) drain(c echo.Context) error {
+func (s Handlers) PostDrain(c echo.Context) error {
 	idx, err := strconv.Atoi(c.Param("index"))
 	if err != nil {
 		return shardstock.ErrNotFound
@@ -172,25 +163,26 @@ func (s *Service) drain(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]any{"shard": idx, "drained": drained, "moved": moved})
 }
 
-// reconcile reports drift (GET) or also fixes what is safe (POST).
-func (s *Service) reconcile(c echo.Context) error {
+// GetReconcile reports a product's drift between the shards and SQL.
+func (s Handlers) GetReconcile(c echo.Context) error { return s.reconcile(c, false) }
+
+// PostReconcile reports the drift and fixes what is safe to fix.
+func (s Handlers) PostReconcile(c echo.Context) error { return s.reconcile(c, true) }
+
+func (s Handlers) reconcile(c echo.Context, fix bool) error {
 	id := c.Param("id")
 	if !shardstock.ValidID(id) {
 		return shardstock.ErrNotFound
 	}
-	r, err := s.Reconcile(c.Request().Context(), id, c.Request().Method == http.MethodPost)
+	r, err := s.Reconcile(c.Request().Context(), id, fix)
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, r)
 }
 
-// RegisterPublic mounts the buyers' read-only stock view.
-func (s *Service) RegisterPublic(e *echo.Echo) {
-	e.GET("/api/v1/products/:id/stock", s.getStock)
-}
-
-func (s *Service) getStock(c echo.Context) error {
+// GetStock is the buyers' view of a product's stock, never cached.
+func (s Handlers) GetStock(c echo.Context) error {
 	id := c.Param("id")
 	if !shardstock.ValidID(id) {
 		return shardstock.ErrNotFound
@@ -203,7 +195,8 @@ func (s *Service) getStock(c echo.Context) error {
 	return c.JSON(http.StatusOK, v)
 }
 
-func (s *Service) listProducts(c echo.Context) error {
+// GetProducts lists every product's status.
+func (s Handlers) GetProducts(c echo.Context) error {
 	ctx := c.Request().Context()
 	ids, err := s.catalog.ProductIDs(ctx)
 	if err != nil {
@@ -227,8 +220,8 @@ type sessionBody struct {
 	Products []string         `json:"products"`
 }
 
-// listSessions lists every session, by start.
-func (s *Service) listSessions(c echo.Context) error {
+// GetSessions lists every session, by start.
+func (s Handlers) GetSessions(c echo.Context) error {
 	ss, err := s.catalog.Sessions(c.Request().Context())
 	if err != nil {
 		return fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
@@ -236,7 +229,8 @@ func (s *Service) listSessions(c echo.Context) error {
 	return c.JSON(http.StatusOK, ss)
 }
 
-func (s *Service) getSession(c echo.Context) error {
+// GetSession answers one session.
+func (s Handlers) GetSession(c echo.Context) error {
 	ss, err := s.catalog.Sessions(c.Request().Context())
 	if err != nil {
 		return fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
@@ -249,9 +243,9 @@ func (s *Service) getSession(c echo.Context) error {
 	return shardstock.ErrNotFound
 }
 
-// deleteSession removes a session; its products keep selling only in a
+// DeleteSession removes a session; its products keep selling only in a
 // window of their own or of their other sessions.
-func (s *Service) deleteSession(c echo.Context) error {
+func (s Handlers) DeleteSession(c echo.Context) error {
 	id := c.Param("id")
 	if !shardstock.ValidID(id) {
 		return shardstock.ErrNotFound
@@ -273,7 +267,8 @@ func (s *Service) deleteSession(c echo.Context) error {
 	return c.NoContent(http.StatusNoContent)
 }
 
-func (s *Service) putSession(c echo.Context) error {
+// PutSession defines a session (201) or changes it (200).
+func (s Handlers) PutSession(c echo.Context) error {
 	var b sessionBody
 	if err := api.Decode(c, &b, false); err != nil {
 		return err
@@ -299,7 +294,9 @@ type productBody struct {
 	PriceCents   int64            `json:"price_cents"`
 }
 
-func (s *Service) putProduct(c echo.Context) error {
+// PutProduct defines a product (201); the same definition again answers
+// 200, a different one 409.
+func (s Handlers) PutProduct(c echo.Context) error {
 	id := c.Param("id")
 	if !shardstock.ValidID(id) {
 		return shardstock.Invalid("product id must be 1-64 characters of [A-Za-z0-9_-]")
@@ -325,7 +322,8 @@ func (s *Service) putProduct(c echo.Context) error {
 	return c.JSON(http.StatusOK, st)
 }
 
-func (s *Service) getProduct(c echo.Context) error {
+// GetProduct answers a product's status, shard by shard.
+func (s Handlers) GetProduct(c echo.Context) error {
 	id := c.Param("id")
 	if !shardstock.ValidID(id) {
 		return shardstock.ErrNotFound
@@ -337,6 +335,7 @@ func (s *Service) getProduct(c echo.Context) error {
 	return c.JSON(http.StatusOK, st)
 }
 
-func (s *Service) getShards(c echo.Context) error {
+// GetShards answers the shard overview.
+func (s Handlers) GetShards(c echo.Context) error {
 	return c.JSON(http.StatusOK, s.Shards(c.Request().Context()))
 }

@@ -9,52 +9,49 @@ import (
 	"github.com/shardstock/shardstock/api"
 )
 
-// Register mounts the buyer's order routes on e. With Config.PaySecret
-// set, the payment callback must carry X-Signature: sha256=<hex
-// HMAC-SHA256 of the body under the secret> (SignPayment).
-func (s *Service) Register(e *echo.Echo, identity api.Identity) {
-	h := &handlers{s: s, identity: identity}
-	e.GET("/api/v1/orders/:id", h.get)
-	e.POST("/api/v1/orders/:id/pay", h.pay)
-	e.POST("/api/v1/orders/:id/cancel", h.cancel)
-}
-
-type handlers struct {
-	s        *Service
-	identity api.Identity
+// Handlers are the buyer's order calls over HTTP; Identity says who the
+// caller is. The routes that mount them are listed in one place,
+// cmd/shardstock/routes.go.
+type Handlers struct {
+	Service  *Service
+	Identity api.Identity
 }
 
 // checkSignature verifies the callback's signature in constant time.
-func (h *handlers) checkSignature(c echo.Context, body []byte) error {
-	if !h.s.signedBy(body, c.Request().Header.Get("X-Signature")) {
+func (h Handlers) checkSignature(c echo.Context, body []byte) error {
+	if !h.Service.signedBy(body, c.Request().Header.Get("X-Signature")) {
 		return &shardstock.Error{Code: shardstock.ErrUnauthorized.Code, Message: "the payment callback signature (X-Signature) is missing or wrong"}
 	}
 	return nil
 }
 
 // caller checks the order id format and the caller's identity.
-func (h *handlers) caller(c echo.Context) (id, user string, err error) {
+func (h Handlers) caller(c echo.Context) (id, user string, err error) {
 	id = c.Param("id")
 	if !shardstock.ValidID(id) {
 		return "", "", shardstock.ErrNotFound
 	}
-	user, err = h.identity(c.Request())
+	user, err = h.Identity(c.Request())
 	return id, user, err
 }
 
-func (h *handlers) get(c echo.Context) error {
+// Get answers the caller's own order.
+func (h Handlers) Get(c echo.Context) error {
 	id, user, err := h.caller(c)
 	if err != nil {
 		return err
 	}
-	o, err := h.s.Get(c.Request().Context(), id, user)
+	o, err := h.Service.Get(c.Request().Context(), id, user)
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, o)
 }
 
-func (h *handlers) pay(c echo.Context) error {
+// PostPay is the payment callback. With Config.PaySecret set, it must
+// carry X-Signature: sha256=<hex HMAC-SHA256 of the body under the secret>
+// (SignPayment).
+func (h Handlers) PostPay(c echo.Context) error {
 	id, user, err := h.caller(c)
 	if err != nil {
 		return err
@@ -73,19 +70,20 @@ func (h *handlers) pay(c echo.Context) error {
 	if b.Result != "success" && b.Result != "fail" {
 		return shardstock.Invalid(`result must be "success" or "fail"`)
 	}
-	if len(h.s.cfg.PaySecret) > 0 {
-		if err := h.s.checkCallback(c.Request().Context(), id, user, b.PaymentCallback); err != nil {
+	if len(h.Service.cfg.PaySecret) > 0 {
+		if err := h.Service.checkCallback(c.Request().Context(), id, user, b.PaymentCallback); err != nil {
 			return err
 		}
 	}
-	o, err := h.s.Pay(c.Request().Context(), id, user, b.Result == "success")
+	o, err := h.Service.Pay(c.Request().Context(), id, user, b.Result == "success")
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusAccepted, o)
 }
 
-func (h *handlers) cancel(c echo.Context) error {
+// PostCancel cancels the caller's order awaiting payment (an empty body).
+func (h Handlers) PostCancel(c echo.Context) error {
 	id, user, err := h.caller(c)
 	if err != nil {
 		return err
@@ -93,7 +91,7 @@ func (h *handlers) cancel(c echo.Context) error {
 	if err := api.Decode(c, &struct{}{}, true); err != nil {
 		return err
 	}
-	o, err := h.s.Cancel(c.Request().Context(), id, user)
+	o, err := h.Service.Cancel(c.Request().Context(), id, user)
 	if err != nil {
 		return err
 	}

@@ -133,7 +133,8 @@ type Products interface {
 	Product(ctx context.Context, id string) (*shardstock.Product, error)
 }
 
-// Handler serves the report and its charts on the admin API.
+// Handler serves the report and its charts on the admin API (the routes are
+// listed in cmd/shardstock/routes.go).
 type Handler struct {
 	Store    Store
 	Products Products
@@ -141,31 +142,31 @@ type Handler struct {
 	Orders func(ctx context.Context, product string) (map[string]int64, error)
 }
 
-// Register mounts GET /products/:id/report and /products/:id/report/:chart
-// (purchases.svg, stock.svg, latency.svg, orders.svg) on the admin group.
-func (h Handler) Register(g *echo.Group) {
-	g.GET("/products/:id/report", func(c echo.Context) error {
-		rep, err := h.report(c)
-		if err != nil {
-			return err
-		}
-		return c.JSON(http.StatusOK, rep)
-	})
-	g.GET("/products/:id/report/:chart", func(c echo.Context) error {
-		if _, ok := charts[c.Param("chart")]; !ok {
-			return shardstock.ErrNotFound
-		}
-		rep, err := h.report(c)
-		if err != nil {
-			return err
-		}
-		svg, err := Chart(c.Param("chart"), rep)
-		if err != nil {
-			return err
-		}
-		c.Response().Header().Set("Cache-Control", "no-store")
-		return c.Blob(http.StatusOK, "image/svg+xml", svg)
-	})
+// GetReport answers the report as JSON.
+func (h Handler) GetReport(c echo.Context) error {
+	rep, err := h.report(c)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, rep)
+}
+
+// GetChart answers one of the report's charts as SVG (:chart is
+// purchases.svg, stock.svg, latency.svg or orders.svg).
+func (h Handler) GetChart(c echo.Context) error {
+	if _, ok := charts[c.Param("chart")]; !ok {
+		return shardstock.ErrNotFound
+	}
+	rep, err := h.report(c)
+	if err != nil {
+		return err
+	}
+	svg, err := Chart(c.Param("chart"), rep)
+	if err != nil {
+		return err
+	}
+	c.Response().Header().Set("Cache-Control", "no-store")
+	return c.Blob(http.StatusOK, "image/svg+xml", svg)
 }
 
 func (h Handler) report(c echo.Context) (Report, error) {

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"net/netip"
 	"os"
 	"strconv"
@@ -18,9 +17,7 @@ import (
 
 	"github.com/hashicorp/go-multierror"
 	"github.com/labstack/echo/v4"
-	"github.com/labstack/echo/v4/middleware"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shardstock/shardstock"
@@ -394,84 +391,6 @@ func (m *Main) realIP() echo.IPExtractor {
 
 // URL is the base URL the server listens on.
 func (m *Main) URL() string { return "http://" + m.listener.Addr().String() }
-
-// routes is the server's handler: purchases in front of echo's router.
-func (m *Main) routes() http.Handler {
-	return api.LimitHeaders(maxHeaderBytes, m.buyers.Purchases(m.router()))
-}
-
-// maxHeaderBytes bounds a request's headers (431 in the API's JSON).
-// net/http reads up to four times as much before it answers 431 itself,
-// in plain text: only headers over 64 KiB get that answer.
-const maxHeaderBytes = 16 << 10
-
-// router is every route on echo, with its middleware.
-func (m *Main) router() *echo.Echo {
-	e := echo.New()
-	e.HideBanner, e.HidePort = true, true
-	e.HTTPErrorHandler = api.ErrorHandler(m.log)
-	// Client IPs (per-IP limits, logs): X-Forwarded-For is believed only
-	// from SHARDSTOCK_TRUSTED_PROXIES (an nginx edge), so a buyer cannot
-	// pick the IP it is limited as.
-	e.IPExtractor = m.realIP()
-	// X-Request-ID, in the canonical form that needs no copy per request.
-	requestID := middleware.RequestIDConfig{Generator: api.RequestIDs(), TargetHeader: "X-Request-Id"}
-	// A request id is the server's own: one a client sends is dropped, so
-	// it cannot pass for one of ours in the logs.
-	e.Pre(func(next echo.HandlerFunc) echo.HandlerFunc {
-		return func(c echo.Context) error {
-			c.Request().Header.Del(echo.HeaderXRequestID)
-			return next(c)
-		}
-	})
-	e.Use(middleware.Recover(), middleware.RequestIDWithConfig(requestID), api.RequestLog(m.log),
-		middleware.SecureWithConfig(middleware.SecureConfig{ContentTypeNosniff: "nosniff", XFrameOptions: "DENY",
-			ReferrerPolicy: "same-origin",
-			ContentSecurityPolicy: "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; " +
-				"connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"}))
-
-	m.buyers.Register(e)
-	m.orders.Register(e, m.identity())
-	m.inv.RegisterPublic(e)
-	if m.pages == nil {
-		m.pages = flashsale.NewPages(m.inv, m.store, nil)
-	}
-	m.pages.Register(e)
-	admin := e.Group("/admin/v1", api.AdminAuth(m.cfg.AdminToken))
-	m.inv.Register(admin)
-	report.Handler{Store: m.store, Products: m.inv, Orders: m.store.CountByStatus}.Register(admin)
-	// Profiles during a sale, behind the admin token:
-	// go tool pprof -http=: -H "Authorization: Bearer $TOKEN" http://HOST/admin/debug/pprof/profile?seconds=20
-	debug := e.Group("/admin/debug/pprof", api.AdminAuth(m.cfg.AdminToken))
-	debug.GET("/", echo.WrapHandler(http.HandlerFunc(pprof.Index)))
-	debug.GET("/cmdline", echo.WrapHandler(http.HandlerFunc(pprof.Cmdline)))
-	debug.GET("/profile", echo.WrapHandler(http.HandlerFunc(pprof.Profile)))
-	debug.GET("/symbol", echo.WrapHandler(http.HandlerFunc(pprof.Symbol)))
-	debug.GET("/trace", echo.WrapHandler(http.HandlerFunc(pprof.Trace)))
-	debug.GET("/:name", func(c echo.Context) error {
-		pprof.Handler(c.Param("name")).ServeHTTP(c.Response(), c.Request())
-		return nil
-	})
-
-	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})))
-	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
-	e.GET("/readyz", m.ready)
-	e.GET("/openapi.yaml", func(c echo.Context) error { return c.Blob(http.StatusOK, "application/yaml", api.OpenAPI) })
-	api.AnswerMethodNotAllowed(e)
-	return e
-}
-
-// ready answers 200 when at least one shard is up, else 503.
-func (m *Main) ready(c echo.Context) error {
-	if !m.health.AnyUp() {
-		return c.JSON(http.StatusServiceUnavailable, api.ErrorBody{Error: "unavailable", Message: "no shard answers"})
-	}
-	if skew := m.clockSkew(); skew > time.Second || skew < -time.Second {
-		return c.JSON(http.StatusOK, map[string]any{"status": "ready", "clock_skew_seconds": skew.Seconds(),
-			"warning": fmt.Sprintf("this coordinator's clock is %s off the shards'; sale windows are judged by the shards' clock, and its own checks are corrected by the skew", skew.Round(time.Millisecond))})
-	}
-	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
-}
 
 func (m *Main) warnUnused() {
 	for _, name := range notYet {

@@ -1,0 +1,144 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/pprof"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/shardstock/shardstock/api"
+	"github.com/shardstock/shardstock/flashsale"
+	"github.com/shardstock/shardstock/inventory"
+	"github.com/shardstock/shardstock/order"
+	"github.com/shardstock/shardstock/report"
+)
+
+// routes is the server's handler: purchases in front of echo's router.
+func (m *Main) routes() http.Handler {
+	return api.LimitHeaders(maxHeaderBytes, m.buyers.Purchases(m.router()))
+}
+
+// maxHeaderBytes bounds a request's headers (431 in the API's JSON).
+// net/http reads up to four times as much before it answers 431 itself,
+// in plain text: only headers over 64 KiB get that answer.
+const maxHeaderBytes = 16 << 10
+
+// router is every route on echo, with its middleware.
+func (m *Main) router() *echo.Echo {
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = api.ErrorHandler(m.log)
+	// Client IPs (per-IP limits, logs): X-Forwarded-For is believed only
+	// from SHARDSTOCK_TRUSTED_PROXIES (an nginx edge), so a buyer cannot
+	// pick the IP it is limited as.
+	e.IPExtractor = m.realIP()
+	// X-Request-ID, in the canonical form that needs no copy per request.
+	requestID := middleware.RequestIDConfig{Generator: api.RequestIDs(), TargetHeader: "X-Request-Id"}
+	// A request id is the server's own: one a client sends is dropped, so
+	// it cannot pass for one of ours in the logs.
+	e.Pre(func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			c.Request().Header.Del(echo.HeaderXRequestID)
+			return next(c)
+		}
+	})
+	e.Use(middleware.Recover(), middleware.RequestIDWithConfig(requestID), api.RequestLog(m.log),
+		middleware.SecureWithConfig(middleware.SecureConfig{ContentTypeNosniff: "nosniff", XFrameOptions: "DENY",
+			ReferrerPolicy: "same-origin",
+			ContentSecurityPolicy: "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; " +
+				"connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"}))
+
+	m.mount(e)
+	api.AnswerMethodNotAllowed(e)
+	return e
+}
+
+// mount lists every route the server answers, with who may call it: the
+// one place to look for a URL's handler. api/openapi.yaml describes the
+// same routes (TestOpenAPIMatchesTheRoutes checks both ways).
+func (m *Main) mount(e *echo.Echo) {
+	if m.pages == nil {
+		m.pages = flashsale.NewPages(m.inv, m.store, nil)
+	}
+	buyers, pages := m.buyers, m.pages
+	orders := order.Handlers{Service: m.orders, Identity: m.identity()}
+	inv := inventory.Handlers{Service: m.inv}
+	rep := report.Handler{Store: m.store, Products: m.inv, Orders: m.store.CountByStatus}
+
+	// Buyers, identified by SHARDSTOCK_AUTH (a JWT, or X-User-ID from a
+	// trusted edge). Purchases are served in front of echo
+	// (flashsale.Handler.Purchases); the route keeps the router complete.
+	e.POST(flashsale.PurchaseRoute, buyers.PostPurchase)
+	e.GET("/api/v1/tickets/:ticket", buyers.GetTicket)
+	e.GET("/api/v1/products/:id/stock", inv.GetStock)
+	e.GET("/api/v1/orders/:id", orders.Get)
+	e.POST("/api/v1/orders/:id/pay", orders.PostPay)
+	e.POST("/api/v1/orders/:id/cancel", orders.PostCancel)
+
+	// Pages, for anyone; the operators' page reads the admin API.
+	e.GET("/", pages.Index)
+	e.GET("/products/:id", pages.Product)
+	e.GET("/static/*", pages.Static)
+	e.GET("/admin/", pages.Admin)
+	e.GET("/admin", func(c echo.Context) error { return c.Redirect(http.StatusMovedPermanently, "/admin/") })
+
+	// The nginx edge's limits (deploy/nginx/limiter.lua).
+	e.GET("/edge/limits", buyers.GetEdgeLimits)
+
+	// Operators: the admin API, behind SHARDSTOCK_ADMIN_TOKEN.
+	admin := e.Group("/admin/v1", api.AdminAuth(m.cfg.AdminToken))
+	admin.GET("/products", inv.GetProducts)
+	admin.PUT("/products/:id", inv.PutProduct)
+	admin.GET("/products/:id", inv.GetProduct)
+	admin.PATCH("/products/:id", inv.PatchProduct)
+	admin.POST("/products/:id/pause", inv.PostPause)
+	admin.POST("/products/:id/resume", inv.PostResume)
+	admin.POST("/products/:id/stock", inv.PostStock)
+	admin.POST("/products/:id/archive", inv.PostArchive)
+	admin.POST("/products/:id/rebalance", inv.PostRebalance)
+	admin.GET("/products/:id/reconcile", inv.GetReconcile)
+	admin.POST("/products/:id/reconcile", inv.PostReconcile)
+	admin.GET("/products/:id/report", rep.GetReport)
+	admin.GET("/products/:id/report/:chart", rep.GetChart)
+	admin.GET("/sessions", inv.GetSessions)
+	admin.PUT("/sessions/:id", inv.PutSession)
+	admin.GET("/sessions/:id", inv.GetSession)
+	admin.DELETE("/sessions/:id", inv.DeleteSession)
+	admin.GET("/shards", inv.GetShards)
+	admin.POST("/shards/:index/drain", inv.PostDrain)
+
+	// Profiles during a sale, behind the admin token:
+	// go tool pprof -http=: -H "Authorization: Bearer $TOKEN" http://HOST/admin/debug/pprof/profile?seconds=20
+	debug := e.Group("/admin/debug/pprof", api.AdminAuth(m.cfg.AdminToken))
+	debug.GET("/", echo.WrapHandler(http.HandlerFunc(pprof.Index)))
+	debug.GET("/cmdline", echo.WrapHandler(http.HandlerFunc(pprof.Cmdline)))
+	debug.GET("/profile", echo.WrapHandler(http.HandlerFunc(pprof.Profile)))
+	debug.GET("/symbol", echo.WrapHandler(http.HandlerFunc(pprof.Symbol)))
+	debug.GET("/trace", echo.WrapHandler(http.HandlerFunc(pprof.Trace)))
+	debug.GET("/:name", func(c echo.Context) error {
+		pprof.Handler(c.Param("name")).ServeHTTP(c.Response(), c.Request())
+		return nil
+	})
+
+	// Probes, metrics and the contract, for the platform.
+	e.GET("/healthz", func(c echo.Context) error { return c.JSON(http.StatusOK, map[string]string{"status": "ok"}) })
+	e.GET("/readyz", m.ready)
+	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{Registry: m.registry})))
+	e.GET("/openapi.yaml", func(c echo.Context) error { return c.Blob(http.StatusOK, "application/yaml", api.OpenAPI) })
+}
+
+// ready answers 200 when at least one shard is up, else 503.
+func (m *Main) ready(c echo.Context) error {
+	if !m.health.AnyUp() {
+		return c.JSON(http.StatusServiceUnavailable, api.ErrorBody{Error: "unavailable", Message: "no shard answers"})
+	}
+	if skew := m.clockSkew(); skew > time.Second || skew < -time.Second {
+		return c.JSON(http.StatusOK, map[string]any{"status": "ready", "clock_skew_seconds": skew.Seconds(),
+			"warning": fmt.Sprintf("this coordinator's clock is %s off the shards'; sale windows are judged by the shards' clock, and its own checks are corrected by the skew", skew.Round(time.Millisecond))})
+	}
+	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
+}
