@@ -107,15 +107,17 @@ type fenceHook struct{ f *fence }
 // handshake lists the commands go-redis sends while it sets up a connection.
 var handshake = map[string]bool{"hello": true, "auth": true, "select": true, "client": true, "info": true}
 
-func (h fenceHook) refuses(ctx context.Context, cmd redis.Cmder) bool {
-	return h.f.closed.Load() && ctx.Value(resyncKey{}) == nil && !handshake[cmd.Name()]
+// refusing reports whether commands under ctx are refused now (the
+// handshake's excepted).
+func (h fenceHook) refusing(ctx context.Context) bool {
+	return h.f.closed.Load() && ctx.Value(resyncKey{}) == nil
 }
 
 func (h fenceHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (h fenceHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if h.refuses(ctx, cmd) {
+		if h.refusing(ctx) && !handshake[cmd.Name()] {
 			cmd.SetErr(errFenced)
 			return errFenced
 		}
@@ -125,8 +127,11 @@ func (h fenceHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 
 func (h fenceHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if !h.refusing(ctx) {
+			return next(ctx, cmds)
+		}
 		for _, cmd := range cmds {
-			if h.refuses(ctx, cmd) {
+			if !handshake[cmd.Name()] {
 				for _, c := range cmds {
 					c.SetErr(errFenced)
 				}
