@@ -212,9 +212,11 @@ func freeAddr(t *testing.T) string {
 	return ln.Addr().String()
 }
 
+// waitReady waits for a server started by the test (a race build, on a
+// shared 2-core box) to answer /readyz.
 func waitReady(t *testing.T, base string) {
 	t.Helper()
-	if _, ok := readyWithin(base, 5*time.Second); !ok {
+	if _, ok := readyWithin(base, 15*time.Second); !ok {
 		t.Fatal("server never became ready")
 	}
 }
