@@ -30,7 +30,7 @@ func scanOrder(row interface{ Scan(...any) error }) (*shardstock.Order, error) {
 
 // Order returns order id, or nil if there is none.
 func (s *Store) Order(ctx context.Context, id string) (*shardstock.Order, error) {
-	o, err := scanOrder(s.db.QueryRowContext(ctx, `SELECT `+orderColumns+` FROM orders WHERE id = ?`, id))
+	o, err := scanOrder(s.read.QueryRowContext(ctx, `SELECT `+orderColumns+` FROM orders WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -438,7 +438,7 @@ func (s *Store) LiveOrders(ctx context.Context, product string, shard int) ([]sh
 
 // CountsByShard counts a product's orders per shard and status.
 func (s *Store) CountsByShard(ctx context.Context, product string) (map[int]shardstock.OrderCounts, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT shard, status, COUNT(*) FROM orders WHERE product_id = ? GROUP BY shard, status`, product)
+	rows, err := s.read.QueryContext(ctx, `SELECT shard, status, COUNT(*) FROM orders WHERE product_id = ? GROUP BY shard, status`, product)
 	if err != nil {
 		return nil, fmt.Errorf("count orders: %w", err)
 	}
@@ -476,7 +476,7 @@ func (s *Store) CountByStatus(ctx context.Context, product string) (map[string]i
 }
 
 func (s *Store) countBy(ctx context.Context, q string, args ...any) (map[string]int64, error) {
-	rows, err := s.db.QueryContext(ctx, q, args...)
+	rows, err := s.read.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("count orders: %w", err)
 	}

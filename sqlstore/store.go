@@ -35,7 +35,15 @@ var migrations embed.FS
 // Store is the SQL database of the app, on SQLite (embedded) or
 // MySQL/MariaDB. Safe for concurrent use.
 type Store struct {
-	db      *sql.DB
+	db *sql.DB
+	// read serves the plain reads (no transaction, nothing written first in
+	// the same call). On SQLite it is a pool of read-only connections of
+	// its own: WAL lets them read the last commit while the one writer
+	// connection (db) is busy, so a buyer's order lookup or the product
+	// controls every coordinator polls (the kill switch) never queue
+	// behind order writes, nor behind another process's write lock. On
+	// MySQL it is db.
+	read    *sql.DB
 	dialect string // "sqlite" or "mysql"
 }
 
@@ -50,7 +58,14 @@ func OpenTLS(dsn string, roots *x509.CertPool) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Store{db: db, dialect: dialect}, nil
+	st := &Store{db: db, read: db, dialect: dialect}
+	if dialect == "sqlite" {
+		if st.read, err = openSQLiteReader(strings.TrimPrefix(dsn, "sqlite:")); err != nil {
+			db.Close()
+			return nil, err
+		}
+	}
+	return st, nil
 }
 
 // Connect opens the database of dsn (as Open does) and returns it with its
@@ -85,6 +100,16 @@ func openSQLite(path string) (*sql.DB, error) {
 		return nil, fmt.Errorf("sqlite: %w", err)
 	}
 	db.SetMaxOpenConns(1) // one writer; avoids SQLITE_BUSY between our own connections
+	return db, nil
+}
+
+// openSQLiteReader opens the read-only pool of a SQLite file (Store.read).
+func openSQLiteReader(path string) (*sql.DB, error) {
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_pragma=query_only(1)")
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: %w", err)
+	}
+	db.SetMaxOpenConns(4)
 	return db, nil
 }
 
@@ -123,7 +148,12 @@ func redactDSN(dsn string) string {
 func (s *Store) Dialect() string { return s.dialect }
 
 // Close closes the database.
-func (s *Store) Close() error { return s.db.Close() }
+func (s *Store) Close() error {
+	if s.read != s.db {
+		s.read.Close()
+	}
+	return s.db.Close()
+}
 
 // Ping checks the database answers.
 func (s *Store) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }

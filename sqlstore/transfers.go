@@ -53,7 +53,7 @@ func (s *Store) ShardTransfers(ctx context.Context, shard int) ([]shardstock.Tra
 }
 
 func (s *Store) transfers(ctx context.Context, where string, args ...any) ([]shardstock.Transfer, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT id, product_id, from_shard, to_shard, wanted, moved, state
+	rows, err := s.read.QueryContext(ctx, `SELECT id, product_id, from_shard, to_shard, wanted, moved, state
 		FROM transfers `+where+` ORDER BY created_at`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("unfinished transfers: %w", err)
@@ -102,7 +102,7 @@ func (s *Store) DrainedShards(ctx context.Context) (map[int]bool, error) {
 // never).
 func (s *Store) SyncedRunID(ctx context.Context, shard int) (string, error) {
 	var run string
-	err := s.db.QueryRowContext(ctx, `SELECT run_id FROM shard_runs WHERE shard = ?`, shard).Scan(&run)
+	err := s.read.QueryRowContext(ctx, `SELECT run_id FROM shard_runs WHERE shard = ?`, shard).Scan(&run)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", nil
 	}
@@ -158,7 +158,7 @@ func (s *Store) CatalogID(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("catalog id: %w", err)
 	}
 	var id string
-	if err := s.db.QueryRowContext(ctx, `SELECT value FROM catalog_meta WHERE name = 'catalog_id'`).Scan(&id); err != nil {
+	if err := s.read.QueryRowContext(ctx, `SELECT value FROM catalog_meta WHERE name = 'catalog_id'`).Scan(&id); err != nil {
 		return "", fmt.Errorf("catalog id: %w", err)
 	}
 	return id, nil
