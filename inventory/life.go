@@ -242,13 +242,22 @@ func (s *Service) ChangeStock(ctx context.Context, id string, add, remove int64,
 	var plan []shardstock.Transfer
 	if add > 0 {
 		var live []int
+		up := 0
 		for _, sh := range st.Shards[:p.Shards(len(s.shards.Addrs()))] {
+			if sh.Up {
+				up++
+			}
 			if sh.Up && sh.Alloc != nil && !drained[sh.Index] {
 				live = append(live, sh.Index)
 			}
 		}
-		if len(live) == 0 {
-			return nil, fmt.Errorf("%w: no live shard of %s to put units on", shardstock.ErrUnavailable, id)
+		switch {
+		case len(live) > 0:
+		case up == 0: // an outage: try again
+			return nil, fmt.Errorf("%w: no shard of %s answers to put units on", shardstock.ErrUnavailable, id)
+		default: // the operator's own doing: say what to change
+			return nil, shardstock.Conflict(fmt.Sprintf("no shard of %s can take units: each one that answers is drained "+
+				"or does not hold the product; put a shard back (POST /admin/v1/shards/{index}/drain {\"drained\": false}) first", id))
 		}
 		for j, n := range shardstock.SplitStock(add, len(live), spreadOffset(changeID, len(live))) {
 			if n > 0 {

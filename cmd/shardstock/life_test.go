@@ -529,3 +529,34 @@ func TestGrowFromThreeToSixMasters(t *testing.T) {
 		t.Fatalf("the old sale on reordered masters: %d %s", rep.status, rep.raw)
 	}
 }
+
+// Adding units needs a shard that holds the product, answers and is not
+// drained. With every shard drained that is the operator's own doing: 409,
+// saying what to change. With every shard down it is an outage: 503.
+func TestStockAddWithNowhereToPutIt(t *testing.T) {
+	r := shardtest.Start(t, 3)
+	m := startServer(t, r.URLs())
+	putProduct(t, m.URL(), "nowhere", `{"stock":30}`)
+	add := func() reply {
+		return adminDo(t, "POST", m.URL()+"/admin/v1/products/nowhere/stock", `{"add":5}`)
+	}
+	for i := range 3 {
+		if rep := adminDo(t, "POST", m.URL()+"/admin/v1/shards/"+strconv.Itoa(i)+"/drain", `{"drained":true}`); rep.status != 200 {
+			t.Fatalf("drain %d: %d %s", i, rep.status, rep.raw)
+		}
+	}
+	if rep := add(); rep.status != 409 || !strings.Contains(rep.str("message"), "drained") {
+		t.Fatalf("add with every shard drained: %d %s", rep.status, rep.raw)
+	}
+	for i := range 3 {
+		adminDo(t, "POST", m.URL()+"/admin/v1/shards/"+strconv.Itoa(i)+"/drain", `{"drained":false}`)
+		r.Kill(i)
+	}
+	waitFor(t, 10*time.Second, "an add with every shard down answered 503", func() (bool, string) {
+		rep := add()
+		return rep.status == 503, rep.raw
+	})
+	if st := productStatus(t, m.URL(), "nowhere"); st.Stock != 30 {
+		t.Fatalf("the refused adds changed the stock: %d", st.Stock)
+	}
+}
