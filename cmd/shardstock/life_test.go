@@ -229,9 +229,14 @@ func sellOutAndPay(t *testing.T, m *Main, product string, stock int) {
 	if rep := adminDo(t, "PATCH", base+"/admin/v1/products/"+product, fmt.Sprintf(`{"ends_at":%q}`, time.Now().UTC().Format(time.RFC3339Nano))); rep.status != 200 {
 		t.Fatalf("end %s: %d %s", product, rep.status, rep.raw)
 	}
+	// Settled: every unit sold on its shard, and SQL has every settlement
+	// acknowledged (the shard applies one a moment before the order row
+	// records it; the archive waits for both).
 	waitFor(t, 30*time.Second, product+" settled", func() (bool, string) {
 		st := productStatus(t, base, product)
-		return st.Totals.Sold == int64(stock) && st.Totals.Locked == 0, fmt.Sprint(st.Totals)
+		_, unsettled, err := m.store.OpenOrders(context.Background(), product)
+		return err == nil && unsettled == 0 && st.Totals.Sold == int64(stock) && st.Totals.Locked == 0,
+			fmt.Sprint(st.Totals, " unsettled in SQL: ", unsettled, err)
 	})
 }
 
