@@ -282,9 +282,11 @@ func TestArchiveASettledSale(t *testing.T) {
 	for id, u := range orders {
 		do(t, "POST", base+"/api/v1/orders/"+id+"/pay", `{"result":"success"}`, "X-User-ID", u, "Content-Type", "application/json")
 	}
-	waitFor(t, 30*time.Second, "settled", func() (bool, string) {
+	waitFor(t, 30*time.Second, "settled", func() (bool, string) { // on the shards and in SQL (sellOutAndPay)
 		st := productStatus(t, base, "arc")
-		return st.Totals.Sold == 30 && st.Totals.Locked == 0, fmt.Sprint(st.Totals)
+		_, unsettled, err := m.store.OpenOrders(context.Background(), "arc")
+		return err == nil && unsettled == 0 && st.Totals.Sold == 30 && st.Totals.Locked == 0,
+			fmt.Sprint(st.Totals, " unsettled in SQL: ", unsettled, err)
 	})
 	if n := shardKeys(t, r, "ss:{p:arc}:*"); n == 0 {
 		t.Fatal("no shard keys of arc before the archive")
