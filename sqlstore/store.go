@@ -149,10 +149,11 @@ func (s *Store) Dialect() string { return s.dialect }
 
 // Close closes the database.
 func (s *Store) Close() error {
+	var err error
 	if s.read != s.db {
-		s.read.Close()
+		err = s.read.Close()
 	}
-	return s.db.Close()
+	return errors.Join(err, s.db.Close())
 }
 
 // Ping checks the database answers.
