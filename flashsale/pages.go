@@ -37,7 +37,7 @@ type Pages struct {
 	sessions Sessions
 	now      func() time.Time
 	tmpl     *template.Template
-	static   http.Handler // the scripts and styles, under /static/
+	static   http.Handler            // the scripts and styles, under /static/
 	mu       sync.Mutex              // guards rendered
 	rendered map[string]renderedPage // product id -> page
 }
