@@ -51,11 +51,40 @@ type Recorder struct {
 	full    map[string]bool           // products past MaxSeconds (logged once)
 }
 
-// second is one product's counts of one second.
+// second is one product's counts of one second. A purchase counts into it
+// only while it is open (add, under a read lock); drain closes it first
+// (the write lock waits for every add in progress), so no count lands in a
+// second after it was read, however long its purchase was held up between
+// reading the clock and counting.
 type second struct {
-	at       int64    // unix second
-	outcomes sync.Map // outcome -> *atomic.Int64
+	at       int64        // unix second
+	mu       sync.RWMutex // read: an add in progress; write: close
+	closed   bool         // drained: add refuses
+	outcomes sync.Map     // outcome -> *atomic.Int64
 	latency  [latencySlots]atomic.Int64
+}
+
+// add counts one answer; false when s was closed meanwhile.
+func (s *second) add(outcome string, bucket int) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return false
+	}
+	c, ok := s.outcomes.Load(outcome)
+	if !ok {
+		c, _ = s.outcomes.LoadOrStore(outcome, new(atomic.Int64))
+	}
+	c.(*atomic.Int64).Add(1)
+	s.latency[bucket].Add(1)
+	return true
+}
+
+// close stops every later add; it returns once no add is in progress.
+func (s *second) close() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
 }
 
 type retired struct {
@@ -101,17 +130,6 @@ func (r *Recorder) Purchase(product, outcome string, took time.Duration) {
 		slot, _ = r.cur.LoadOrStore(product, new(atomic.Pointer[second]))
 	}
 	p := slot.(*atomic.Pointer[second])
-	s := p.Load()
-	if s == nil || s.at != now {
-		if s = r.roll(product, p, now); s == nil {
-			return // past MaxSeconds
-		}
-	}
-	c, ok := s.outcomes.Load(outcome)
-	if !ok {
-		c, _ = s.outcomes.LoadOrStore(outcome, new(atomic.Int64))
-	}
-	c.(*atomic.Int64).Add(1)
 	ms := took.Milliseconds()
 	bucket := len(LatencyBuckets)
 	for i, le := range LatencyBuckets {
@@ -120,7 +138,17 @@ func (r *Recorder) Purchase(product, outcome string, took time.Duration) {
 			break
 		}
 	}
-	s.latency[bucket].Add(1)
+	for { // again when the second was drained between the load and the add
+		s := p.Load()
+		if s == nil || s.at != now {
+			if s = r.roll(product, p, now); s == nil {
+				return // past MaxSeconds
+			}
+		}
+		if s.add(outcome, bucket) {
+			return
+		}
+	}
 }
 
 // roll starts second now of product (once, whoever comes first), retiring
@@ -144,9 +172,9 @@ func (r *Recorder) roll(product string, p *atomic.Pointer[second], now int64) *s
 }
 
 // drain moves the seconds that ended at least two seconds ago (all of them
-// with all set: nothing counts any more) into counts. A purchase counts
-// into a second only while the clock reads it, so two seconds later none
-// is still adding to it. Caller holds mu.
+// with all set) into counts, closing each before it reads it: a purchase
+// that read the clock earlier and counts later goes into a newer second.
+// Caller holds mu.
 func (r *Recorder) drain(now int64, all bool) {
 	done := func(s *second) bool { return all || s.at <= now-2 }
 	keep := r.retired[:0]
@@ -167,6 +195,7 @@ func (r *Recorder) drain(now int64, all bool) {
 		return true
 	})
 	for _, x := range out {
+		x.s.close()
 		x.s.outcomes.Range(func(o, n any) bool {
 			r.counts[key{x.product, x.s.at, shardstock.KindOutcome, o.(string)}] += n.(*atomic.Int64).Load()
 			return true
