@@ -37,6 +37,9 @@ type Shards interface {
 	Ping(ctx context.Context, i int) error
 	Snapshot(ctx context.Context, products []string) []shard.ShardSnapshot
 	TransferOut(ctx context.Context, i int, product, id string, units int64, to int) (int64, error)
+	ReplayTransferOut(ctx context.Context, i int, product, id string, units int64, to int) (int64, error)
+	WriteOff(ctx context.Context, i int, product, id string, units int64, to int) error
+	Fenced(i int) bool
 	TransferIn(ctx context.Context, i int, product, id string, units int64, from int) error
 	RestoreHold(ctx context.Context, i int, o shardstock.Order, atMS int64) (bool, error)
 	RepairRegister(ctx context.Context, p *shardstock.Product, i int) error
@@ -93,6 +96,7 @@ type Service struct {
 	sessions  atomic.Pointer[map[string]sessionWindow] // product -> the window of its sessions
 	gen       atomic.Uint64
 	movedOnce sync.Once // the shard-moved error is logged once
+	problems  resyncProblems
 }
 
 type cached struct {

@@ -16,6 +16,9 @@ type Ledger interface {
 	// LiveOrders lists the orders of product held on shard that are
 	// awaiting payment or paid.
 	LiveOrders(ctx context.Context, product string, shard int) ([]shardstock.Order, error)
+	// FinalOrders lists the orders of product held on shard that are
+	// paid, cancelled or failed.
+	FinalOrders(ctx context.Context, product string, shard int) ([]shardstock.Order, error)
 }
 
 // ShardDrift compares one shard's counters with the orders that name it.

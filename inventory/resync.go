@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
+	"strings"
+	"sync"
 
 	"github.com/shardstock/shardstock"
 	"github.com/shardstock/shardstock/shard"
@@ -11,67 +14,107 @@ import (
 
 // Resync brings shard i back in line with SQL after it restarted (the shard
 // set fences it until then: shard/resync.go). What a crash can take from a
-// shard is the last writes before it; the order table and the transfer log
-// say what they were, and each is re-applied with an operation that changes
-// nothing when the shard kept it:
+// shard is its last writes: settlements, transfers, holds and claims it had
+// applied. SQL says what each was (the order table, the transfer log), and
+// each is applied again on the shard itself with a script that changes
+// nothing when the shard kept it. Per product, in this order:
 //
-//   - transfers whose units left their source: transfer_out again on the
-//     source (the transfer id's record went with the lost writes, so the
-//     units are taken off again, exactly as many as moved) and transfer_in
-//     on the destination of a finished transfer;
-//   - holds of live orders on the shard (awaiting payment: locked; paid:
-//     sold), so a unit SQL sold is never salable again;
-//   - settlements of final orders on the shard, sent again (a lost confirm
-//     or release);
-//   - the per-user limit registers of the buyers homed on it, repaired with
-//     the claims they lost.
+//  1. settlements of the final orders held on the shard: a lost release
+//     gives its unit back (a lost confirm moves a locked unit to sold);
+//  2. units that came to the shard: transfers in whose units left their
+//     source, stock added to it, reversals back to it;
+//  3. units that left it: transfers out, exactly as many as SQL says moved
+//     (ReplayTransferOut), then the holds of live orders (awaiting payment:
+//     locked; paid: sold);
+//  4. the per-user limit registers of its buyers, and the sale window.
 //
-// It then checks that the product's allocations do not sum past its stock.
-// A shard that lost a product altogether is data loss, not a lost second
-// (allocate and the register rebuild handle it). Errors leave the shard
-// fenced; Resync is tried again.
+// Why this order: the lost writes happened in some order in which salable
+// never went below zero. Steps 1-2 only add salable units and step 3 only
+// takes them, so replaying every addition first keeps salable at or above
+// the value the real history ended with at every step: a take can only find
+// too few units when the shard and SQL disagree beyond a lost second. (Taking
+// first, a hold restored before the release of the unit it was sold from
+// found no unit, and a transfer replayed before its units were released
+// took none and was recorded as done.)
+//
+// It then checks the shard against the transfer log: its allocation must be
+// what the split and the transfers gave it, and the product's allocations
+// must not sum past its current stock. When a take finds too few units or a
+// check fails, the shard stays fenced (Resync returns ErrResyncBlocked, the
+// shard overview and the metrics say why) until an operator resolves it
+// (ResolveResync) or a later resync finds the disagreement gone. A shard that
+// lost a product altogether is data loss, not a lost second (allocate and the
+// register rebuild handle it). Other errors leave the shard fenced too;
+// Resync is tried again.
 func (s *Service) Resync(ctx context.Context, i int) error {
 	ctx = shard.ResyncContext(ctx)
 	ids, err := s.catalog.ProductIDs(ctx)
 	if err != nil {
 		return fmt.Errorf("resync shard %d: catalog: %w", i, err)
 	}
-	if s.cfg.Transfers != nil {
-		if err := s.resyncTransfers(ctx, i); err != nil {
-			return err
-		}
-	}
-	for _, id := range ids {
-		if err := s.resyncProduct(ctx, i, id); err != nil {
-			return fmt.Errorf("resync shard %d: %s: %w", i, id, err)
-		}
-	}
-	return nil
-}
-
-func (s *Service) resyncTransfers(ctx context.Context, i int) error {
-	ts, err := s.cfg.Transfers.ShardTransfers(ctx, i)
+	ts, err := s.shardTransfers(ctx, i)
 	if err != nil {
 		return fmt.Errorf("resync shard %d: transfers: %w", i, err)
 	}
-	for _, t := range ts {
+	var problems []string
+	for _, id := range ids {
+		err := s.resyncProduct(ctx, i, id, ts[id])
+		var d disagreement
 		switch {
-		case t.From == i:
-			_, err = s.shards.TransferOut(ctx, i, t.ProductID, t.ID, t.Moved, t.To)
-			if err == nil && t.State == "reversed" {
-				err = s.shards.TransferIn(ctx, i, t.ProductID, reversalID(t.ID), t.Moved, t.To)
-			}
-		case t.To == i && t.State == "done":
-			err = s.shards.TransferIn(ctx, i, t.ProductID, t.ID, t.Moved, t.From)
+		case errors.As(err, &d):
+			problems = append(problems, d.Error())
+		case err != nil:
+			return fmt.Errorf("resync shard %d: %s: %w", i, id, err)
 		}
-		if err != nil && !errors.Is(err, shard.ErrNotOnShard) {
-			return fmt.Errorf("resync shard %d: transfer %s: %w", i, t.ID, err)
-		}
+	}
+	s.setResyncProblem(i, strings.Join(problems, "; "))
+	if len(problems) > 0 {
+		return fmt.Errorf("resync shard %d: %w: %s", i, ErrResyncBlocked, strings.Join(problems, "; "))
 	}
 	return nil
 }
 
-func (s *Service) resyncProduct(ctx context.Context, i int, id string) error {
+// ErrResyncBlocked: a restarted shard disagrees with SQL beyond what a lost
+// second explains; it stays fenced until an operator resolves it.
+var ErrResyncBlocked = errors.New("the shard disagrees with the order table and the transfer log; it stays fenced until resolved (POST /admin/v1/shards/{index}/resync)")
+
+// disagreement is one product's reason to keep a shard fenced.
+type disagreement struct {
+	product string
+	why     string
+}
+
+func (d disagreement) Error() string { return d.product + ": " + d.why }
+
+// shardTransfers are the transfers from or to shard i that a resync must
+// know of, by product: those whose units left their source, and those only
+// started (a stock addition to i, which the resync completes; a transfer
+// out of i, whose count only the shard knows).
+func (s *Service) shardTransfers(ctx context.Context, i int) (map[string][]shardstock.Transfer, error) {
+	out := map[string][]shardstock.Transfer{}
+	if s.cfg.Transfers == nil {
+		return out, nil
+	}
+	ts, err := s.cfg.Transfers.ShardTransfers(ctx, i)
+	if err != nil {
+		return nil, err
+	}
+	open, err := s.cfg.Transfers.UnfinishedTransfers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range open {
+		if t.State == "started" && (t.From == i || t.To == i) {
+			ts = append(ts, t)
+		}
+	}
+	for _, t := range ts {
+		out[t.ProductID] = append(out[t.ProductID], t)
+	}
+	return out, nil
+}
+
+func (s *Service) resyncProduct(ctx context.Context, i int, id string, ts []shardstock.Transfer) error {
 	p, err := s.Product(ctx, id)
 	if err != nil {
 		return err
@@ -87,15 +130,23 @@ func (s *Service) resyncProduct(ctx context.Context, i int, id string) error {
 	if err != nil || !c.Known {
 		return err // not on the shard at all: lost data, not a lost second
 	}
+	if s.ledger != nil { // 1: settlements
+		if err := s.replaySettlements(ctx, i, p); err != nil {
+			return err
+		}
+	}
+	if err := s.replayTransfersIn(ctx, i, id, ts); err != nil { // 2
+		return err
+	}
+	if err := s.replayTransfersOut(ctx, i, id, ts); err != nil { // 3
+		return err
+	}
 	if s.ledger != nil {
 		if err := s.restoreHolds(ctx, i, p); err != nil {
 			return err
 		}
-		if _, err := s.ledger.Resettle(ctx, id, []int{i}); err != nil {
-			return err
-		}
 	}
-	if err := s.shards.RepairRegister(ctx, p, i); err != nil {
+	if err := s.shards.RepairRegister(ctx, p, i); err != nil { // 4
 		return err
 	}
 	if c, ok := s.controlsOf(id); ok && c.WindowSet { // a PATCH the shard may have missed
@@ -103,7 +154,83 @@ func (s *Service) resyncProduct(ctx context.Context, i int, id string) error {
 			return err
 		}
 	}
-	return s.checkAllocations(ctx, p)
+	return s.checkAllocations(ctx, i, p, ts)
+}
+
+// replaySettlements applies on shard i the settlement of every final order
+// of p it holds. A hold the shard never had (reserved and settled after the
+// point it came back to) changes nothing here: a paid one is restored as
+// sold with the live holds; a cancelled one has nothing to give back.
+func (s *Service) replaySettlements(ctx context.Context, i int, p *shardstock.Product) error {
+	final, err := s.ledger.FinalOrders(ctx, p.ID, i)
+	if err != nil {
+		return err
+	}
+	applied := 0
+	for _, o := range final {
+		var changed bool
+		if o.Status == shardstock.StatusPaid {
+			changed, err = s.shards.Confirm(ctx, i, p.ID, o.ID)
+		} else {
+			changed, err = s.shards.Release(ctx, i, p.ID, o.ID)
+		}
+		switch {
+		case errors.Is(err, shard.ErrUnknownHold):
+		case errors.Is(err, shard.ErrHoldReleased), errors.Is(err, shard.ErrHoldSold):
+			s.cfg.Logger.Error("a restarted shard's hold contradicts its order; see reconcile",
+				"shard", i, "product", p.ID, "order", o.ID, "status", o.Status, "err", err)
+		case err != nil:
+			return err
+		case changed:
+			applied++
+		}
+	}
+	if applied > 0 {
+		s.cfg.Logger.Warn("applied settlements a restarted shard had lost", "shard", i, "product", p.ID, "settlements", applied)
+	}
+	return nil
+}
+
+// replayTransfersIn adds to shard i the units transfers brought it: those
+// whose units left their source (out or done; Resume finishes an out one
+// later, and its transfer_in then finds the record and adds nothing), stock
+// added to it (even one only started: Resume would add it the same way), and
+// the units of its reversed transfers that came back.
+func (s *Service) replayTransfersIn(ctx context.Context, i int, id string, ts []shardstock.Transfer) error {
+	for _, t := range ts {
+		var err error
+		switch {
+		case t.To == i && t.From == Outside && (t.State == "started" || t.State == "done"):
+			err = s.shards.TransferIn(ctx, i, id, t.ID, t.Wanted, t.From)
+		case t.To == i && t.Moved > 0 && (t.State == "out" || t.State == "done"):
+			err = s.shards.TransferIn(ctx, i, id, t.ID, t.Moved, t.From)
+		case t.From == i && t.State == "reversed" && t.Moved > 0:
+			err = s.shards.TransferIn(ctx, i, id, reversalID(t.ID), t.Moved, t.To)
+		}
+		if err != nil && !errors.Is(err, shard.ErrNotOnShard) {
+			return fmt.Errorf("transfer %s in: %w", t.ID, err)
+		}
+	}
+	return nil
+}
+
+// replayTransfersOut takes off shard i the units of every transfer SQL says
+// left it, exactly as many as moved. A started one is left to Resume: SQL
+// does not know its count yet.
+func (s *Service) replayTransfersOut(ctx context.Context, i int, id string, ts []shardstock.Transfer) error {
+	for _, t := range ts {
+		if t.From != i || t.State == "started" {
+			continue
+		}
+		_, err := s.shards.ReplayTransferOut(ctx, i, id, t.ID, t.Moved, t.To)
+		switch {
+		case errors.Is(err, shard.ErrShortOfUnits):
+			return disagreement{id, fmt.Sprintf("transfer %s moved %d units off shard %d and the shard has fewer salable to take again", t.ID, t.Moved, i)}
+		case err != nil && !errors.Is(err, shard.ErrNotOnShard):
+			return fmt.Errorf("transfer %s out: %w", t.ID, err)
+		}
+	}
+	return nil
 }
 
 func (s *Service) restoreHolds(ctx context.Context, i int, p *shardstock.Product) error {
@@ -114,6 +241,9 @@ func (s *Service) restoreHolds(ctx context.Context, i int, p *shardstock.Product
 	restored := 0
 	for _, o := range live {
 		ok, err := s.shards.RestoreHold(ctx, i, o, s.cfg.Now().UnixMilli())
+		if errors.Is(err, shard.ErrShortOfUnits) {
+			return disagreement{p.ID, fmt.Sprintf("order %s (%s) names shard %d and the shard has no salable unit left to hold for it", o.ID, o.Status, i)}
+		}
 		if err != nil {
 			return err
 		}
@@ -127,14 +257,43 @@ func (s *Service) restoreHolds(ctx context.Context, i int, p *shardstock.Product
 	return nil
 }
 
-// checkAllocations logs an error when p's allocations over its shards sum
-// past its stock: units exist twice somewhere, and an operator must look.
-func (s *Service) checkAllocations(ctx context.Context, p *shardstock.Product) error {
+// checkAllocations compares shard i's allocation of p with what the split
+// and the transfer log gave it, and p's allocations over every shard that
+// answers with its current stock: a disagreement keeps the shard fenced.
+// A transfer out of i that SQL has only as started may or may not have run
+// on the shard (its count is in the shard's own record), so the allocation
+// may sit below the log's by up to its wanted units.
+func (s *Service) checkAllocations(ctx context.Context, i int, p *shardstock.Product, ts []shardstock.Transfer) error {
+	given, err := s.allocations(ctx, p)
+	if err != nil || given == nil {
+		return err
+	}
+	hi := given[i]
+	var slack int64
+	for _, t := range ts {
+		switch {
+		case t.To == i && t.From == Outside && t.State == "started":
+			hi += t.Wanted // added by the resync (allocations counts only done additions)
+		case t.To == i && t.From != Outside && t.State == "out":
+			hi += t.Moved // added by the resync (allocations counts them as in flight)
+		case t.From == i && t.State == "started":
+			slack += t.Wanted
+		}
+	}
 	var alloc int64
+	all := true
 	for j := 0; j < p.Shards(len(s.shards.Addrs())); j++ {
 		c, err := s.shards.Counters(ctx, j, p.ID)
 		if err != nil {
-			return nil // a shard that cannot answer now: checked at its own resync
+			if j == i {
+				return err
+			}
+			all = false // a shard that cannot answer now: checked at its own resync
+			continue
+		}
+		if j == i && (c.Alloc > hi || c.Alloc < hi-slack) {
+			return disagreement{p.ID, fmt.Sprintf("shard %d holds an allocation of %d units where the split and the transfer log give it %s",
+				i, c.Alloc, span(hi-slack, hi))}
 		}
 		alloc += c.Alloc
 	}
@@ -142,8 +301,58 @@ func (s *Service) checkAllocations(ctx context.Context, p *shardstock.Product) e
 	if err != nil {
 		return err
 	}
-	if alloc > stock {
-		s.cfg.Logger.Error("allocations sum past the stock after a resync", "product", p.ID, "alloc", alloc, "stock", stock)
+	if all && alloc > stock {
+		return disagreement{p.ID, fmt.Sprintf("its allocations sum to %d units past its stock of %d", alloc, stock)}
 	}
 	return nil
+}
+
+func span(lo, hi int64) string {
+	if lo == hi {
+		return fmt.Sprint(hi)
+	}
+	return fmt.Sprintf("%d to %d", lo, hi)
+}
+
+// resyncProblems are the shards kept fenced by a disagreement, and why.
+type resyncProblems struct {
+	mu sync.Mutex
+	m  map[int]string
+}
+
+func (s *Service) setResyncProblem(i int, why string) {
+	s.problems.mu.Lock()
+	defer s.problems.mu.Unlock()
+	if s.problems.m == nil {
+		s.problems.m = map[int]string{}
+	}
+	if why == "" {
+		delete(s.problems.m, i)
+		return
+	}
+	if s.problems.m[i] != why {
+		s.cfg.Logger.Error("a restarted shard disagrees with the order table and the transfer log: it stays fenced until resolved",
+			"shard", i, "why", why, "resolve", fmt.Sprintf("POST /admin/v1/shards/%d/resync", i))
+	}
+	s.problems.m[i] = why
+}
+
+// ResyncProblem is why shard i is kept fenced after its last resync ("":
+// it is not).
+func (s *Service) ResyncProblem(i int) string {
+	s.problems.mu.Lock()
+	defer s.problems.mu.Unlock()
+	return s.problems.m[i]
+}
+
+// ResyncBlocked lists the shards kept fenced by a disagreement, in order.
+func (s *Service) ResyncBlocked() []int {
+	s.problems.mu.Lock()
+	defer s.problems.mu.Unlock()
+	out := make([]int, 0, len(s.problems.m))
+	for i := range s.problems.m {
+		out = append(out, i)
+	}
+	sort.Ints(out)
+	return out
 }

@@ -80,6 +80,11 @@ type ShardHealth struct {
 	Up        bool   `json:"up"`
 	LastError string `json:"last_error"`
 	Breaker   string `json:"breaker,omitempty"` // closed, open or half_open
+	// Fenced: the shard restarted and sells nothing until it is back in
+	// line with the order table; ResyncProblem says why a resync keeps it
+	// fenced (POST /admin/v1/shards/{index}/resync resolves it).
+	Fenced        bool   `json:"fenced"`
+	ResyncProblem string `json:"resync_problem,omitempty"`
 }
 
 // Shards pings every shard at once and reports which answer.
@@ -88,7 +93,7 @@ func (s *Service) Shards(ctx context.Context) []ShardHealth {
 	var wg sync.WaitGroup
 	for i, addr := range s.shards.Addrs() {
 		wg.Go(func() {
-			out[i] = ShardHealth{Index: i, Addr: addr, Up: true}
+			out[i] = ShardHealth{Index: i, Addr: addr, Up: true, Fenced: s.shards.Fenced(i), ResyncProblem: s.ResyncProblem(i)}
 			if err := s.shards.Ping(ctx, i); err != nil {
 				out[i].Up, out[i].LastError = false, err.Error()
 			}

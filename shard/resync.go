@@ -175,6 +175,8 @@ func (s *Set) RestoreHold(ctx context.Context, i int, o shardstock.Order, atMS i
 		return true, nil
 	case "exists":
 		return false, nil
+	case "no_unit":
+		return false, fmt.Errorf("shard %d: restore hold %s: %w", i, o.ID, ErrShortOfUnits)
 	}
 	return false, fmt.Errorf("shard %d: restore hold %s: %v", i, o.ID, v)
 }

@@ -167,17 +167,44 @@ func (s *Set) call(ctx context.Context, sh *Shard, f func(context.Context) error
 // transfer id (to shard to) and returns how many it took; a repeat returns
 // the first answer. Errors: ErrNotOnShard, transport errors.
 func (s *Set) TransferOut(ctx context.Context, i int, product, id string, units int64, to int) (int64, error) {
+	return s.transferOut(ctx, i, product, id, units, to, "")
+}
+
+// ReplayTransferOut is TransferOut for a transfer SQL says moved exactly
+// units off shard i (a resync replaying what a restarted shard lost): it
+// takes exactly that many, or, when the shard has fewer salable, none and
+// ErrShortOfUnits. A shard that kept the transfer answers its record.
+func (s *Set) ReplayTransferOut(ctx context.Context, i int, product, id string, units int64, to int) (int64, error) {
+	return s.transferOut(ctx, i, product, id, units, to, "exact")
+}
+
+// WriteOff records on shard i, under transfer id, that units of product
+// left it, without moving any: an operator's account of units the shard
+// lost, so that a later replay of id takes nothing.
+func (s *Set) WriteOff(ctx context.Context, i int, product, id string, units int64, to int) error {
+	_, err := s.transferOut(ctx, i, product, id, units, to, "record")
+	return err
+}
+
+func (s *Set) transferOut(ctx context.Context, i int, product, id string, units int64, to int, mode string) (int64, error) {
 	k := keysFor(product)
-	v, err := s.runScript(ctx, s.shards[i], s.scripts.TransferOut, []string{k.stock, k.transfers}, id, units, to)
+	v, err := s.runScript(ctx, s.shards[i], s.scripts.TransferOut, []string{k.stock, k.transfers}, id, units, to, mode)
 	if err != nil {
 		return 0, fmt.Errorf("shard %d: transfer out: %w", i, err)
 	}
-	n, _ := v.(int64)
-	if n < 0 {
+	switch n, _ := v.(int64); {
+	case n == -2:
+		return 0, fmt.Errorf("shard %d: transfer %s of %d units: %w", i, id, units, ErrShortOfUnits)
+	case n < 0:
 		return 0, fmt.Errorf("shard %d: %w", i, ErrNotOnShard)
+	default:
+		return n, nil
 	}
-	return n, nil
 }
+
+// ErrShortOfUnits: a replayed transfer found fewer salable units than SQL
+// says it moved.
+var ErrShortOfUnits = errors.New("fewer salable units than the transfer moved")
 
 // TransferIn adds transfer id's units of product to shard i, once.
 func (s *Set) TransferIn(ctx context.Context, i int, product, id string, units int64, from int) error {

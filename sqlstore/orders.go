@@ -436,6 +436,17 @@ func (s *Store) LiveOrders(ctx context.Context, product string, shard int) ([]sh
 	return out, nil
 }
 
+// FinalOrders lists the orders of product held on shard that are paid,
+// cancelled or failed (what a restarted shard must have settled).
+func (s *Store) FinalOrders(ctx context.Context, product string, shard int) ([]shardstock.Order, error) {
+	out, err := s.orders(ctx, `SELECT `+orderColumns+` FROM orders WHERE product_id = ? AND shard = ? AND status IN (?, ?, ?)`,
+		product, shard, shardstock.StatusPaid, shardstock.StatusCancelled, shardstock.StatusFailed)
+	if err != nil {
+		return nil, fmt.Errorf("final orders: %w", err)
+	}
+	return out, nil
+}
+
 // CountsByShard counts a product's orders per shard and status.
 func (s *Store) CountsByShard(ctx context.Context, product string) (map[int]shardstock.OrderCounts, error) {
 	rows, err := s.read.QueryContext(ctx, `SELECT shard, status, COUNT(*) FROM orders WHERE product_id = ? GROUP BY shard, status`, product)

@@ -72,6 +72,9 @@ type Config struct {
 	Clock func() time.Time
 	// OrderClock is the order service's clock (tests move it); nil: time.Now.
 	OrderClock func() time.Time
+	// EmptyTTL is how long a shard found sold out is skipped (tests);
+	// zero: shard.Config's default.
+	EmptyTTL time.Duration
 	// HeaderTimeout bounds reading a request's headers (slow clients);
 	// zero: 5s.
 	HeaderTimeout time.Duration

@@ -1,0 +1,956 @@
+package main
+
+// The model-based test of the stock path (issue 24). It generates histories
+// of operations (purchase, pay, fail, cancel, timeout, rebalance, drain,
+// stock add/remove, window changes, pause, archive) and faults (shard kill,
+// freeze, machine crash with the AOF cut back, wipe, coordinator restart, a
+// cut or slow link) with pgregory.net/rapid, runs each on two coordinators
+// sharing three real redis-servers and one database (SQLite, or MariaDB in
+// the second run), and checks the invariants of DESIGN.md against what the
+// history did: after every step the ones that must hold at every moment (no
+// oversell, conservation, the per-user limit), and once the faults are
+// healed and the messages drained the ones that hold at rest (no lost sale,
+// convergence, no stranded stock, truthful answers). A failing history is
+// shrunk by rapid and printed as a numbered list of steps; rapid keeps it in
+// testdata/rapid/ and replays it first on every later run.
+//
+// make test runs it for SHARDSTOCK_MODEL_BUDGET (default 60s per database);
+// make soak SOAK=30m runs it for as long as asked, printing progress.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/Shopify/toxiproxy/v2"
+	"github.com/redis/go-redis/v9"
+	"pgregory.net/rapid"
+
+	"github.com/shardstock/shardstock"
+	"github.com/shardstock/shardstock/shard/shardtest"
+)
+
+const modelShards = 3
+
+// modelEnv lives for one run of the test: the shards, their proxies, the
+// budget and the figures.
+type modelEnv struct {
+	t       *testing.T
+	redis   *shardtest.Redis
+	proxies []*toxiproxy.Proxy
+	urls    []string        // through the proxies: what the coordinators use
+	direct  []*redis.Client // straight to the masters: what the checks read
+	newDB   func() string
+	budget  time.Duration
+	start   time.Time
+	failed  atomic.Bool // a history failed: rapid is shrinking it, run everything
+	soak    bool
+
+	histories, steps, faults atomic.Int64
+}
+
+func modelBudget(t *testing.T) time.Duration {
+	d := 60 * time.Second
+	if v := os.Getenv("SHARDSTOCK_MODEL_BUDGET"); v != "" {
+		var err error
+		if d, err = time.ParseDuration(v); err != nil {
+			t.Fatalf("SHARDSTOCK_MODEL_BUDGET=%q: %v", v, err)
+		}
+	}
+	return d
+}
+
+// TestModelStockPath runs generated histories against the real stock path
+// until its budget is spent, on SQLite and on MariaDB.
+func TestModelStockPath(t *testing.T) {
+	if f := flag.Lookup("rapid.checks"); f != nil && f.Value.String() == "100" {
+		flag.Set("rapid.checks", "1000000") // the budget ends the run, not a count
+	}
+	if f := flag.Lookup("rapid.shrinktime"); f != nil && f.Value.String() == "30s" {
+		flag.Set("rapid.shrinktime", "4m") // a history costs seconds: shrinking needs time
+	}
+	budget := modelBudget(t)
+	for _, db := range []string{"sqlite", "mariadb"} {
+		t.Run(db, func(t *testing.T) {
+			env := newModelEnv(t, budget)
+			if db == "sqlite" {
+				dir := t.TempDir()
+				var n atomic.Int64
+				env.newDB = func() string { return fmt.Sprintf("sqlite:%s/orders%d.db", dir, n.Add(1)) }
+			} else {
+				env.newDB = func() string { return freshMySQL(t) }
+			}
+			rapid.Check(t, env.history)
+			elapsed := time.Since(env.start)
+			h, s, f := env.histories.Load(), env.steps.Load(), env.faults.Load()
+			t.Logf("model test on %s: %d histories, %d steps, %d faults in %s (%.1f histories/min, %.0f steps/min, %.1f faults per history)",
+				db, h, s, f, elapsed.Round(time.Second), float64(h)/elapsed.Minutes(), float64(s)/elapsed.Minutes(), float64(f)/max(1, float64(h)))
+			if h == 0 {
+				t.Fatal("no history ran")
+			}
+		})
+	}
+}
+
+// quiet is go-redis's logger in the model test: shards are down on purpose.
+type quiet struct{}
+
+func (quiet) Printf(context.Context, string, ...any) {}
+
+func newModelEnv(t *testing.T, budget time.Duration) *modelEnv {
+	redis.SetLogger(quiet{})
+	r := shardtest.Start(t, modelShards)
+	env := &modelEnv{t: t, redis: r, budget: budget, start: time.Now(), soak: os.Getenv("SHARDSTOCK_MODEL_SOAK") != ""}
+	env.urls = r.URLs()
+	for i := range modelShards {
+		p, urls := r.BehindToxiproxy(t, i)
+		env.proxies = append(env.proxies, p)
+		env.urls[i] = urls[i]
+		c := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", r.Ports[i]), DialTimeout: time.Second,
+			ReadTimeout: time.Second, WriteTimeout: time.Second, MaxRetries: -1})
+		t.Cleanup(func() { c.Close() })
+		env.direct = append(env.direct, c)
+	}
+	return env
+}
+
+// mproduct is the model's product.
+type mproduct struct {
+	id       string
+	stock    int64 // as defined
+	limit    int64
+	archived bool
+}
+
+// attempt is one purchase and what the buyer was told.
+type attempt struct {
+	step           int
+	user, product  string
+	status         int
+	code           string // the error code, or the ticket status once resolved
+	order, ticket  string
+	shard          int
+	unknown        bool // no answer (the connection or the deadline): the outcome is unknown to the buyer
+	lostByRewind   bool // answered 200 on a shard later cut back before its order was written
+	resolvedOrders string
+}
+
+// history is one generated run.
+type history struct {
+	env      *modelEnv
+	t        *rapid.T
+	db       string
+	dir      string
+	clock    *offsetClock
+	coords   [2]*Main
+	products []*mproduct
+	users    []string
+	steps    []string
+	attempts []*attempt
+
+	killed, frozen, cut, slow, wiped [modelShards]bool
+	checkpoint                       [modelShards]int // step of the last checkpoint; -1: none
+	step                             int
+	fresh                            int // buyers made up by the final sell-out
+}
+
+func (env *modelEnv) history(t *rapid.T) {
+	if !env.failed.Load() && time.Since(env.start) > env.budget {
+		return // the budget is spent: the remaining checks pass at once
+	}
+	env.histories.Add(1)
+	began := time.Now()
+	h := &history{env: env, t: t, db: env.newDB(), clock: &offsetClock{}}
+	for i := range h.checkpoint {
+		h.checkpoint[i] = -1
+	}
+	dir, err := os.MkdirTemp(env.t.TempDir(), "h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.dir = dir
+	env.reset(t)
+	defer h.close()
+	for c := range h.coords {
+		h.coords[c] = h.startCoordinator(c)
+	}
+	for k, id := range []string{"sku", "Sku"} {
+		p := &mproduct{id: id, stock: int64(rapid.IntRange(2, 7).Draw(t, "stock_"+id)), limit: int64(rapid.IntRange(1, 2).Draw(t, "limit_"+id))}
+		rep := h.admin(k%2, "PUT", "/admin/v1/products/"+id, fmt.Sprintf(`{"stock":%d,"per_user_limit":%d}`, p.stock, p.limit))
+		if rep.status != 201 {
+			h.fail("define %s: %d %s", id, rep.status, rep.raw)
+		}
+		h.products = append(h.products, p)
+		h.logf("define %s: stock %d, limit %d", id, p.stock, p.limit)
+	}
+	for k := range rapid.IntRange(3, 6).Draw(t, "buyers") {
+		h.users = append(h.users, fmt.Sprintf("u%d", k))
+	}
+	n := rapid.IntRange(1, 28).Draw(t, "steps")
+	for h.step = 1; h.step <= n; h.step++ {
+		op := rapid.SampledFrom(modelOps).Draw(t, "op")
+		h.do(op)
+		env.steps.Add(1)
+		h.checkSafety()
+	}
+	h.settle()
+	h.t.Logf("history ok: %d steps in %s", n, time.Since(began).Round(time.Millisecond))
+	if env.soak {
+		fmt.Fprintf(os.Stderr, "model: history %d ok: %d steps (%s elapsed; %d histories, %d steps, %d faults so far)\n",
+			env.histories.Load(), n, time.Since(env.start).Round(time.Second), env.histories.Load(), env.steps.Load(), env.faults.Load())
+	}
+}
+
+// modelOps are the operations a step draws from, repeated for weight.
+var modelOps = []string{
+	"buy", "buy", "buy", "buy", "buy", "buy",
+	"pay", "pay", "pay-fail", "cancel", "cancel", "timeout",
+	"rebalance", "drain", "undrain", "stock-add", "stock-remove",
+	"pause", "resume", "end-window", "reopen-window", "archive",
+	"kill", "restart", "freeze", "thaw", "checkpoint", "checkpoint", "rewind", "rewind", "wipe",
+	"restart-coordinator", "cut-link", "mend-link", "slow-link", "wait",
+}
+
+var faultOps = map[string]bool{"kill": true, "freeze": true, "rewind": true, "wipe": true, "restart-coordinator": true, "cut-link": true, "slow-link": true}
+
+// reset puts the shards back as new between histories: thawed, running,
+// reachable, empty.
+func (env *modelEnv) reset(t *rapid.T) {
+	for i := range modelShards {
+		env.redis.Thaw(i)
+		env.proxies[i].Toxics.ResetToxics(context.Background())
+		if err := env.proxies[i].Start(); err != nil && !errors.Is(err, toxiproxy.ErrProxyAlreadyStarted) {
+			t.Fatalf("proxy %d: %v", i, err)
+		}
+	}
+	for i, c := range env.direct {
+		if c.Ping(context.Background()).Err() != nil {
+			env.redis.Restart(i)
+		}
+		if err := c.FlushAll(context.Background()).Err(); err != nil {
+			t.Fatalf("flush shard %d: %v", i, err)
+		}
+	}
+}
+
+func (h *history) close() {
+	for c, m := range h.coords {
+		if m != nil {
+			m.Close()
+			h.coords[c] = nil
+		}
+	}
+}
+
+func (h *history) startCoordinator(c int) *Main {
+	cfg := &Config{HTTPAddr: "127.0.0.1:0", Shards: h.env.urls, AdminToken: testToken, UserAuth: "header",
+		ShardTimeout: 250 * time.Millisecond, LogFormat: "text", LogLevel: 12, // quiet: the steps tell the story
+		MQ: "streams", DB: h.db, PayTimeout: 15 * time.Minute, FailFastAge: 30 * time.Minute, OrderRate: 100000,
+		ClaimIdle: 30 * time.Second, SpoolDir: fmt.Sprintf("%s/spool%d", h.dir, c), OrderClock: h.clock.now,
+		EmptyTTL: 100 * time.Millisecond}
+	m := NewMain(cfg, io.Discard)
+	if err := m.Run(context.Background()); err != nil {
+		h.fail("start coordinator %d: %v", c, err)
+	}
+	return m
+}
+
+func (h *history) logf(format string, args ...any) {
+	s := fmt.Sprintf("%2d. ", h.step) + fmt.Sprintf(format, args...)
+	h.steps = append(h.steps, s)
+	if h.env.soak && os.Getenv("SHARDSTOCK_MODEL_TRACE") != "" {
+		fmt.Fprintln(os.Stderr, s)
+	}
+}
+
+// fail stops the history with a violation, printing the steps that led to it.
+func (h *history) fail(format string, args ...any) {
+	h.env.failed.Store(true)
+	h.t.Fatalf("%s\n\nthe history (step. what was done: what it answered):\n%s", fmt.Sprintf(format, args...), strings.Join(h.steps, "\n"))
+}
+
+type modelReply struct {
+	status int
+	body   map[string]any
+	raw    string
+	err    error
+}
+
+func (r modelReply) str(k string) string { s, _ := r.body[k].(string); return s }
+
+var modelClient = &http.Client{Timeout: 5 * time.Second}
+
+func (h *history) call(c int, method, path, body string, headers ...string) modelReply {
+	req, err := http.NewRequest(method, h.coords[c].URL()+path, strings.NewReader(body))
+	if err != nil {
+		h.fail("%v", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := modelClient.Do(req)
+	if err != nil {
+		return modelReply{err: err}
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	r := modelReply{status: resp.StatusCode, raw: strings.TrimSpace(string(raw))}
+	json.Unmarshal(raw, &r.body)
+	return r
+}
+
+func (h *history) admin(c int, method, path, body string) modelReply {
+	return h.call(c, method, path, body, "Authorization", "Bearer "+testToken)
+}
+
+func (r modelReply) short() string {
+	if r.err != nil {
+		return "no answer (" + r.err.Error() + ")"
+	}
+	code := r.str("error")
+	if code == "" {
+		code = r.str("status")
+	}
+	return fmt.Sprintf("%d %s", r.status, code)
+}
+
+func (h *history) product(label string) *mproduct {
+	return h.products[rapid.IntRange(0, len(h.products)-1).Draw(h.t, label)]
+}
+
+func (h *history) shardArg() int { return rapid.IntRange(0, modelShards-1).Draw(h.t, "shard") }
+
+func (h *history) coordArg() int { return rapid.IntRange(0, 1).Draw(h.t, "coordinator") }
+
+// orderArg picks one of the orders buyers were told about ("" when none).
+func (h *history) orderArg() (*attempt, bool) {
+	var orders []*attempt
+	for _, a := range h.attempts {
+		if a.order != "" {
+			orders = append(orders, a)
+		}
+	}
+	if len(orders) == 0 {
+		return nil, false
+	}
+	return orders[rapid.IntRange(0, len(orders)-1).Draw(h.t, "order")], true
+}
+
+func (h *history) do(op string) {
+	if faultOps[op] {
+		h.env.faults.Add(1)
+	}
+	switch op {
+	case "buy":
+		h.buy(h.coordArg(), rapid.SampledFrom(h.users).Draw(h.t, "user"), h.product("product"))
+	case "pay", "pay-fail", "cancel":
+		a, ok := h.orderArg()
+		if !ok {
+			h.logf("%s: no order yet", op)
+			return
+		}
+		c := h.coordArg()
+		var rep modelReply
+		switch op {
+		case "pay":
+			rep = h.call(c, "POST", "/api/v1/orders/"+a.order+"/pay", `{"result":"success"}`, "X-User-ID", a.user)
+		case "pay-fail":
+			rep = h.call(c, "POST", "/api/v1/orders/"+a.order+"/pay", `{"result":"fail"}`, "X-User-ID", a.user)
+		default:
+			rep = h.call(c, "POST", "/api/v1/orders/"+a.order+"/cancel", "", "X-User-ID", a.user)
+		}
+		h.logf("%s %s's order %s (step %d) via coordinator %d: %s", op, a.user, a.order, a.step, c, rep.short())
+	case "timeout":
+		h.clock.advance(16 * time.Minute)
+		time.Sleep(400 * time.Millisecond) // a sweep or two
+		h.logf("the payment timeout passes for every order awaiting payment")
+	case "rebalance":
+		p := h.product("product")
+		rep := h.admin(h.coordArg(), "POST", "/admin/v1/products/"+p.id+"/rebalance", "")
+		h.logf("rebalance %s: %s", p.id, rep.short())
+	case "drain", "undrain":
+		i := h.shardArg()
+		rep := h.admin(h.coordArg(), "POST", fmt.Sprintf("/admin/v1/shards/%d/drain", i), fmt.Sprintf(`{"drained":%v}`, op == "drain"))
+		h.logf("%s shard %d: %s", op, i, rep.short())
+	case "stock-add", "stock-remove":
+		p := h.product("product")
+		n := rapid.IntRange(1, 3).Draw(h.t, "units")
+		field := map[string]string{"stock-add": "add", "stock-remove": "remove"}[op]
+		rep := h.admin(h.coordArg(), "POST", "/admin/v1/products/"+p.id+"/stock", fmt.Sprintf(`{"%s":%d}`, field, n))
+		h.logf("%s %d units of %s: %s (stock now %v)", field, n, p.id, rep.short(), rep.body["stock"])
+	case "pause", "resume":
+		p := h.product("product")
+		rep := h.admin(h.coordArg(), "POST", "/admin/v1/products/"+p.id+"/"+op, "")
+		h.logf("%s %s: %s", op, p.id, rep.short())
+		time.Sleep(1100 * time.Millisecond) // every coordinator within a second
+	case "end-window", "reopen-window":
+		p := h.product("product")
+		at := time.Now().Add(-time.Second)
+		if op == "reopen-window" {
+			at = time.Now().Add(time.Hour)
+		}
+		rep := h.admin(h.coordArg(), "PATCH", "/admin/v1/products/"+p.id, fmt.Sprintf(`{"ends_at":%q}`, at.UTC().Format(time.RFC3339)))
+		h.logf("%s of %s: %s", op, p.id, rep.short())
+		time.Sleep(1100 * time.Millisecond)
+	case "archive":
+		p := h.product("product")
+		rep := h.admin(h.coordArg(), "POST", "/admin/v1/products/"+p.id+"/archive", "")
+		if rep.status == 200 {
+			p.archived = true
+		}
+		h.logf("archive %s: %s %s", p.id, rep.short(), firstLine(rep.str("message")))
+	case "kill":
+		i := h.shardArg()
+		if !h.killed[i] {
+			h.env.redis.Kill(i)
+			h.killed[i], h.frozen[i] = true, false
+		}
+		h.logf("kill shard %d (SIGKILL)", i)
+	case "restart":
+		i := h.shardArg()
+		if h.killed[i] {
+			h.env.redis.Restart(i)
+			h.killed[i] = false
+		}
+		h.logf("restart shard %d from its AOF", i)
+	case "freeze":
+		i := h.shardArg()
+		if !h.killed[i] {
+			h.env.redis.Freeze(i)
+			h.frozen[i] = true
+		}
+		h.logf("freeze shard %d (SIGSTOP)", i)
+	case "thaw":
+		i := h.shardArg()
+		h.env.redis.Thaw(i)
+		h.frozen[i] = false
+		h.logf("thaw shard %d", i)
+	case "checkpoint":
+		i := h.shardArg()
+		if h.killed[i] || h.frozen[i] {
+			h.logf("checkpoint shard %d: not running, skipped", i)
+			return
+		}
+		time.Sleep(20 * time.Millisecond) // the AOF is written within an event-loop turn
+		h.env.redis.Checkpoint(i)
+		h.checkpoint[i] = h.step
+		h.logf("checkpoint shard %d's AOF", i)
+	case "rewind":
+		i := h.shardArg()
+		if h.checkpoint[i] < 0 {
+			h.logf("machine crash of shard %d: no checkpoint, skipped", i)
+			return
+		}
+		h.markLost(i, h.checkpoint[i])
+		h.env.redis.Thaw(i)
+		h.env.redis.Rewind(i)
+		h.killed[i], h.frozen[i] = false, false
+		h.logf("machine crash of shard %d: back from its AOF as at step %d", i, h.checkpoint[i])
+	case "wipe":
+		i := h.shardArg()
+		h.markLost(i, 0)
+		h.env.redis.Thaw(i)
+		h.env.redis.Wipe(i)
+		h.killed[i], h.frozen[i], h.wiped[i], h.checkpoint[i] = false, false, true, -1
+		h.logf("wipe shard %d (back without its data)", i)
+	case "restart-coordinator":
+		c := h.coordArg()
+		h.coords[c].Close()
+		h.coords[c] = h.startCoordinator(c)
+		h.logf("restart coordinator %d", c)
+	case "cut-link", "mend-link":
+		i := h.shardArg()
+		if op == "cut-link" {
+			h.env.proxies[i].Stop()
+			h.cut[i] = true
+		} else {
+			h.mend(i)
+		}
+		h.logf("%s to shard %d", op, i)
+	case "slow-link":
+		i := h.shardArg()
+		if !h.slow[i] {
+			if _, err := h.env.proxies[i].Toxics.AddToxicJson(strings.NewReader(
+				`{"name":"slow","type":"latency","stream":"downstream","attributes":{"latency":400}}`)); err != nil {
+				h.fail("slow link: %v", err)
+			}
+			h.slow[i] = true
+		}
+		h.logf("slow link to shard %d (400 ms each way down)", i)
+	case "wait":
+		time.Sleep(300 * time.Millisecond)
+		h.logf("wait 300 ms")
+	default:
+		h.fail("unknown op %s", op)
+	}
+}
+
+func firstLine(s string) string {
+	if len(s) > 90 {
+		return s[:90] + "…"
+	}
+	return s
+}
+
+func (h *history) mend(i int) {
+	if h.cut[i] {
+		if err := h.env.proxies[i].Start(); err != nil {
+			h.fail("mend link %d: %v", i, err)
+		}
+		h.cut[i] = false
+	}
+	if h.slow[i] {
+		h.env.proxies[i].Toxics.ResetToxics(context.Background())
+		h.slow[i] = false
+	}
+}
+
+func (h *history) buy(c int, user string, p *mproduct) {
+	a := &attempt{step: h.step, user: user, product: p.id, shard: -1}
+	rep := h.call(c, "POST", "/api/v1/products/"+p.id+"/purchase", "", "X-User-ID", user)
+	switch {
+	case rep.err != nil:
+		a.unknown = true
+	case rep.status == 200:
+		a.order = rep.str("order_id")
+		if s, ok := rep.body["shard"].(float64); ok {
+			a.shard = int(s)
+		}
+	case rep.status == 202:
+		a.ticket = rep.str("ticket")
+	default:
+		a.code = rep.str("error")
+	}
+	a.status = rep.status
+	h.attempts = append(h.attempts, a)
+	where := ""
+	if a.order != "" {
+		where = fmt.Sprintf(" order %s on shard %d", a.order, a.shard)
+	}
+	h.logf("%s buys %s via coordinator %d: %s%s", user, p.id, c, rep.short(), where)
+	if rep.status == 410 {
+		h.checkSoldOutIsTrue(p)
+	}
+}
+
+// markLost marks the purchases answered on shard i since step (0: ever)
+// whose orders are not written yet: a crash that takes the shard's last
+// writes takes their holds and outbox entries with them (the lost second of
+// appendfsync everysec); the test allows them to be lost.
+func (h *history) markLost(i, since int) {
+	for _, a := range h.attempts {
+		if a.order == "" || a.shard != i || a.step < since {
+			continue
+		}
+		if _, err := h.store().Order(context.Background(), a.order); err != nil {
+			a.lostByRewind = true
+		}
+	}
+}
+
+func (h *history) store() interface {
+	Order(ctx context.Context, id string) (*shardstock.Order, error)
+} {
+	return h.coords[0].store
+}
+
+// counters reads product's counters on shard i straight from the master
+// (not through the coordinators); ok is false when it cannot answer or does
+// not hold the product.
+func (h *history) counters(i int, product string) (c [4]int64, ok bool) {
+	if h.killed[i] || h.frozen[i] {
+		return c, false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	v, err := h.env.direct[i].HMGet(ctx, "ss:{p:"+product+"}:stock", "salable", "locked", "sold", "alloc").Result()
+	if err != nil || v[0] == nil {
+		return c, false
+	}
+	for k, x := range v {
+		n, err := strconv.ParseInt(fmt.Sprint(x), 10, 64)
+		if err != nil {
+			h.fail("shard %d %s: field %d = %v", i, product, k, x)
+		}
+		c[k] = n
+	}
+	return c, true
+}
+
+// currentStock is p's stock as defined plus the finished stock changes.
+func (h *history) currentStock(p *mproduct) int64 {
+	added, removed, err := h.coords[0].store.StockChanges(context.Background(), p.id)
+	if err != nil {
+		h.fail("stock changes of %s: %v", p.id, err)
+	}
+	return p.stock + added - removed
+}
+
+// checkSafety checks what must hold at every moment: no oversell,
+// conservation on every shard that answers, the per-user limit in SQL.
+func (h *history) checkSafety() {
+	ctx := context.Background()
+	for _, p := range h.products {
+		stock := h.currentStock(p)
+		if !p.archived {
+			var held int64
+			for i := range modelShards {
+				c, ok := h.counters(i, p.id)
+				if !ok {
+					continue
+				}
+				if c[0] < 0 || c[1] < 0 || c[2] < 0 || c[0]+c[1]+c[2] != c[3] {
+					h.fail("conservation broken on shard %d for %s: salable %d + locked %d + sold %d != alloc %d", i, p.id, c[0], c[1], c[2], c[3])
+				}
+				held += c[1] + c[2]
+			}
+			if held > stock {
+				h.fail("oversell: %s has %d units locked or sold on the shards that answer, stock %d", p.id, held, stock)
+			}
+		}
+		counts, err := h.coords[0].store.CountByStatus(ctx, p.id)
+		if err != nil {
+			h.fail("count orders: %v", err)
+		}
+		if live := counts[shardstock.StatusAwaitingPayment] + counts[shardstock.StatusPaid]; live > stock {
+			h.fail("oversell: %s has %d orders awaiting payment or paid, stock %d", p.id, live, stock)
+		}
+		for _, u := range h.users {
+			if n := h.liveOrders(p.id, u); n > p.limit {
+				h.fail("per-user limit: %s holds %d live orders of %s, limit %d", u, n, p.id, p.limit)
+			}
+		}
+	}
+}
+
+// orders are every order row of product (each once).
+func (h *history) orders(product string) []shardstock.Order {
+	var out []shardstock.Order
+	seen := map[string]bool{}
+	for i := range modelShards {
+		for _, f := range []func(context.Context, string, int) ([]shardstock.Order, error){h.coords[0].store.LiveOrders, h.coords[0].store.FinalOrders} {
+			os, err := f(context.Background(), product, i)
+			if err != nil {
+				h.fail("orders of %s: %v", product, err)
+			}
+			for _, o := range os {
+				if !seen[o.ID] {
+					seen[o.ID] = true
+					out = append(out, o)
+				}
+			}
+		}
+	}
+	return out
+}
+
+func (h *history) liveOrders(product, user string) int64 {
+	var n int64
+	for _, o := range h.orders(product) {
+		if o.UserID == user && (o.Status == shardstock.StatusAwaitingPayment || o.Status == shardstock.StatusPaid) {
+			n++
+		}
+	}
+	return n
+}
+
+// checkSoldOutIsTrue: a 410 is never an outage. A shard the buyer's
+// coordinator could not reach (a cut link) holding salable units of p, not
+// drained, makes a "sold out" untrue.
+func (h *history) checkSoldOutIsTrue(p *mproduct) {
+	drained, _ := h.coords[0].store.DrainedShards(context.Background())
+	for i := range modelShards {
+		if !h.cut[i] || drained[i] {
+			continue
+		}
+		if c, ok := h.counters(i, p.id); ok && c[0] > 0 {
+			h.fail("truthful answers: %s answered sold out while shard %d (link cut) holds %d salable units", p.id, i, c[0])
+		}
+	}
+}
+
+// settle heals every fault, lets the messages drain and checks what holds
+// at rest.
+func (h *history) settle() {
+	h.step = 99
+	h.logf("heal: thaw, restart and reconnect every shard")
+	for i := range modelShards {
+		h.env.redis.Thaw(i)
+		h.frozen[i] = false
+		if h.killed[i] {
+			h.env.redis.Restart(i)
+			h.killed[i] = false
+		}
+		h.mend(i)
+	}
+	h.waitFor(20*time.Second, "every shard back in line with the order table (unfenced on both coordinators)", func() (bool, string) {
+		var fenced []string
+		for c, m := range h.coords {
+			for i := range modelShards {
+				if m.set.Fenced(i) {
+					fenced = append(fenced, fmt.Sprintf("coordinator %d shard %d (%s)", c, i, m.inv.ResyncProblem(i)))
+				}
+			}
+		}
+		return len(fenced) == 0, strings.Join(fenced, ", ")
+	})
+	h.waitFor(20*time.Second, "every shard up with its breaker closed on both coordinators", func() (bool, string) {
+		for c, m := range h.coords {
+			for _, sh := range m.inv.Shards(context.Background()) {
+				if !sh.Up || (sh.Breaker != "" && sh.Breaker != "closed") {
+					return false, fmt.Sprintf("coordinator %d: %+v", c, sh)
+				}
+			}
+		}
+		return true, ""
+	})
+	h.waitFor(20*time.Second, "every queued purchase resolved", func() (bool, string) {
+		for _, a := range h.attempts {
+			if a.ticket == "" || (a.code != "" && a.code != "queued") {
+				continue
+			}
+			for c := range h.coords {
+				rep := h.call(c, "GET", "/api/v1/tickets/"+a.ticket, "", "X-User-ID", a.user)
+				if rep.status == 200 && rep.str("status") != "queued" {
+					a.code, a.resolvedOrders = rep.str("status"), rep.str("order_id")
+					break
+				}
+			}
+			if a.code == "" || a.code == "queued" {
+				return false, fmt.Sprintf("ticket %s of %s still queued", a.ticket, a.user)
+			}
+		}
+		return true, ""
+	})
+	for _, p := range h.products {
+		if !p.archived {
+			rep := h.admin(0, "POST", "/admin/v1/products/"+p.id+"/reconcile", "")
+			h.logf("reconcile %s (fix): %s", p.id, rep.short())
+		}
+	}
+	h.waitFor(20*time.Second, "every purchase answered 200 or reserved written as an order", func() (bool, string) {
+		for _, a := range h.attempts {
+			id := a.order
+			if a.code == "reserved" {
+				id = a.resolvedOrders
+			}
+			if id == "" || a.lostByRewind {
+				continue
+			}
+			if _, err := h.store().Order(context.Background(), id); err != nil {
+				return false, fmt.Sprintf("no order row for %s's %s (step %d): %v", a.user, id, a.step, err)
+			}
+		}
+		return true, ""
+	})
+	// Every order final: cancel those awaiting payment (again while a
+	// cancel is refused: 503 is a retry-later).
+	h.logf("cancel every order still awaiting payment")
+	for _, p := range h.products {
+		if p.archived {
+			continue
+		}
+		var last time.Time
+		h.waitFor(20*time.Second, "convergence of "+p.id, func() (bool, string) {
+			if time.Since(last) > 500*time.Millisecond {
+				last = time.Now()
+				for _, o := range h.orders(p.id) {
+					if o.Status == shardstock.StatusAwaitingPayment {
+						h.call(0, "POST", "/api/v1/orders/"+o.ID+"/cancel", "", "X-User-ID", o.UserID)
+					}
+				}
+			}
+			return h.converged(p)
+		})
+	}
+	h.checkAnswers()
+	h.checkNoStrandedStock()
+}
+
+// converged: Σ sold = paid orders, Σ locked = 0 (every order final), Σ
+// salable = stock − paid on shards that kept their data, and every order's
+// hold in the state its status says.
+func (h *history) converged(p *mproduct) (bool, string) {
+	var sold, locked, salable int64
+	paid := map[int]int64{}
+	for _, o := range h.orders(p.id) {
+		if o.Status == shardstock.StatusPaid {
+			paid[o.Shard]++
+		}
+		if o.Status == shardstock.StatusAwaitingPayment {
+			return false, "order " + o.ID + " still awaiting payment"
+		}
+	}
+	lost := false
+	for i := range modelShards {
+		c, ok := h.counters(i, p.id)
+		if !ok || h.wiped[i] {
+			lost = lost || h.wiped[i]
+			continue
+		}
+		if c[2] != paid[i] {
+			return false, fmt.Sprintf("shard %d: sold %d, paid orders there %d", i, c[2], paid[i])
+		}
+		sold, locked, salable = sold+c[2], locked+c[1], salable+c[0]
+	}
+	if locked != 0 {
+		return false, fmt.Sprintf("%d units locked with every order final", locked)
+	}
+	if stock := h.currentStock(p); !lost && salable != stock-sold {
+		return false, fmt.Sprintf("salable %d, stock %d - sold %d", salable, stock, sold)
+	}
+	holds := map[int]map[string]string{}
+	for i := range modelShards {
+		if h.wiped[i] {
+			continue
+		}
+		m, err := h.env.direct[i].HGetAll(context.Background(), "ss:{p:"+p.id+"}:holds").Result()
+		if err != nil {
+			return false, err.Error()
+		}
+		holds[i] = m
+	}
+	for _, o := range h.orders(p.id) {
+		m, ok := holds[o.Shard]
+		if !ok {
+			continue
+		}
+		st := m[o.ID]
+		switch {
+		case o.Status == shardstock.StatusPaid && !strings.HasPrefix(st, "S "):
+			return false, fmt.Sprintf("order %s is paid and its hold on shard %d is %q", o.ID, o.Shard, st)
+		case o.Status != shardstock.StatusPaid && strings.HasPrefix(st, "S "):
+			return false, fmt.Sprintf("order %s is %s and its hold on shard %d is sold", o.ID, o.Status, o.Shard)
+		}
+	}
+	return true, ""
+}
+
+// checkAnswers: every 200 and every reserved ticket is exactly one order
+// row of that buyer and product; no buyer has an order the answers do not
+// explain (a 410, 409, 403 or rejected holds nothing; only an attempt with
+// no answer may have gone either way).
+func (h *history) checkAnswers() {
+	for _, p := range h.products {
+		told := map[string]*attempt{}
+		unknown := map[string]int{}
+		for _, a := range h.attempts {
+			if a.product != p.id {
+				continue
+			}
+			id := a.order
+			if a.code == "reserved" {
+				id = a.resolvedOrders
+			}
+			if id != "" {
+				if prev := told[id]; prev != nil {
+					h.fail("truthful answers: order %s was answered twice (steps %d and %d)", id, prev.step, a.step)
+				}
+				told[id] = a
+			}
+			if a.unknown {
+				unknown[a.user]++
+			}
+		}
+		for _, o := range h.orders(p.id) {
+			a := told[o.ID]
+			if a == nil {
+				if unknown[o.UserID] == 0 {
+					h.fail("truthful answers: %s has order %s (%s, shard %d) of %s that no answer told them of", o.UserID, o.ID, o.Status, o.Shard, p.id)
+				}
+				unknown[o.UserID]--
+				continue
+			}
+			if a.user != o.UserID {
+				h.fail("order %s was answered to %s and belongs to %s", o.ID, a.user, o.UserID)
+			}
+		}
+	}
+}
+
+// checkNoStrandedStock: with every order final and the faults healed, the
+// sale can sell its whole stock: resume, reopen, undrain, rebalance, then
+// new buyers buy until sold out, and no salable unit is left behind.
+func (h *history) checkNoStrandedStock() {
+	for i := range modelShards {
+		h.admin(0, "POST", fmt.Sprintf("/admin/v1/shards/%d/drain", i), `{"drained":false}`)
+	}
+	for _, p := range h.products {
+		if p.archived {
+			continue
+		}
+		h.admin(0, "POST", "/admin/v1/products/"+p.id+"/resume", "")
+		h.admin(0, "PATCH", "/admin/v1/products/"+p.id, fmt.Sprintf(`{"ends_at":%q}`, time.Now().Add(time.Hour).UTC().Format(time.RFC3339)))
+	}
+	time.Sleep(1100 * time.Millisecond)
+	h.logf("undrain every shard, resume and reopen every sale")
+	for _, p := range h.products {
+		if p.archived {
+			continue
+		}
+		rep := h.admin(0, "POST", "/admin/v1/products/"+p.id+"/rebalance", "")
+		if rep.status != 200 {
+			h.fail("rebalance %s at rest: %s %s", p.id, rep.short(), rep.raw)
+		}
+		// Each coordinator sells until it answers sold out; a shard it
+		// found empty is skipped for a second (shard.Config.EmptyTTL), so
+		// the round is repeated after that until a round sells nothing.
+		var bought int
+		for round := 0; ; round++ {
+			n := 0
+			for c := range h.coords {
+				for {
+					h.fresh++
+					rep := h.call(c, "POST", "/api/v1/products/"+p.id+"/purchase", "", "X-User-ID", fmt.Sprintf("z%d", h.fresh))
+					if rep.status == 410 || (rep.status == 403 && rep.str("error") == "ended") {
+						break // (ended: a window that could not be reopened)
+					}
+					if rep.status != 200 {
+						h.fail("selling the rest of %s: %s %s", p.id, rep.short(), rep.raw)
+					}
+					n++
+					if bought+n > int(h.currentStock(p)) {
+						h.fail("selling the rest of %s: more than its stock sold", p.id)
+					}
+				}
+			}
+			bought += n
+			if n == 0 && round > 0 {
+				break
+			}
+			time.Sleep(150 * time.Millisecond)
+		}
+		h.logf("new buyers buy the rest of %s: %d units, then sold out", p.id, bought)
+		for i := range modelShards {
+			if c, ok := h.counters(i, p.id); ok && c[0] != 0 {
+				h.fail("stranded stock: %s answered sold out with %d salable units on shard %d", p.id, c[0], i)
+			}
+		}
+		h.checkSafety()
+	}
+}
+
+func (h *history) waitFor(d time.Duration, what string, cond func() (bool, string)) {
+	deadline := time.Now().Add(d)
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			h.fail("%s: not within %s; last state: %s", what, d, state)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
