@@ -95,6 +95,10 @@ type Config struct {
 	// shards (which would open breakers and spool). Zero: 1024 and 50ms.
 	MaxInFlight int
 	QueueBudget time.Duration
+	// OrderOf, if set, reads an order row (nil when there is none): a
+	// replay whose shard in doubt lost its data since asks it before it
+	// answers rejected.
+	OrderOf func(ctx context.Context, id string) (*shardstock.Order, error)
 }
 
 // errOverloaded answers a purchase admission control turned away.
@@ -499,6 +503,18 @@ func (h *Handler) Replay(ctx context.Context, e spool.Entry) (spool.Result, erro
 	}
 	if errors.Is(err, shardstock.ErrUnavailable) {
 		return spool.Result{}, err
+	}
+	if e.Doubt != 0 && h.cfg.OrderOf != nil {
+		// A shard in doubt may have taken the reservation, had its outbox
+		// entry become an order, and then lost its data (the hold with it):
+		// the walk finds no hold there, and the order row is the truth.
+		o, oerr := h.cfg.OrderOf(ctx, e.OrderID)
+		if oerr != nil {
+			return spool.Result{}, fmt.Errorf("%w: order table: %w", shardstock.ErrUnavailable, oerr)
+		}
+		if o != nil {
+			return spool.Result{Status: "reserved", OrderID: e.OrderID, Shard: o.Shard}, nil
+		}
 	}
 	return spool.Result{Status: "rejected", Error: shardstock.Public(err).Code}, nil
 }

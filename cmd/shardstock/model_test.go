@@ -51,6 +51,9 @@ type modelEnv struct {
 	urls    []string        // through the proxies: what the coordinators use
 	direct  []*redis.Client // straight to the masters: what the checks read
 	newDB   func() string
+	// products are the sale's ids: one on SQLite (every step on one
+	// product), two that differ only in case on MariaDB (its collation).
+	products []string
 	budget  time.Duration
 	start   time.Time
 	failed  atomic.Bool // a history failed: rapid is shrinking it, run everything
@@ -87,8 +90,10 @@ func TestModelStockPath(t *testing.T) {
 				dir := t.TempDir()
 				var n atomic.Int64
 				env.newDB = func() string { return fmt.Sprintf("sqlite:%s/orders%d.db", dir, n.Add(1)) }
+				env.products = []string{"sku"}
 			} else {
 				env.newDB = func() string { return freshMySQL(t) }
+				env.products = []string{"sku", "Sku"}
 			}
 			rapid.Check(t, env.history)
 			elapsed := time.Since(env.start)
@@ -184,8 +189,8 @@ func (env *modelEnv) history(t *rapid.T) {
 	for c := range h.coords {
 		h.coords[c] = h.startCoordinator(c)
 	}
-	for k, id := range []string{"sku", "Sku"} {
-		p := &mproduct{id: id, stock: int64(rapid.IntRange(2, 7).Draw(t, "stock_"+id)), limit: int64(rapid.IntRange(1, 2).Draw(t, "limit_"+id))}
+	for k, id := range env.products {
+		p := &mproduct{id: id, stock: int64(rapid.IntRange(2, 6).Draw(t, "stock_"+id)), limit: int64(rapid.IntRange(1, 2).Draw(t, "limit_"+id))}
 		rep := h.admin(k%2, "PUT", "/admin/v1/products/"+id, fmt.Sprintf(`{"stock":%d,"per_user_limit":%d}`, p.stock, p.limit))
 		if rep.status != 201 {
 			h.fail("define %s: %d %s", id, rep.status, rep.raw)
@@ -196,7 +201,7 @@ func (env *modelEnv) history(t *rapid.T) {
 	for k := range rapid.IntRange(3, 6).Draw(t, "buyers") {
 		h.users = append(h.users, fmt.Sprintf("u%d", k))
 	}
-	n := rapid.IntRange(1, 28).Draw(t, "steps")
+	n := rapid.IntRange(6, 32).Draw(t, "steps")
 	for h.step = 1; h.step <= n; h.step++ {
 		op := rapid.SampledFrom(modelOps).Draw(t, "op")
 		h.do(op)
@@ -213,11 +218,11 @@ func (env *modelEnv) history(t *rapid.T) {
 
 // modelOps are the operations a step draws from, repeated for weight.
 var modelOps = []string{
-	"buy", "buy", "buy", "buy", "buy", "buy",
-	"pay", "pay", "pay-fail", "cancel", "cancel", "timeout",
-	"rebalance", "drain", "undrain", "stock-add", "stock-remove",
+	"buy", "buy", "buy", "buy", "buy", "buy", "buy",
+	"pay", "pay", "pay-fail", "cancel", "cancel", "cancel", "timeout",
+	"rebalance", "rebalance", "drain", "undrain", "stock-add", "stock-remove", "stock-remove",
 	"pause", "resume", "end-window", "reopen-window", "archive",
-	"kill", "restart", "freeze", "thaw", "checkpoint", "checkpoint", "rewind", "rewind", "wipe",
+	"kill", "restart", "freeze", "thaw", "checkpoint", "checkpoint", "rewind", "rewind", "rewind", "wipe",
 	"restart-coordinator", "cut-link", "mend-link", "slow-link", "wait",
 }
 
@@ -255,7 +260,8 @@ func (h *history) close() {
 func (h *history) startCoordinator(c int) *Main {
 	cfg := &Config{HTTPAddr: "127.0.0.1:0", Shards: h.env.urls, AdminToken: testToken, UserAuth: "header",
 		ShardTimeout: 250 * time.Millisecond, LogFormat: "text", LogLevel: 12, // quiet: the steps tell the story
-		MQ: "streams", DB: h.db, PayTimeout: 15 * time.Minute, FailFastAge: 30 * time.Minute, OrderRate: 100000,
+		MQ: "streams", DB: h.db, PayTimeout: 15 * time.Minute, FailFastAge: 1000 * time.Hour, // (the timeouts move the order clock by hours)
+		OrderRate: 100000,
 		ClaimIdle: 30 * time.Second, SpoolDir: fmt.Sprintf("%s/spool%d", h.dir, c), OrderClock: h.clock.now,
 		EmptyTTL: 100 * time.Millisecond}
 	m := NewMain(cfg, io.Discard)
@@ -333,11 +339,15 @@ func (h *history) shardArg() int { return rapid.IntRange(0, modelShards-1).Draw(
 
 func (h *history) coordArg() int { return rapid.IntRange(0, 1).Draw(h.t, "coordinator") }
 
-// orderArg picks one of the orders buyers were told about ("" when none).
+// orderArg picks one of the orders buyers were told about that is not
+// final yet (none: false).
 func (h *history) orderArg() (*attempt, bool) {
 	var orders []*attempt
 	for _, a := range h.attempts {
-		if a.order != "" {
+		if a.order == "" {
+			continue
+		}
+		if o, err := h.store().Order(context.Background(), a.order); err == nil && (o == nil || o.Status == shardstock.StatusAwaitingPayment) {
 			orders = append(orders, a)
 		}
 	}
@@ -437,21 +447,28 @@ func (h *history) do(op string) {
 		h.frozen[i] = false
 		h.logf("thaw shard %d", i)
 	case "checkpoint":
-		i := h.shardArg()
-		if h.killed[i] || h.frozen[i] {
-			h.logf("checkpoint shard %d: not running, skipped", i)
-			return
-		}
 		time.Sleep(20 * time.Millisecond) // the AOF is written within an event-loop turn
-		h.env.redis.Checkpoint(i)
-		h.checkpoint[i] = h.step
-		h.logf("checkpoint shard %d's AOF", i)
+		var saved []string
+		for i := range modelShards {
+			if !h.killed[i] && !h.frozen[i] {
+				h.env.redis.Checkpoint(i)
+				h.checkpoint[i] = h.step
+				saved = append(saved, strconv.Itoa(i))
+			}
+		}
+		h.logf("checkpoint the AOF of shards %s (a later machine crash goes back to it)", strings.Join(saved, ", "))
 	case "rewind":
-		i := h.shardArg()
-		if h.checkpoint[i] < 0 {
-			h.logf("machine crash of shard %d: no checkpoint, skipped", i)
+		var saved []int
+		for i, at := range h.checkpoint {
+			if at >= 0 {
+				saved = append(saved, i)
+			}
+		}
+		if len(saved) == 0 {
+			h.logf("machine crash: no shard has a checkpoint, skipped")
 			return
 		}
+		i := rapid.SampledFrom(saved).Draw(h.t, "shard")
 		h.markLost(i, h.checkpoint[i])
 		h.env.redis.Thaw(i)
 		h.env.redis.Rewind(i)
@@ -553,7 +570,9 @@ func (h *history) markLost(i, since int) {
 		if a.order == "" || a.shard != i || a.step < since {
 			continue
 		}
-		if _, err := h.store().Order(context.Background(), a.order); err != nil {
+		if o, err := h.store().Order(context.Background(), a.order); err != nil {
+			h.fail("order %s: %v", a.order, err)
+		} else if o == nil {
 			a.lostByRewind = true
 		}
 	}
@@ -724,6 +743,7 @@ func (h *history) settle() {
 				rep := h.call(c, "GET", "/api/v1/tickets/"+a.ticket, "", "X-User-ID", a.user)
 				if rep.status == 200 && rep.str("status") != "queued" {
 					a.code, a.resolvedOrders = rep.str("status"), rep.str("order_id")
+					h.logf("ticket %s of %s (step %d): %s %s %s", a.ticket, a.user, a.step, a.code, a.resolvedOrders, rep.str("error"))
 					break
 				}
 			}
@@ -748,7 +768,7 @@ func (h *history) settle() {
 			if id == "" || a.lostByRewind {
 				continue
 			}
-			if _, err := h.store().Order(context.Background(), id); err != nil {
+			if o, err := h.store().Order(context.Background(), id); err != nil || o == nil {
 				return false, fmt.Sprintf("no order row for %s's %s (step %d): %v", a.user, id, a.step, err)
 			}
 		}
@@ -921,7 +941,7 @@ func (h *history) checkNoStrandedStock() {
 					}
 					n++
 					if bought+n > int(h.currentStock(p)) {
-						h.fail("selling the rest of %s: more than its stock sold", p.id)
+						h.fail("oversell: new buyers bought %d units of %s at rest, its stock is %d; shards: %s", bought+n, p.id, h.currentStock(p), h.describe(p))
 					}
 				}
 			}
@@ -939,6 +959,25 @@ func (h *history) checkNoStrandedStock() {
 		}
 		h.checkSafety()
 	}
+}
+
+// describe is p's counters on every shard and its transfer log, for a
+// failure's message.
+func (h *history) describe(p *mproduct) string {
+	var b strings.Builder
+	for i := range modelShards {
+		c, ok := h.counters(i, p.id)
+		fmt.Fprintf(&b, "shard %d %v (read %v); ", i, c, ok)
+	}
+	for i := range modelShards {
+		ts, _ := h.coords[0].store.ShardTransfers(context.Background(), i)
+		for _, t := range ts {
+			if t.ProductID == p.id && (t.From == i || t.From == -1 && t.To == i) {
+				fmt.Fprintf(&b, "transfer %s %d->%d wanted %d moved %d %s; ", t.ID, t.From, t.To, t.Wanted, t.Moved, t.State)
+			}
+		}
+	}
+	return b.String()
 }
 
 func (h *history) waitFor(d time.Duration, what string, cond func() (bool, string)) {

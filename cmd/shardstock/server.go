@@ -147,7 +147,7 @@ func (m *Main) Run(ctx context.Context) error {
 		Now: m.saleClock, MaxInFlight: m.cfg.MaxInFlight,
 		Observe: m.observePurchase, Spool: m.spoolPort(), Logger: m.log,
 		Limits: m.cfg.Limits, OnLimited: func(s string) { m.metrics.RateLimited.WithLabelValues(s).Inc() },
-		ProductIDs: m.store.ProductIDs})
+		ProductIDs: m.store.ProductIDs, OrderOf: m.store.Order})
 	if err := m.startLoops(); err != nil {
 		return err
 	}

@@ -1,0 +1,209 @@
+package main
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/shardstock/shardstock"
+	"github.com/shardstock/shardstock/inventory"
+	"github.com/shardstock/shardstock/shard/shardtest"
+)
+
+// The three breaks of issue 24 after a shard's machine crash (its AOF cut
+// back to a checkpoint), each as the outside review found it.
+
+// crashFixture is one coordinator on three shards selling stock 6 (2 per
+// shard), per-user limit 1.
+type crashFixture struct {
+	t    *testing.T
+	r    *shardtest.Redis
+	m    *Main
+	base string
+	n    int
+}
+
+func newCrashFixture(t *testing.T) *crashFixture {
+	r := shardtest.Start(t, 3)
+	m := startServer(t, r.URLs())
+	f := &crashFixture{t: t, r: r, m: m, base: m.URL()}
+	if rep := putProduct(t, f.base, "crash", `{"stock":6,"per_user_limit":1}`); rep.status != 201 {
+		t.Fatalf("define: %d %s", rep.status, rep.raw)
+	}
+	return f
+}
+
+// buy makes a new buyer homed on shard home (-1: any) buy; it returns the
+// order id and the shard that sold it.
+func (f *crashFixture) buy(home int) (string, string, int) {
+	f.t.Helper()
+	for {
+		f.n++
+		u := fmt.Sprintf("b%d", f.n)
+		if home >= 0 && f.m.set.Home(u) != home {
+			continue
+		}
+		rep := purchase(f.t, f.base, "crash", u)
+		if rep.status != 200 {
+			f.t.Fatalf("%s: %d %s", u, rep.status, rep.raw)
+		}
+		return rep.str("order_id"), u, int(rep.body["shard"].(float64))
+	}
+}
+
+func (f *crashFixture) awaiting(n int64) {
+	f.t.Helper()
+	waitFor(f.t, 10*time.Second, "orders written", func() (bool, string) {
+		c := statusCounts(f.t, f.m, "crash")
+		return c[shardstock.StatusAwaitingPayment] == n, fmt.Sprint(c)
+	})
+}
+
+func (f *crashFixture) cancel(id, user string) {
+	f.t.Helper()
+	if rep := orderCall(f.t, f.base, "cancel", id, user, ""); rep.status != 202 {
+		f.t.Fatalf("cancel: %d %s", rep.status, rep.raw)
+	}
+}
+
+func (f *crashFixture) salable(i int, want int64) {
+	f.t.Helper()
+	waitFor(f.t, 10*time.Second, fmt.Sprintf("shard %d salable %d", i, want), func() (bool, string) {
+		st := productStatus(f.t, f.base, "crash").Shards[i]
+		return st.Salable != nil && *st.Salable == want, fmt.Sprintf("%+v", st)
+	})
+}
+
+// resynced waits until shard 0 sells again after the crash.
+func (f *crashFixture) resynced() inventory.ProductStatus {
+	f.t.Helper()
+	var st inventory.ProductStatus
+	waitFor(f.t, 15*time.Second, "shard 0 back in line (unfenced, answering)", func() (bool, string) {
+		if f.m.set.Fenced(0) {
+			return false, "fenced: " + f.m.inv.ResyncProblem(0)
+		}
+		st = productStatus(f.t, f.base, "crash")
+		return st.Shards[0].Up && st.Shards[0].Alloc != nil, fmt.Sprintf("%+v", st.Shards[0])
+	})
+	checkShards(f.t, st)
+	return st
+}
+
+// sellOut buys with new buyers until sold out; it returns how many bought.
+func (f *crashFixture) sellOut() int {
+	f.t.Helper()
+	for k := 0; ; k++ {
+		f.n++
+		rep := purchase(f.t, f.base, "crash", fmt.Sprintf("rest%d", f.n))
+		if rep.status == 410 {
+			return k
+		}
+		if rep.status != 200 || k > 12 {
+			f.t.Fatalf("selling the rest: %d %s", rep.status, rep.raw)
+		}
+	}
+}
+
+func allocOf(st inventory.ProductStatus) (alloc, held int64) {
+	for _, sh := range st.Shards {
+		if sh.Alloc != nil {
+			alloc += *sh.Alloc
+			held += *sh.Locked + *sh.Sold
+		}
+	}
+	return alloc, held
+}
+
+// TestCrashAfterAReleasedUnitWasSoldAgain (break 1): the shard comes back
+// with a released unit still held by the cancelled order while SQL gives it
+// to a new buyer. The resync releases first, then restores the new hold;
+// before, restore_hold found no unit and the shard stayed fenced for good.
+func TestCrashAfterAReleasedUnitWasSoldAgain(t *testing.T) {
+	f := newCrashFixture(t)
+	first, user, _ := f.buy(0)
+	f.buy(0)
+	f.awaiting(2)
+	f.salable(0, 0)
+	f.r.Checkpoint(0)
+	f.cancel(first, user)
+	f.salable(0, 1)
+	if _, _, at := f.buy(0); at != 0 {
+		t.Fatalf("the third buyer was sold on shard %d, not 0", at)
+	}
+	f.awaiting(2)
+	f.r.Rewind(0)
+	st := f.resynced()
+	if sh := st.Shards[0]; *sh.Locked != 2 || *sh.Salable != 0 || *sh.Alloc != 2 {
+		t.Fatalf("shard 0 after the resync: %+v (want 2 locked, 0 salable, alloc 2)", sh)
+	}
+	if n := f.sellOut(); n != 4 {
+		t.Fatalf("sold %d more units; 4 were left", n)
+	}
+}
+
+// crashAfterReleases sells out, saves shard 0's AOF, cancels shard 0's two
+// orders (their units salable there again) and runs change, then crashes
+// shard 0 back to the checkpoint.
+func crashAfterReleases(t *testing.T, change func(f *crashFixture)) *crashFixture {
+	f := newCrashFixture(t)
+	type sale struct{ id, user string }
+	var on0 []sale
+	for range 6 {
+		id, u, at := f.buy(-1)
+		if at == 0 {
+			on0 = append(on0, sale{id, u})
+		}
+	}
+	if len(on0) != 2 {
+		t.Fatalf("shard 0 sold %d units, want 2", len(on0))
+	}
+	f.awaiting(6)
+	f.r.Checkpoint(0)
+	for _, s := range on0 {
+		f.cancel(s.id, s.user)
+	}
+	f.salable(0, 2)
+	change(f)
+	f.r.Rewind(0)
+	return f
+}
+
+// TestCrashAfterReleasesAndARebalance (break 2): the rebalance moved
+// released units off shard 0; back from the checkpoint the shard has them
+// locked. The resync releases first, then takes the moved units off again
+// exactly; before, transfer_out took none, recorded the transfer as done,
+// and the re-sent releases made Σ alloc 7 of a stock of 6.
+func TestCrashAfterReleasesAndARebalance(t *testing.T) {
+	f := crashAfterReleases(t, func(f *crashFixture) {
+		if rep := do(t, "POST", f.base+"/admin/v1/products/crash/rebalance", "", "Authorization", "Bearer "+testToken); rep.status != 200 {
+			t.Fatalf("rebalance: %d %s", rep.status, rep.raw)
+		}
+	})
+	st := f.resynced()
+	if alloc, held := allocOf(st); alloc != 6 || held != 4 {
+		t.Fatalf("after the resync: Σ alloc %d (want 6), held %d (want 4)", alloc, held)
+	}
+	if n := f.sellOut(); n != 2 {
+		t.Fatalf("sold %d more units; 2 were left", n)
+	}
+}
+
+// TestCrashAfterReleasesAndAStockRemoval (break 3): as above, but the
+// operator removed the two released units: stock 4, and shard 0 must not
+// have them back.
+func TestCrashAfterReleasesAndAStockRemoval(t *testing.T) {
+	f := crashAfterReleases(t, func(f *crashFixture) {
+		rep := do(t, "POST", f.base+"/admin/v1/products/crash/stock", `{"remove":2}`,
+			"Authorization", "Bearer "+testToken, "Content-Type", "application/json")
+		if rep.status != 200 {
+			t.Fatalf("remove: %d %s", rep.status, rep.raw)
+		}
+	})
+	st := f.resynced()
+	if alloc, held := allocOf(st); st.Stock != 4 || alloc != 4 || held != 4 {
+		t.Fatalf("after the resync: stock %d, Σ alloc %d, held %d (want 4, 4, 4)", st.Stock, alloc, held)
+	}
+	if n := f.sellOut(); n != 0 {
+		t.Fatalf("sold %d more units of a sold-out stock", n)
+	}
+}
