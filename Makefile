@@ -11,7 +11,7 @@ SHARDSTOCK_HTTP_ADDR ?= 127.0.0.1:8080
 BENCHTIME ?= 3s
 MQ ?= streams
 
-.PHONY: build run stop reset test vet bench fuzz clean help
+.PHONY: build run stop reset test vet bench fuzz soak clean help
 .DEFAULT_GOAL := help
 
 help: ## list the targets
@@ -41,11 +41,19 @@ test: ## install and start what the tests need (Redis, MariaDB, RocketMQ, Promet
 	deploy/schemathesis.sh install
 	$(ROCKETMQ) fetch
 	$(GO) vet ./...
-	deploy/with-services.sh $(GO) test -race -count=1 -p 1 -timeout 20m ./...
+	deploy/with-services.sh $(GO) test -race -count=1 -p 1 -timeout 30m ./...
 	@echo "README quick start on a fresh clone (make run in both modes, every command, make stop):"
 	SHARDSTOCK_TEST_README=1 $(GO) test -count=1 -timeout 15m -run '^TestReadmeQuickStartIsTrue$$' ./cmd/shardstock/
 	@$(MAKE) --no-print-directory fuzz
 	@cat artifacts/chaos-report.txt
+
+SOAK ?= 30m
+soak: ## run the model-based test of the stock path for SOAK (default 30m) on each database, printing every history
+	$(REDIS) install
+	$(MARIADB) install
+	$(ROCKETMQ) fetch
+	set -o pipefail; deploy/with-services.sh env SHARDSTOCK_MODEL_BUDGET=$(SOAK) SHARDSTOCK_MODEL_SOAK=1 \
+	  $(GO) test -count=1 -timeout 0 -run '^TestModelStockPath$$' -v ./cmd/shardstock/ 2>&1 | grep -v '\[rapid\] draw'
 
 FUZZTIME ?= 5s
 # Fuzz inputs that write files (FuzzSpoolOpen fsyncs on every run) go to

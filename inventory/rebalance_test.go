@@ -25,11 +25,6 @@ type fixture struct {
 func newFixture(t *testing.T) *fixture {
 	r := shardtest.Start(t, 3)
 	f := &fixture{t: t, redis: r}
-	set, err := shard.Open(r.URLs(), shard.Config{Timeout: time.Second, Start: shard.StartRandom, Rand: func(int) int { return f.start }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { set.Close() })
 	store, err := sqlstore.Open("sqlite:" + t.TempDir() + "/o.db")
 	if err != nil {
 		t.Fatal(err)
@@ -38,6 +33,11 @@ func newFixture(t *testing.T) *fixture {
 	if err := store.Migrate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	set, err := shard.Open(r.URLs(), shard.Config{Timeout: time.Second, Start: shard.StartRandom, Rand: func(int) int { return f.start }, Ledger: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { set.Close() })
 	f.set, f.store = set, store
 	f.svc = NewService(set, store, store, Config{Transfers: store})
 	return f

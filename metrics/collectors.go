@@ -36,6 +36,8 @@ var (
 		"A shard's memory: used (used_memory) and max (maxmemory; 0: no limit). At max a noeviction shard refuses new holds.", []string{"shard", "kind"}, nil)
 	descBreaker = prometheus.NewDesc("shardstock_shard_breaker_state",
 		"A shard's circuit breaker: 0 closed (in rotation), 1 open (skipped), 2 half-open (probing).", []string{"shard"}, nil)
+	descFenced = prometheus.NewDesc("shardstock_shard_fenced",
+		"A shard's restart fence: 0 open (sells), 1 fenced (restarted, resync running), 2 kept fenced: its resync found it disagreeing with the order table or the transfer log (GET /admin/v1/shards says why).", []string{"shard"}, nil)
 	descPool = prometheus.NewDesc("shardstock_redis_pool_connections",
 		"go-redis pool connections per shard: total or idle.", []string{"shard", "kind"}, nil)
 	descPoolEvents = prometheus.NewDesc("shardstock_redis_pool_events_total",
@@ -49,11 +51,14 @@ type ShardCollector struct {
 	// Breakers, if set, gives each shard's breaker state: 0 closed, 1 open,
 	// 2 half-open.
 	Breakers func() []int
+	// Fences, if set, gives each shard's fence: 0 open, 1 fenced, 2 kept
+	// fenced by a disagreement.
+	Fences func() []int
 }
 
 // Describe sends the descriptors.
 func (c *ShardCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descUnits, descStock, descUp, descOutbox, descSettle, descPool, descPoolEvents, descBreaker, descMemory} {
+	for _, d := range []*prometheus.Desc{descUnits, descStock, descUp, descOutbox, descSettle, descPool, descPoolEvents, descBreaker, descMemory, descFenced} {
 		ch <- d
 	}
 }
@@ -62,6 +67,11 @@ func (c *ShardCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *ShardCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
+	if c.Fences != nil {
+		for i, st := range c.Fences() {
+			ch <- prometheus.MustNewConstMetric(descFenced, prometheus.GaugeValue, float64(st), strconv.Itoa(i))
+		}
+	}
 	if c.Breakers != nil {
 		for i, st := range c.Breakers() {
 			ch <- prometheus.MustNewConstMetric(descBreaker, prometheus.GaugeValue, float64(st), strconv.Itoa(i))

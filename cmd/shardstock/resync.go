@@ -80,6 +80,22 @@ func (m *Main) startResyncs() error {
 	return m.foreignShard()
 }
 
+// fenceStates is each shard's fence for the metrics: 0 open, 1 fenced, 2
+// kept fenced by a disagreement its resync found.
+func (m *Main) fenceStates() []int {
+	out := make([]int, m.set.Len())
+	for i := range out {
+		switch {
+		case !m.set.Fenced(i):
+		case m.inv.ResyncProblem(i) != "":
+			out[i] = 2
+		default:
+			out[i] = 1
+		}
+	}
+	return out
+}
+
 func (m *Main) resyncLoop(ctx context.Context) {
 	for {
 		select {

@@ -122,7 +122,7 @@ func (m *Main) Run(ctx context.Context) error {
 			}
 			return out
 		}})
-	m.registry.MustRegister(&metrics.ShardCollector{Source: m.inv, Limits: m.inv, Breakers: m.breakerStates},
+	m.registry.MustRegister(&metrics.ShardCollector{Source: m.inv, Limits: m.inv, Breakers: m.breakerStates, Fences: m.fenceStates},
 		&metrics.OrderCollector{Orders: m.store, TTL: time.Second})
 	if err := m.inv.RefreshControls(ctx); err != nil {
 		return fmt.Errorf("SHARDSTOCK_DB: product controls: %w", err)
