@@ -54,10 +54,10 @@ type modelEnv struct {
 	// products are the sale's ids: one on SQLite (every step on one
 	// product), two that differ only in case on MariaDB (its collation).
 	products []string
-	budget  time.Duration
-	start   time.Time
-	failed  atomic.Bool // a history failed: rapid is shrinking it, run everything
-	soak    bool
+	budget   time.Duration
+	start    time.Time
+	failed   atomic.Bool // a history failed: rapid is shrinking it, run everything
+	soak     bool
 
 	histories, steps, faults atomic.Int64
 }
