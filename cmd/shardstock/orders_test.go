@@ -360,16 +360,17 @@ func TestSettlementsDoNotWaitForAnUnrelatedShard(t *testing.T) {
 	m := startServer(t, r.URLs())
 	base := m.URL()
 	product := "settle"
-	putProduct(t, base, product, `{"stock":6}`)
-	// Shard 2 sells nothing: a buyer homed there is served by shard 0, the
-	// first after it, where a buyer homed at 0 is served too — both holds
-	// on one shard, so both settlements go through one settle stream.
-	opt, _ := redis.ParseURL(r.URLs()[2])
-	rc := redis.NewClient(opt)
-	defer rc.Close()
-	if err := rc.HSet(context.Background(), "ss:{p:settle}:stock", "salable", 0, "alloc", 0).Err(); err != nil {
-		t.Fatal(err)
+	// Shard 2 sells nothing (drained before the product is split: it gets
+	// no unit, and keeps its buyers' registers): a buyer homed there is
+	// served by shard 0, the first after it, where a buyer homed at 0 is
+	// served too — both holds on one shard, so both settlements go through
+	// one settle stream. (Zeroing its counters by hand, as this test once
+	// did, is a disagreement with the split the restart's resync rightly
+	// refuses.)
+	if rep := do(t, "POST", base+"/admin/v1/shards/2/drain", `{"drained":true}`, "Authorization", "Bearer "+testToken, "Content-Type", "application/json"); rep.status != 200 {
+		t.Fatalf("drain: %d %s", rep.status, rep.raw)
 	}
+	putProduct(t, base, product, `{"stock":6}`)
 	canceller, payer := "", ""
 	for k := 0; canceller == "" || payer == ""; k++ {
 		u := fmt.Sprintf("b%d", k)
@@ -403,7 +404,7 @@ func TestSettlementsDoNotWaitForAnUnrelatedShard(t *testing.T) {
 		if sh.Locked == nil {
 			return false, "shard 0 did not answer"
 		}
-		return *sh.Locked == 0 && *sh.Sold == 1 && *sh.Salable == 1, fmt.Sprintf("salable %d locked %d sold %d", *sh.Salable, *sh.Locked, *sh.Sold)
+		return *sh.Locked == 0 && *sh.Sold == 1 && *sh.Salable == 2, fmt.Sprintf("salable %d locked %d sold %d", *sh.Salable, *sh.Locked, *sh.Sold)
 	})
 	if rep := purchase(t, base, product, canceller); rep.status == 200 {
 		t.Fatalf("bought with the home down: %s", rep.raw)
