@@ -38,7 +38,6 @@ type Shards interface {
 	Snapshot(ctx context.Context, products []string) []shard.ShardSnapshot
 	TransferOut(ctx context.Context, i int, product, id string, units int64, to int) (int64, error)
 	ReplayTransferOut(ctx context.Context, i int, product, id string, units int64, to int) (int64, error)
-	WriteOff(ctx context.Context, i int, product, id string, units int64, to int) error
 	Fenced(i int) bool
 	TransferIn(ctx context.Context, i int, product, id string, units int64, from int) error
 	RestoreHold(ctx context.Context, i int, o shardstock.Order, atMS int64) (bool, error)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"sync"
 
@@ -41,8 +40,8 @@ import (
 // what the split and the transfers gave it, and the product's allocations
 // must not sum past its current stock. When a take finds too few units or a
 // check fails, the shard stays fenced (Resync returns ErrResyncBlocked, the
-// shard overview and the metrics say why) until an operator resolves it
-// (ResolveResync) or a later resync finds the disagreement gone. A shard that
+// shard overview and the metrics say why) until a later resync (tried every
+// second) finds the disagreement gone; there is no operator override yet. A shard that
 // lost a product altogether is data loss, not a lost second (allocate and the
 // register rebuild handle it). Other errors leave the shard fenced too;
 // Resync is tried again.
@@ -75,8 +74,8 @@ func (s *Service) Resync(ctx context.Context, i int) error {
 }
 
 // ErrResyncBlocked: a restarted shard disagrees with SQL beyond what a lost
-// second explains; it stays fenced until an operator resolves it.
-var ErrResyncBlocked = errors.New("the shard disagrees with the order table and the transfer log; it stays fenced until resolved (POST /admin/v1/shards/{index}/resync)")
+// second explains; it stays fenced until they agree.
+var ErrResyncBlocked = errors.New("the shard disagrees with the order table and the transfer log; it stays fenced until they agree (GET /admin/v1/shards says why)")
 
 // disagreement is one product's reason to keep a shard fenced.
 type disagreement struct {
@@ -331,8 +330,8 @@ func (s *Service) setResyncProblem(i int, why string) {
 		return
 	}
 	if s.problems.m[i] != why {
-		s.cfg.Logger.Error("a restarted shard disagrees with the order table and the transfer log: it stays fenced until resolved",
-			"shard", i, "why", why, "resolve", fmt.Sprintf("POST /admin/v1/shards/%d/resync", i))
+		s.cfg.Logger.Error("a restarted shard disagrees with the order table and the transfer log: it stays fenced until they agree",
+			"shard", i, "why", why)
 	}
 	s.problems.m[i] = why
 }
@@ -343,16 +342,4 @@ func (s *Service) ResyncProblem(i int) string {
 	s.problems.mu.Lock()
 	defer s.problems.mu.Unlock()
 	return s.problems.m[i]
-}
-
-// ResyncBlocked lists the shards kept fenced by a disagreement, in order.
-func (s *Service) ResyncBlocked() []int {
-	s.problems.mu.Lock()
-	defer s.problems.mu.Unlock()
-	out := make([]int, 0, len(s.problems.m))
-	for i := range s.problems.m {
-		out = append(out, i)
-	}
-	sort.Ints(out)
-	return out
 }

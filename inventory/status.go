@@ -82,7 +82,8 @@ type ShardHealth struct {
 	Breaker   string `json:"breaker,omitempty"` // closed, open or half_open
 	// Fenced: the shard restarted and sells nothing until it is back in
 	// line with the order table; ResyncProblem says why a resync keeps it
-	// fenced (POST /admin/v1/shards/{index}/resync resolves it).
+	// fenced (it is tried again every second and opens once the
+	// disagreement is gone).
 	Fenced        bool   `json:"fenced"`
 	ResyncProblem string `json:"resync_problem,omitempty"`
 }

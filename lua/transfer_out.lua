@@ -6,9 +6,7 @@
 -- KEYS[1] stock hash  KEYS[2] transfers hash of this shard
 -- ARGV[1] transfer id  ARGV[2] units wanted  ARGV[3] destination shard
 -- ARGV[4] mode: '' takes up to N; 'exact' (a resync replaying a transfer
--- whose count SQL has: shard/resync.go) takes exactly N or nothing;
--- 'record' writes the record of N units without moving any (an operator
--- writing off units the shard lost).
+-- whose count SQL has: inventory/resync.go) takes exactly N or nothing.
 -- Returns the units taken (a repeat returns the first answer), -1 when the
 -- product is not on this shard, -2 when 'exact' found fewer than N salable.
 local done = redis.call('HGET', KEYS[2], ARGV[1])
@@ -18,9 +16,7 @@ if not salable then return -1 end
 local want = tonumber(ARGV[2])
 local n = math.max(0, math.min(want, salable))
 if ARGV[4] == 'exact' and n < want then return -2 end
-if ARGV[4] == 'record' then
-  n = want
-elseif n > 0 then -- (Lua writes -0 for 0, which HINCRBY refuses)
+if n > 0 then -- (Lua writes -0 for 0, which HINCRBY refuses)
   redis.call('HINCRBY', KEYS[1], 'salable', -n)
   redis.call('HINCRBY', KEYS[1], 'alloc', -n)
 end

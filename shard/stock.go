@@ -178,14 +178,6 @@ func (s *Set) ReplayTransferOut(ctx context.Context, i int, product, id string, 
 	return s.transferOut(ctx, i, product, id, units, to, "exact")
 }
 
-// WriteOff records on shard i, under transfer id, that units of product
-// left it, without moving any: an operator's account of units the shard
-// lost, so that a later replay of id takes nothing.
-func (s *Set) WriteOff(ctx context.Context, i int, product, id string, units int64, to int) error {
-	_, err := s.transferOut(ctx, i, product, id, units, to, "record")
-	return err
-}
-
 func (s *Set) transferOut(ctx context.Context, i int, product, id string, units int64, to int, mode string) (int64, error) {
 	k := keysFor(product)
 	v, err := s.runScript(ctx, s.shards[i], s.scripts.TransferOut, []string{k.stock, k.transfers}, id, units, to, mode)
