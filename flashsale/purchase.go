@@ -38,13 +38,15 @@ type Products interface {
 // the same id if it ends ErrUnavailable (its per-user claim stays for the
 // retry), with the sale window checked at asOf (zero: now) and the shards a
 // former try left in doubt (shardstock.InDoubt) resolved first; Abandon gives
-// such a purchase's claim back when it will not be tried after all.
+// such a purchase's claim back when it will not be tried after all (held:
+// the shard that holds its unit after all, -1 when given back; an error
+// when some shard could not answer).
 // KnownSoldOut reports, without a Redis call, that every shard recently
 // answered empty for the product (the sold-out fast path).
 type Reserver interface {
 	Reserve(ctx context.Context, p *shardstock.Product, user, id string) (int, error)
 	ReserveRetryable(ctx context.Context, p *shardstock.Product, user, id string, asOf time.Time, doubt uint64) (int, error)
-	Abandon(ctx context.Context, p *shardstock.Product, user, id string)
+	Abandon(ctx context.Context, p *shardstock.Product, user, id string) (held int, err error)
 	KnownSoldOut(p *shardstock.Product) bool
 }
 
@@ -344,7 +346,7 @@ func (h *Handler) purchase(w http.ResponseWriter, r *http.Request, id string, fo
 		return 0, err
 	}
 	if errors.Is(err, shardstock.ErrUnavailable) {
-		return http.StatusAccepted, h.spool(w, r, p, user, orderID, err)
+		return h.spool(w, r, p, user, orderID, err)
 	}
 	if err != nil {
 		return 0, err
@@ -442,25 +444,43 @@ func (r Reserved) encode() []byte {
 }
 
 // spool writes a purchase no shard could take to the disk spool and answers
-// 202 with a ticket; when the spool cannot take it either, 503, and the
-// purchase's claim is given back (it will not be replayed).
-func (h *Handler) spool(w http.ResponseWriter, r *http.Request, p *shardstock.Product, user, orderID string, cause error) error {
+// 202 with a ticket; when the spool cannot take it (full, or the buyer is
+// at their allowance), the purchase is abandoned.
+func (h *Handler) spool(w http.ResponseWriter, r *http.Request, p *shardstock.Product, user, orderID string, cause error) (int, error) {
 	// No buyer waits in the spool for more units than they may hold: the
 	// limit cannot be checked at the shards now, but it bounds the queue.
 	if h.cfg.Spool.Pending(p.ID, user) >= int(p.PerUserLimit) {
-		h.cfg.Reserver.Abandon(r.Context(), p, user, orderID)
-		return shardstock.ErrLimitReached
+		return h.abandon(w, r, p, user, orderID, shardstock.ErrLimitReached)
 	}
 	e := spool.Entry{Ticket: "T" + h.cfg.NewID(), ProductID: p.ID, UserID: user, OrderID: orderID, AtMS: h.cfg.Now().UnixMilli(),
 		Doubt: shardstock.DoubtOf(cause)}
 	if err := h.cfg.Spool.Append(e); err != nil {
-		h.cfg.Reserver.Abandon(r.Context(), p, user, orderID)
 		h.cfg.Logger.Warn("purchase not spooled", "err", err, "cause", cause)
-		return fmt.Errorf("%w: spool: %w", shardstock.ErrUnavailable, err)
+		return h.abandon(w, r, p, user, orderID, fmt.Errorf("%w: spool: %w", shardstock.ErrUnavailable, err))
 	}
 	body, _ := json.Marshal(Queued{Status: "queued", Ticket: e.Ticket})
 	api.WriteJSON(w, http.StatusAccepted, append(body, '\n'))
-	return errQueued
+	return http.StatusAccepted, errQueued
+}
+
+// abandon gives back the claim of a purchase that will not be tried again
+// and answers refusal, unless the claim could not be given back (invariant
+// 7: nobody is refused while a unit is held for them). A shard that holds
+// the id took a unit with a step whose answer was lost: the reservation
+// stands, and is answered 200 (its order comes from that shard's outbox). A
+// shard that could not answer leaves the outcome unknown: 503, which tells
+// the buyer to look again, never a refusal.
+func (h *Handler) abandon(w http.ResponseWriter, r *http.Request, p *shardstock.Product, user, orderID string, refusal error) (int, error) {
+	shard, err := h.cfg.Reserver.Abandon(r.Context(), p, user, orderID)
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("%w: a shard did not answer, so whether this purchase took a unit is not known yet; if it did, order %s appears in your orders: %w",
+			shardstock.ErrUnavailable, orderID, err)
+	case shard >= 0:
+		api.WriteJSON(w, http.StatusOK, Reserved{Status: "reserved", OrderID: orderID, Shard: shard}.encode())
+		return http.StatusOK, nil
+	}
+	return 0, refusal
 }
 
 // TicketView is the body of GET /api/v1/tickets/{ticket}.
@@ -490,12 +510,25 @@ func (h *Handler) GetTicket(c echo.Context) error {
 // Replay tries a spooled purchase again (spool.Replayer): reserved, or
 // rejected with the error code a buyer would have got; an error when
 // nothing can take it yet (an *shardstock.InDoubt names the shards the next
-// try must resolve first: the spool keeps them). The sale window is checked at the time the
-// purchase arrived, so one taken in time is not refused because the shards
-// came back after the sale ended.
+// try must resolve first: the spool keeps them). The sale window is checked
+// at the time the purchase arrived, so one taken in time is not refused
+// because the shards came back after the sale ended. A paused sale's tickets
+// wait (the kill switch stops the replay too); an archived sale's are
+// rejected ended without a shard call.
 func (h *Handler) Replay(ctx context.Context, e spool.Entry) (spool.Result, error) {
 	p, err := h.cfg.Products.Product(ctx, e.ProductID)
-	if err == nil {
+	switch {
+	case err == nil && p.Archived:
+		// Its shard keys are gone on purpose and every order was final
+		// before the archive: a walk would only write keys again (a claim).
+		// The reservation is an order row, or there is none.
+		err = shardstock.ErrEnded
+	case err == nil && p.Paused:
+		// The kill switch stops the queue too (a mispriced sale must not go
+		// on selling from it): the tickets stay queued and are replayed
+		// once the sale resumes, within its window as at their arrival.
+		return spool.Result{}, fmt.Errorf("%w: sales of %s are paused; queued purchases wait for the resume", shardstock.ErrUnavailable, p.ID)
+	case err == nil:
 		var shard int
 		if shard, err = h.cfg.Reserver.ReserveRetryable(ctx, p, e.UserID, e.OrderID, time.UnixMilli(e.AtMS), e.Doubt); err == nil {
 			return spool.Result{Status: "reserved", OrderID: e.OrderID, Shard: shard}, nil

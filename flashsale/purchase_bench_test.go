@@ -29,7 +29,9 @@ func (r benchReserver) Reserve(context.Context, *shardstock.Product, string, str
 func (r benchReserver) ReserveRetryable(context.Context, *shardstock.Product, string, string, time.Time, uint64) (int, error) {
 	return 1, nil
 }
-func (benchReserver) Abandon(context.Context, *shardstock.Product, string, string) {}
+func (benchReserver) Abandon(context.Context, *shardstock.Product, string, string) (int, error) {
+	return -1, nil
+}
 func (r benchReserver) KnownSoldOut(*shardstock.Product) bool                      { return r.soldOut }
 
 // discard is a ResponseWriter that keeps only the status, reused across

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -26,18 +27,21 @@ func TestReservedEncodesLikeEncodingJSON(t *testing.T) {
 }
 
 // outageReserver answers every purchase ErrUnavailable, in doubt about
-// shard 2, and records what was abandoned.
+// shard 2, and records what was abandoned; an abandon answers held and err.
 type outageReserver struct {
 	benchReserver
 	abandoned []string
+	held      int
+	err       error
 }
 
 func (r *outageReserver) ReserveRetryable(context.Context, *shardstock.Product, string, string, time.Time, uint64) (int, error) {
 	return -1, &shardstock.InDoubt{Shards: 1 << 2, Err: shardstock.ErrUnavailable}
 }
 
-func (r *outageReserver) Abandon(_ context.Context, _ *shardstock.Product, _, id string) {
+func (r *outageReserver) Abandon(_ context.Context, _ *shardstock.Product, _, id string) (int, error) {
 	r.abandoned = append(r.abandoned, id)
+	return r.held, r.err
 }
 
 type recordingSpool struct {
@@ -84,7 +88,7 @@ func TestUnavailablePurchaseIsSpooledOnlyForABuyerWhoWaits(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			res, sp := &outageReserver{}, &recordingSpool{full: tc.full}
+			res, sp := &outageReserver{held: -1}, &recordingSpool{full: tc.full}
 			h := NewHandler(Config{Products: benchCatalog{&shardstock.Product{ID: "lamp", Stock: 10, PerUserLimit: 1}},
 				Reserver: res, Identity: HeaderIdentity, Spool: sp})
 			ctx, cancel := context.WithCancel(context.Background())
@@ -106,6 +110,161 @@ func TestUnavailablePurchaseIsSpooledOnlyForABuyerWhoWaits(t *testing.T) {
 				if e.Doubt != 1<<2 {
 					t.Fatalf("spooled with doubts %b, want the reserver's 100 (the replay resolves them first)", e.Doubt)
 				}
+			}
+		})
+	}
+}
+
+// soldOutReserver answers every replay sold out: the walk found no unit
+// and no hold anywhere.
+type soldOutReserver struct{ benchReserver }
+
+func (soldOutReserver) ReserveRetryable(context.Context, *shardstock.Product, string, string, time.Time, uint64) (int, error) {
+	return -1, shardstock.ErrSoldOut
+}
+
+// A replayed ticket whose shard was in doubt when it was spooled may have
+// been reserved there, become an order row, and then lost the hold with the
+// shard's data (a crash or wipe): the walk finds nothing, and the order
+// table is the truth. The ticket answers reserved when the row exists and
+// rejected when it does not; without a doubt the table is not asked.
+func TestReplayInDoubtAnswersFromTheOrderTable(t *testing.T) {
+	cases := []struct {
+		name       string
+		doubt      uint64
+		row        bool
+		wantStatus string
+		wantAsked  bool
+	}{
+		{"in doubt, order written", 1 << 1, true, "reserved", true},
+		{"in doubt, no order", 1 << 1, false, "rejected", true},
+		{"no doubt", 0, true, "rejected", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			asked := false
+			h := NewHandler(Config{Products: benchCatalog{&shardstock.Product{ID: "lamp", Stock: 10, PerUserLimit: 1}},
+				Reserver: soldOutReserver{}, Identity: HeaderIdentity, Spool: &recordingSpool{},
+				OrderOf: func(_ context.Context, id string) (*shardstock.Order, error) {
+					asked = true
+					if !tc.row {
+						return nil, nil
+					}
+					return &shardstock.Order{ID: id, Shard: 1, Status: shardstock.StatusAwaitingPayment}, nil
+				}})
+			r, err := h.Replay(context.Background(), spool.Entry{Ticket: "T1", ProductID: "lamp", UserID: "alice", OrderID: "o1", Doubt: tc.doubt})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Status != tc.wantStatus || asked != tc.wantAsked {
+				t.Fatalf("replay answered %+v (order table asked: %v), want %s (asked: %v)", r, asked, tc.wantStatus, tc.wantAsked)
+			}
+			if r.Status == "reserved" && (r.OrderID != "o1" || r.Shard != 1) {
+				t.Fatalf("reserved %+v, want order o1 on shard 1", r)
+			}
+			if r.Status == "rejected" && r.Error != "sold_out" {
+				t.Fatalf("rejected with %q, want sold_out", r.Error)
+			}
+		})
+	}
+}
+
+// A purchase the spool will not take (the buyer is at their allowance, or
+// the spool is full) is refused only when its claim was given back: when
+// the abandon finds its unit held on a shard (a step whose answer was
+// lost), the buyer is told 200 with that reservation; when a shard cannot
+// answer, 503 (not known), never limit_reached (invariant 7).
+func TestAbandonedPurchaseIsRefusedOnlyWhenNothingIsHeld(t *testing.T) {
+	cases := []struct {
+		name       string
+		full       bool
+		held       int
+		err        error
+		wantStatus int
+		wantCode   string
+	}{
+		{"at allowance, given back", false, -1, nil, 409, "limit_reached"},
+		{"at allowance, held on shard 1", false, 1, nil, 200, ""},
+		{"at allowance, a shard silent", false, -1, shardstock.ErrUnavailable, 503, "unavailable"},
+		{"spool full, given back", true, -1, nil, 503, "unavailable"},
+		{"spool full, held on shard 0", true, 0, nil, 200, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			res := &outageReserver{held: tc.held, err: tc.err}
+			sp := &recordingSpool{full: tc.full}
+			if !tc.full { // alice already waits in the spool for her one unit
+				sp.entries = append(sp.entries, spool.Entry{ProductID: "lamp", UserID: "alice"})
+			}
+			h := NewHandler(Config{Products: benchCatalog{&shardstock.Product{ID: "lamp", Stock: 10, PerUserLimit: 1}},
+				Reserver: res, Identity: HeaderIdentity, Spool: sp})
+			r, _ := http.NewRequest(http.MethodPost, "http://t/api/v1/products/lamp/purchase", nil)
+			r.Header.Set("X-User-ID", "alice")
+			w := httptest.NewRecorder()
+			h.Purchases(http.NotFoundHandler()).ServeHTTP(w, r)
+			var body map[string]any
+			json.Unmarshal(w.Body.Bytes(), &body)
+			if w.Code != tc.wantStatus || (tc.wantCode != "" && body["error"] != tc.wantCode) {
+				t.Fatalf("answered %d %s, want %d %s", w.Code, w.Body.String(), tc.wantStatus, tc.wantCode)
+			}
+			if len(res.abandoned) != 1 {
+				t.Fatalf("abandoned %v, want the one purchase", res.abandoned)
+			}
+			if tc.wantStatus == 200 && (body["order_id"] != res.abandoned[0] || int(body["shard"].(float64)) != tc.held) {
+				t.Fatalf("answered %v, want order %s on shard %d", body, res.abandoned[0], tc.held)
+			}
+		})
+	}
+}
+
+// countingReserver answers every replay sold out and counts the walks.
+type countingReserver struct {
+	benchReserver
+	walks int
+}
+
+func (r *countingReserver) ReserveRetryable(context.Context, *shardstock.Product, string, string, time.Time, uint64) (int, error) {
+	r.walks++
+	return -1, shardstock.ErrSoldOut
+}
+
+// The kill switch stops the spool's replay too: a paused sale's ticket
+// waits, queued, without a walk (the replay answers unavailable, which the
+// spool retries). An archived sale's ticket is rejected ended without a
+// walk (one would write its deleted keys again), unless a shard in doubt
+// made it an order.
+func TestReplayObeysPauseAndArchive(t *testing.T) {
+	cases := []struct {
+		name             string
+		paused, archived bool
+		doubt            uint64
+		row              bool
+		wantErr          bool
+		wantStatus, code string
+		wantWalks        int
+	}{
+		{"open", false, false, 0, false, false, "rejected", "sold_out", 1},
+		{"paused", true, false, 0, false, true, "", "", 0},
+		{"archived", false, true, 0, false, false, "rejected", "ended", 0},
+		{"archived, in doubt, order written", false, true, 1, true, false, "reserved", "", 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			res := &countingReserver{}
+			h := NewHandler(Config{Products: benchCatalog{&shardstock.Product{ID: "lamp", Stock: 10, PerUserLimit: 1, Paused: tc.paused, Archived: tc.archived}},
+				Reserver: res, Identity: HeaderIdentity, Spool: &recordingSpool{},
+				OrderOf: func(_ context.Context, id string) (*shardstock.Order, error) {
+					if !tc.row {
+						return nil, nil
+					}
+					return &shardstock.Order{ID: id, Shard: 0, Status: shardstock.StatusPaid}, nil
+				}})
+			r, err := h.Replay(context.Background(), spool.Entry{Ticket: "T1", ProductID: "lamp", UserID: "alice", OrderID: "o1", Doubt: tc.doubt})
+			if tc.wantErr != (err != nil) || (err != nil && !errors.Is(err, shardstock.ErrUnavailable)) {
+				t.Fatalf("replay error %v, want an error: %v (unavailable)", err, tc.wantErr)
+			}
+			if r.Status != tc.wantStatus || r.Error != tc.code || res.walks != tc.wantWalks {
+				t.Fatalf("replay %+v after %d walks, want %s %s after %d", r, res.walks, tc.wantStatus, tc.code, tc.wantWalks)
 			}
 		})
 	}

@@ -95,12 +95,23 @@ func TestVoidMarkerFencesLateSteps(t *testing.T) {
 	p := &shardstock.Product{ID: "f", Stock: 10, PerUserLimit: 3}
 	home := s.home("w", 2).Index
 	expect("claim z", do(home, opClaim, "", "w", "z"), "ok")
-	s.Abandon(ctx, p, "w", "z")
+	if held, err := s.Abandon(ctx, p, "w", "z"); held != -1 || err != nil {
+		t.Fatalf("Abandon of an attempt that holds nothing: held %d, %v; want -1, nil", held, err)
+	}
 	if claims := s.shards[home].Client.HGet(ctx, keysFor("f").claims, "w").Val(); strings.Contains(claims, "z") {
 		t.Fatalf("Abandon kept the claim: %q", claims)
 	}
 	for i := range 2 {
 		expect("a late reserve of the abandoned attempt", do(i, opReserve, "", "w", "z"), "void")
+	}
+	// An attempt whose unit is held (x on shard 0, taken by a step whose
+	// answer the caller never saw) is not given back: Abandon names the
+	// shard, so the buyer is told of the reservation instead of a refusal.
+	if held, err := s.Abandon(ctx, p, "u", "x"); held != 0 || err != nil {
+		t.Fatalf("Abandon of an attempt held on shard 0: held %d, %v; want 0, nil", held, err)
+	}
+	if n := salable(0); n != 4 {
+		t.Fatalf("Abandon of a held attempt moved a unit: salable %d", n)
 	}
 }
 

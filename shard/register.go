@@ -193,19 +193,24 @@ func (s *Set) GiveBack(ctx context.Context, p *shardstock.Product, user, id stri
 // it, or the buyer hung up). Every shard is asked with a Q step (walk.go),
 // which also fences the id there, so no step of the attempt still on its
 // way can take a unit after the claim is gone. The claim stays when some
-// shard holds the id or cannot answer: that unit may exist, and its order
-// will come.
-func (s *Set) Abandon(ctx context.Context, p *shardstock.Product, user, id string) {
+// shard holds the id (held is that shard: a step whose answer was lost
+// took the unit, and its order will come) or cannot answer (err: that
+// unit may exist). held is -1 when the claim was given back.
+func (s *Set) Abandon(ctx context.Context, p *shardstock.Product, user, id string) (held int, err error) {
 	n, err := s.shardsOf(p)
 	if err != nil {
-		return
+		return -1, err
 	}
 	ctx = callCtx(ctx)
 	for i := range n {
 		status, err := s.stepOn(ctx, i, step{product: p.ID, op: opResolve, user: user, id: id})
-		if err != nil || !strings.HasPrefix(status, "void ") {
-			return
+		if err != nil {
+			return -1, fmt.Errorf("shard %d: %w", i, err)
+		}
+		if !strings.HasPrefix(status, "void ") {
+			return i, nil
 		}
 	}
 	s.unclaim(ctx, p, user, id)
+	return -1, nil
 }

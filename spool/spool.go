@@ -90,6 +90,7 @@ type Spool struct {
 	cfg  Config
 	path string
 	wake chan struct{}
+	now  chan struct{} // RetryNow: the waiting purchases are tried at once
 
 	mu      sync.Mutex // guards the fields below and writes to f
 	f       *os.File
@@ -132,7 +133,7 @@ func Open(dir string, cfg Config) (*Spool, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("spool: %w", err)
 	}
-	s := &Spool{cfg: cfg, path: filepath.Join(dir, "spool.log"), wake: make(chan struct{}, 1), tickets: map[string]*ticketInfo{},
+	s := &Spool{cfg: cfg, path: filepath.Join(dir, "spool.log"), wake: make(chan struct{}, 1), now: make(chan struct{}, 1), tickets: map[string]*ticketInfo{},
 		byBuyer: map[string]int{}}
 	s.group.cond = sync.NewCond(&s.group.mu)
 	f, err := os.OpenFile(s.path, os.O_RDWR|os.O_CREATE, 0o600)
@@ -461,8 +462,20 @@ func (s *Spool) Run(ctx context.Context, replay Replayer) {
 		case r := <-results:
 			s.replayed(r, inflight, waits)
 		case <-s.wake:
+		case <-s.now:
+			clear(waits) // their backoffs start again from the shortest
 		case <-time.After(wait):
 		}
+	}
+}
+
+// RetryNow has the purchases waiting on their backoff tried again at once:
+// the caller knows something they waited for changed (a shard is back in
+// line), so the buyers holding tickets need not wait up to 5 s more.
+func (s *Spool) RetryNow() {
+	select {
+	case s.now <- struct{}{}:
+	default:
 	}
 }
 

@@ -421,3 +421,48 @@ func TestSpoolAppendsShareFsyncs(t *testing.T) {
 		t.Fatalf("%d of %d appended purchases after a reopen", again.Depth(), n)
 	}
 }
+
+// RetryNow ends the backoff of the purchases that wait: one that failed
+// four times would wait 2 s for its next try, and is tried at once instead
+// (the coordinator calls it when a shard is back in line).
+func TestSpoolRetryNowEndsTheBackoff(t *testing.T) {
+	s := openSpool(t, t.TempDir(), Config{Workers: 2})
+	if err := s.Append(entry(0)); err != nil {
+		t.Fatal(err)
+	}
+	var tries atomic.Int32
+	var up atomic.Bool
+	fourth := make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		s.Run(ctx, func(_ context.Context, e Entry) (Result, error) {
+			if !up.Load() {
+				if tries.Add(1) == 4 {
+					close(fourth)
+				}
+				return Result{}, errors.New("the buyer's home is down")
+			}
+			return Result{Status: "reserved", OrderID: e.OrderID}, nil
+		})
+		close(done)
+	}()
+	defer func() { cancel(); <-done }()
+	select {
+	case <-fourth: // after 250 + 500 + 1000 ms; the next try would come 2 s later
+	case <-time.After(10 * time.Second):
+		t.Fatalf("only %d tries in 10 s", tries.Load())
+	}
+	up.Store(true)
+	start := time.Now()
+	for s.Depth() > 0 && time.Since(start) < 5*time.Second {
+		s.RetryNow() // (until Run has seen the fourth failure: a call before that finds nothing waiting)
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, r, _ := s.Ticket("t0"); r.Status != "reserved" {
+		t.Fatalf("t0: %+v", r)
+	}
+	if waited := time.Since(start); waited > time.Second || tries.Load() != 4 {
+		t.Fatalf("replayed %s after RetryNow and %d failed tries; its backoff alone would have waited 2 s", waited.Round(time.Millisecond), tries.Load())
+	}
+}

@@ -135,6 +135,8 @@ type mproduct struct {
 	stock    int64 // as defined
 	limit    int64
 	archived bool
+	paused   bool // the kill switch is on (a pause answered 200, no resume since)
+	ended    bool // its window was ended (and not reopened)
 }
 
 // attempt is one purchase and what the buyer was told.
@@ -164,12 +166,12 @@ type history struct {
 	attempts []*attempt
 
 	killed, frozen, cut, slow, wiped [modelShards]bool
-	checkpoint                       [modelShards]int   // step of the last checkpoint; -1: none
-	aofAt                            [modelShards]int64 // the AOF's size then
+	snaps                            [modelShards]map[int]int64 // step → the AOF's size: the points a machine crash can go back to
 	losses                           [modelShards][]int // steps at which the shard lost writes (crash, wipe)
-	paused, ended                    bool               // a pause or an end of the window was asked (and not undone)
 	step                             int
-	fresh                            int // buyers made up by the final sell-out
+	crowd                            int // units new buyers buy after every step (crowdAll: until sold out)
+	fresh                            int // buyers made up by the crowd and the final sell-out
+	began                            time.Time
 }
 
 func (env *modelEnv) history(t *rapid.T) {
@@ -178,9 +180,9 @@ func (env *modelEnv) history(t *rapid.T) {
 	}
 	env.histories.Add(1)
 	began := time.Now()
-	h := &history{env: env, t: t, db: env.newDB(), clock: &offsetClock{}}
-	for i := range h.checkpoint {
-		h.checkpoint[i] = -1
+	h := &history{env: env, t: t, db: env.newDB(), clock: &offsetClock{}, began: began}
+	for i := range h.snaps {
+		h.snaps[i] = map[int]int64{}
 	}
 	dir, err := os.MkdirTemp(env.t.TempDir(), "h")
 	if err != nil {
@@ -204,35 +206,68 @@ func (env *modelEnv) history(t *rapid.T) {
 	for k := range rapid.IntRange(3, 8).Draw(t, "buyers") {
 		h.users = append(h.users, fmt.Sprintf("u%d", k))
 	}
-	n := rapid.IntRange(6, 32).Draw(t, "steps")
+	enabled := h.swarm()
+	h.crowd = rapid.SampledFrom([]int{0, 0, 1, 2, crowdAll}).Draw(t, "crowd")
+	if h.crowd > 0 {
+		h.logf("the crowd: after every step, new buyers buy up to %s", map[bool]string{true: "every salable unit", false: strconv.Itoa(h.crowd) + " units"}[h.crowd == crowdAll])
+	}
+	n := rapid.IntRange(6, 40).Draw(t, "steps")
 	for h.step = 1; h.step <= n; h.step++ {
 		var ops []string // only what can do something now
-		for _, op := range modelOps {
+		for _, op := range enabled {
 			if h.applicable(op) {
 				ops = append(ops, op)
 			}
 		}
 		op := rapid.SampledFrom(ops).Draw(t, "op")
 		h.do(op)
+		h.buyCrowd()
+		h.snapshot()
 		env.steps.Add(1)
 		h.checkSafety()
 	}
+	stepped := time.Now()
 	h.settle()
 	h.t.Logf("history ok: %d steps in %s", n, time.Since(began).Round(time.Millisecond))
 	if env.soak {
-		fmt.Fprintf(os.Stderr, "model: history %d ok: %d steps (%s elapsed; %d histories, %d steps, %d faults so far)\n",
-			env.histories.Load(), n, time.Since(env.start).Round(time.Second), env.histories.Load(), env.steps.Load(), env.faults.Load())
+		fmt.Fprintf(os.Stderr, "model: history %d ok: %d steps in %s, settled in %s (%s elapsed; %d histories, %d steps, %d faults so far)\n",
+			env.histories.Load(), n, stepped.Sub(began).Round(10*time.Millisecond), time.Since(stepped).Round(10*time.Millisecond),
+			time.Since(env.start).Round(time.Second), env.histories.Load(), env.steps.Load(), env.faults.Load())
 	}
 }
 
-// modelOps are the operations a step draws from, repeated for weight.
-var modelOps = []string{
-	"buy", "buy", "buy", "buy", "buy", "buy", "buy",
-	"pay", "pay", "pay-fail", "cancel", "cancel", "cancel", "timeout", "timeout",
-	"rebalance", "rebalance", "drain", "undrain", "stock-add", "stock-remove", "stock-remove",
-	"pause", "resume", "end-window", "reopen-window", "archive",
-	"kill", "restart", "freeze", "thaw", "checkpoint", "checkpoint", "rewind", "rewind", "rewind", "wipe",
-	"restart-coordinator", "cut-link", "mend-link", "slow-link", "wait",
+// modelOps are the operations and faults a step draws from, with their
+// weights.
+var modelOps = []struct {
+	name   string
+	weight int
+}{
+	{"buy", 8}, {"pay", 2}, {"pay-fail", 1}, {"cancel", 3}, {"timeout", 1},
+	{"rebalance", 2}, {"drain", 1}, {"undrain", 1}, {"stock-add", 1}, {"stock-remove", 2},
+	{"pause", 1}, {"resume", 1}, {"end-window", 1}, {"reopen-window", 1}, {"archive", 1},
+	{"kill", 1}, {"restart", 1}, {"freeze", 1}, {"thaw", 1}, {"rewind", 3}, {"wipe", 1},
+	{"restart-coordinator", 1}, {"cut-link", 1}, {"mend-link", 1}, {"slow-link", 1}, {"wait", 1},
+}
+
+// swarm draws which kinds of step this history has (every one but the
+// purchase is in or out by a coin): "swarm testing" (Groce et al., ISSTA
+// 2012). A history of few kinds repeats each of them often, so the deep
+// combinations of a few (a sell-out, a cancel, a purchase again and a crash
+// of that shard) turn up far more often than among all the kinds at once,
+// and rapid shrinks a failure towards the fewest kinds.
+func (h *history) swarm() []string {
+	var ops, kinds []string
+	for _, op := range modelOps {
+		if op.name != "buy" && !rapid.Bool().Draw(h.t, "with "+op.name) {
+			continue
+		}
+		kinds = append(kinds, op.name)
+		for range op.weight {
+			ops = append(ops, op.name)
+		}
+	}
+	h.logf("the kinds of step in this history: %s", strings.Join(kinds, ", "))
+	return ops
 }
 
 var faultOps = map[string]bool{"kill": true, "freeze": true, "rewind": true, "wipe": true, "restart-coordinator": true, "cut-link": true, "slow-link": true}
@@ -284,7 +319,28 @@ func (h *history) logf(format string, args ...any) {
 	s := fmt.Sprintf("%2d. ", h.step) + fmt.Sprintf(format, args...)
 	h.steps = append(h.steps, s)
 	if h.env.soak && os.Getenv("SHARDSTOCK_MODEL_TRACE") != "" {
-		fmt.Fprintln(os.Stderr, s)
+		fmt.Fprintf(os.Stderr, "%s [%s]\n", s, time.Since(h.began).Round(time.Millisecond))
+	}
+}
+
+// crowdAll: the crowd buys until sold out.
+const crowdAll = 1 << 20
+
+// buyCrowd is the demand of a flash sale, which always exceeds the supply:
+// new buyers (each once) buy up to h.crowd units of every product after a
+// step, so a unit released by a cancel or a timeout is bought again at
+// once, as it is late in a real sale. The buyers are attempts like any
+// other: every invariant holds for them.
+func (h *history) buyCrowd() {
+	for _, p := range h.products {
+		for range min(h.crowd, 64) {
+			h.fresh++
+			n := len(h.attempts)
+			h.buy(h.fresh%2, fmt.Sprintf("c%d", h.fresh), p)
+			if a := h.attempts[n]; a.status != 200 {
+				break // sold out, or not selling now: the crowd waits for the next step
+			}
+		}
 	}
 }
 
@@ -398,16 +454,50 @@ func (h *history) applicable(op string) bool {
 		return some(func(i int) bool { return !h.slow[i] })
 	case "mend-link":
 		return some(func(i int) bool { return h.cut[i] || h.slow[i] })
-	case "rewind":
-		return some(func(i int) bool { return h.checkpoint[i] >= 0 })
+	case "rewind": // a crash that loses nothing is a restart
+		_, _, most := h.crashPoint(keptSnaps)
+		return most > 0
 	case "resume":
-		return h.paused
+		return h.any(func(p *mproduct) bool { return p.paused })
 	case "reopen-window":
-		return h.ended
-	case "end-window", "pause":
-		return !h.ended && !h.paused // one at a time: most steps stay purchases that can sell
+		return h.any(func(p *mproduct) bool { return p.ended })
+	case "end-window", "pause": // one at a time: most steps stay purchases that can sell
+		return !h.any(func(p *mproduct) bool { return p.ended || p.paused })
 	}
 	return true
+}
+
+// readControls sets the model's paused and ended of p from the catalog: what
+// the operators' calls recorded, whatever they answered.
+func (h *history) readControls(p *mproduct) {
+	cs, err := h.coords[0].store.ProductControls(context.Background())
+	if err != nil {
+		h.fail("read the controls: %v", err)
+	}
+	c := cs[p.id]
+	p.paused = c.Paused
+	p.ended = c.WindowSet && !c.EndsAt.IsZero() && !time.Now().Before(c.EndsAt)
+}
+
+// any reports whether f holds for some product.
+func (h *history) any(f func(p *mproduct) bool) bool {
+	for _, p := range h.products {
+		if f(p) {
+			return true
+		}
+	}
+	return false
+}
+
+// productWhere picks one of the products f holds for.
+func (h *history) productWhere(f func(p *mproduct) bool) *mproduct {
+	var in []*mproduct
+	for _, p := range h.products {
+		if f(p) {
+			in = append(in, p)
+		}
+	}
+	return rapid.SampledFrom(in).Draw(h.t, "product")
 }
 
 // shardWhere picks one of the shards f holds for.
@@ -465,20 +555,26 @@ func (h *history) do(op string) {
 		h.logf("%s %d units of %s: %s (stock now %v)", field, n, p.id, rep.short(), rep.body["stock"])
 	case "pause", "resume":
 		p := h.product("product")
+		if op == "resume" {
+			p = h.productWhere(func(p *mproduct) bool { return p.paused })
+		}
 		rep := h.admin(h.coordArg(), "POST", "/admin/v1/products/"+p.id+"/"+op, "")
 		h.logf("%s %s: %s", op, p.id, rep.short())
-		h.paused = op == "pause"
-		time.Sleep(1100 * time.Millisecond) // every coordinator within a second
+		h.controlsEverywhere()
+		h.readControls(p)
 	case "end-window", "reopen-window":
 		p := h.product("product")
+		if op == "reopen-window" {
+			p = h.productWhere(func(p *mproduct) bool { return p.ended })
+		}
 		at := time.Now().Add(-time.Second)
 		if op == "reopen-window" {
 			at = time.Now().Add(time.Hour)
 		}
 		rep := h.admin(h.coordArg(), "PATCH", "/admin/v1/products/"+p.id, fmt.Sprintf(`{"ends_at":%q}`, at.UTC().Format(time.RFC3339)))
 		h.logf("%s of %s: %s", op, p.id, rep.short())
-		h.ended = op == "end-window"
-		time.Sleep(1100 * time.Millisecond)
+		h.controlsEverywhere()
+		h.readControls(p) // (a 503 may say the window is recorded and not yet on every shard)
 	case "archive":
 		p := h.product("product")
 		rep := h.admin(h.coordArg(), "POST", "/admin/v1/products/"+p.id+"/archive", "")
@@ -512,49 +608,41 @@ func (h *history) do(op string) {
 		h.env.redis.Thaw(i)
 		h.frozen[i] = false
 		h.logf("thaw shard %d", i)
-	case "checkpoint":
-		time.Sleep(20 * time.Millisecond) // the AOF is written within an event-loop turn
-		var saved []string
-		for i := range modelShards {
-			if !h.killed[i] && !h.frozen[i] {
-				h.env.redis.Checkpoint(i)
-				h.checkpoint[i], h.aofAt[i] = h.step, h.aofSize(i)
-				saved = append(saved, strconv.Itoa(i))
-			}
-		}
-		h.logf("checkpoint the AOF of shards %s (a later machine crash goes back to it)", strings.Join(saved, ", "))
 	case "rewind":
-		var saved []int
-		for i, at := range h.checkpoint {
-			if at >= 0 {
-				saved = append(saved, i)
-			}
+		// A machine crash: the shard comes back from its AOF as it was a
+		// few steps ago (appendfsync everysec loses the last second of
+		// writes; a step here stands for well under one). It takes the
+		// shard that wrote the most since that point (its AOF grew the
+		// most): the one that loses the most.
+		back := rapid.IntRange(1, keptSnaps).Draw(h.t, "steps back")
+		i, at, most := h.crashPoint(back)
+		for b := back + 1; most <= 0 && b <= keptSnaps; b++ {
+			i, at, most = h.crashPoint(b) // nothing written since: a crash further back
 		}
-		if len(saved) == 0 {
-			h.logf("machine crash: no shard has a checkpoint, skipped")
+		if i < 0 {
+			h.logf("machine crash: no shard has a point %d steps back, skipped", back)
 			return
 		}
-		// The crash takes the shard that wrote the most since its
-		// checkpoint (its AOF grew the most): the one that loses the most.
-		i, most := saved[0], int64(-1)
-		for _, j := range saved {
-			if grew := h.aofSize(j) - h.aofAt[j]; grew > most {
-				i, most = j, grew
-			}
-		}
-		h.markLost(i, h.checkpoint[i])
+		h.markLost(i, at+1)
 		h.losses[i] = append(h.losses[i], h.step)
 		h.env.redis.Thaw(i)
-		h.env.redis.Rewind(i)
+		h.env.redis.RewindTo(i, fmt.Sprintf("s%d", at))
+		for st := range h.snaps[i] {
+			if st > at { // a future this shard no longer has
+				h.env.redis.DropCheckpoint(i, fmt.Sprintf("s%d", st))
+				delete(h.snaps[i], st)
+			}
+		}
 		h.killed[i], h.frozen[i] = false, false
-		h.logf("machine crash of shard %d: back from its AOF as at step %d", i, h.checkpoint[i])
+		h.logf("machine crash of shard %d: back from its AOF as it was after step %d (%d bytes of it lost)", i, at, most)
 	case "wipe":
 		i := h.shardArg()
 		h.markLost(i, 0)
 		h.losses[i] = append(h.losses[i], h.step)
 		h.env.redis.Thaw(i)
 		h.env.redis.Wipe(i)
-		h.killed[i], h.frozen[i], h.wiped[i], h.checkpoint[i] = false, false, true, -1
+		h.killed[i], h.frozen[i], h.wiped[i] = false, false, true
+		h.dropSnaps(i, -1)
 		h.logf("wipe shard %d (back without its data)", i)
 	case "restart-coordinator":
 		c := h.coordArg()
@@ -585,6 +673,65 @@ func (h *history) do(op string) {
 		h.logf("wait 300 ms")
 	default:
 		h.fail("unknown op %s", op)
+	}
+}
+
+// controlsEverywhere has both coordinators read the operators' controls
+// now, as each does on its own every half second: the history goes on in a
+// known state without waiting for that.
+func (h *history) controlsEverywhere() {
+	for c, m := range h.coords {
+		if err := m.inv.RefreshControls(context.Background()); err != nil {
+			h.fail("coordinator %d reads the controls: %v", c, err)
+		}
+	}
+}
+
+// crashPoint is the shard a machine crash that loses the last back steps
+// takes (the one whose AOF grew the most since: the one that loses the
+// most), that point's step, and the bytes lost (-1: no shard has a point).
+func (h *history) crashPoint(back int) (i, at int, most int64) {
+	i, most = -1, -1
+	for j := range modelShards {
+		t := -1
+		for st := range h.snaps[j] {
+			if st <= h.step-1-back && st > t { // back 1: the writes of the last step are lost
+				t = st
+			}
+		}
+		if t < 0 {
+			continue
+		}
+		if grew := h.aofSize(j) - h.snaps[j][t]; grew > most {
+			i, at, most = j, t, grew
+		}
+	}
+	return i, at, most
+}
+
+// keptSnaps is how many steps back a machine crash can go.
+const keptSnaps = 4
+
+// snapshot saves the AOF of every shard that runs as it is after this step,
+// as a point a later machine crash can go back to, and drops the points
+// older than keptSnaps steps.
+func (h *history) snapshot() {
+	for i := range modelShards {
+		if !h.killed[i] && !h.frozen[i] {
+			h.env.redis.CheckpointAs(i, fmt.Sprintf("s%d", h.step))
+			h.snaps[i][h.step] = h.aofSize(i)
+		}
+		h.dropSnaps(i, h.step-keptSnaps)
+	}
+}
+
+// dropSnaps drops shard i's points of steps before step (-1: all).
+func (h *history) dropSnaps(i, before int) {
+	for st := range h.snaps[i] {
+		if before < 0 || st < before {
+			h.env.redis.DropCheckpoint(i, fmt.Sprintf("s%d", st))
+			delete(h.snaps[i], st)
+		}
 	}
 }
 
@@ -633,6 +780,25 @@ func (h *history) buy(c int, user string, p *mproduct) {
 	h.logf("%s buys %s via coordinator %d: %s%s", user, p.id, c, rep.short(), where)
 	if rep.status == 410 {
 		h.checkSoldOutIsTrue(p)
+	}
+	h.checkControlsObeyed(p, rep)
+}
+
+// checkControlsObeyed: every coordinator has read the operators' controls
+// (controlsEverywhere), so a purchase obeys exactly its own product's: a
+// paused, ended or archived sale sells nothing and queues nothing, and an
+// open one is never answered paused or ended (MariaDB compares ids
+// exactly: pausing Sku leaves sku selling).
+func (h *history) checkControlsObeyed(p *mproduct, rep modelReply) {
+	closed := p.paused || p.ended || p.archived
+	code := rep.str("error")
+	switch {
+	case closed && (rep.status == 200 || rep.status == 202):
+		h.fail("the operators' controls: %s (paused %v, ended %v, archived %v) answered a purchase %s", p.id, p.paused, p.ended, p.archived, rep.short())
+	case rep.status == 403 && code == "paused" && !p.paused:
+		h.fail("truthful answers: %s is not paused and a purchase was answered paused", p.id)
+	case rep.status == 403 && code == "ended" && !p.ended && !p.archived:
+		h.fail("truthful answers: %s's window is open and it is not archived, and a purchase was answered ended", p.id)
 	}
 }
 
@@ -870,7 +1036,18 @@ func (h *history) settle() {
 		}
 		return true, ""
 	})
+	if h.any(func(p *mproduct) bool { return p.paused }) { // a paused sale's queued purchases wait for its resume
+		for _, p := range h.products {
+			h.admin(0, "POST", "/admin/v1/products/"+p.id+"/resume", "")
+			p.paused = false
+		}
+		h.controlsEverywhere()
+		h.logf("resume every sale (its queued purchases wait for that)")
+	}
 	h.waitFor(20*time.Second, "every queued purchase resolved", func() (bool, string) {
+		for _, m := range h.coords {
+			m.spool.RetryNow() // the faults are healed: no need to wait out a backoff
+		}
 		for _, a := range h.attempts {
 			if a.ticket == "" || (a.code != "" && a.code != "queued") {
 				continue
@@ -1057,8 +1234,9 @@ func (h *history) checkNoStrandedStock() {
 		}
 		h.admin(0, "POST", "/admin/v1/products/"+p.id+"/resume", "")
 		h.admin(0, "PATCH", "/admin/v1/products/"+p.id, fmt.Sprintf(`{"ends_at":%q}`, time.Now().Add(time.Hour).UTC().Format(time.RFC3339)))
+		p.paused, p.ended = false, false
 	}
-	time.Sleep(1100 * time.Millisecond)
+	h.controlsEverywhere()
 	h.logf("undrain every shard, resume and reopen every sale")
 	for _, p := range h.products {
 		if p.archived {

@@ -140,23 +140,35 @@ func repoRoot(t testing.TB) string {
 // Checkpoint copies master i's AOF as it is now: Rewind(i) later puts the
 // master back to this point, as a machine crash that lost the writes since
 // would (appendfsync everysec loses up to a second of them).
-func (r *Redis) Checkpoint(i int) {
+func (r *Redis) Checkpoint(i int) { r.CheckpointAs(i, "checkpoint") }
+
+// Rewind SIGKILLs master i and starts it again from the AOF of its last
+// Checkpoint: it comes back without every write since.
+func (r *Redis) Rewind(i int) { r.RewindTo(i, "checkpoint") }
+
+// CheckpointAs is Checkpoint under a name, so a test can keep several
+// points to go back to; DropCheckpoint removes one.
+func (r *Redis) CheckpointAs(i int, name string) {
 	r.t.Helper()
 	d := filepath.Join(r.dir, strconv.Itoa(r.Ports[i]))
-	os.RemoveAll(filepath.Join(d, "checkpoint"))
-	if out, err := exec.Command("cp", "-a", filepath.Join(d, "appendonlydir"), filepath.Join(d, "checkpoint")).CombinedOutput(); err != nil {
+	os.RemoveAll(filepath.Join(d, name))
+	if out, err := exec.Command("cp", "-a", filepath.Join(d, "appendonlydir"), filepath.Join(d, name)).CombinedOutput(); err != nil {
 		r.t.Fatalf("checkpoint shard %d: %v %s", i, err, out)
 	}
 }
 
-// Rewind SIGKILLs master i and starts it again from the AOF of its last
-// Checkpoint: it comes back without every write since.
-func (r *Redis) Rewind(i int) {
+// DropCheckpoint removes master i's checkpoint name.
+func (r *Redis) DropCheckpoint(i int, name string) {
+	os.RemoveAll(filepath.Join(r.dir, strconv.Itoa(r.Ports[i]), name))
+}
+
+// RewindTo is Rewind to the checkpoint name.
+func (r *Redis) RewindTo(i int, name string) {
 	r.t.Helper()
 	r.Kill(i)
 	d := filepath.Join(r.dir, strconv.Itoa(r.Ports[i]))
 	os.RemoveAll(filepath.Join(d, "appendonlydir"))
-	if out, err := exec.Command("cp", "-a", filepath.Join(d, "checkpoint"), filepath.Join(d, "appendonlydir")).CombinedOutput(); err != nil {
+	if out, err := exec.Command("cp", "-a", filepath.Join(d, name), filepath.Join(d, "appendonlydir")).CombinedOutput(); err != nil {
 		r.t.Fatalf("rewind shard %d: %v %s", i, err, out)
 	}
 	r.Restart(i)
