@@ -211,7 +211,8 @@ func (env *modelEnv) history(t *rapid.T) {
 	if h.crowd > 0 {
 		h.logf("the crowd: after every step, new buyers buy up to %s", map[bool]string{true: "every salable unit", false: strconv.Itoa(h.crowd) + " units"}[h.crowd == crowdAll])
 	}
-	n := rapid.IntRange(6, 40).Draw(t, "steps")
+	h.snapshot() // the sale as defined: the first point a crash can go back to
+	n := rapid.IntRange(10, 40).Draw(t, "steps")
 	for h.step = 1; h.step <= n; h.step++ {
 		var ops []string // only what can do something now
 		for _, op := range enabled {
@@ -455,8 +456,12 @@ func (h *history) applicable(op string) bool {
 	case "mend-link":
 		return some(func(i int) bool { return h.cut[i] || h.slow[i] })
 	case "rewind": // a crash that loses nothing is a restart
-		_, _, most := h.crashPoint(keptSnaps)
-		return most > 0
+		for back := 1; back <= keptSnaps; back++ {
+			if _, _, most := h.crashPoint(back); most > 0 {
+				return true
+			}
+		}
+		return false
 	case "resume":
 		return h.any(func(p *mproduct) bool { return p.paused })
 	case "reopen-window":
