@@ -46,7 +46,7 @@ type Products interface {
 type Reserver interface {
 	Reserve(ctx context.Context, p *shardstock.Product, user, id string) (int, error)
 	ReserveRetryable(ctx context.Context, p *shardstock.Product, user, id string, asOf time.Time, doubt uint64) (int, error)
-	Abandon(ctx context.Context, p *shardstock.Product, user, id string) (held int, err error)
+	Abandon(ctx context.Context, p *shardstock.Product, user, id string, doubt uint64) (held int, err error)
 	KnownSoldOut(p *shardstock.Product) bool
 }
 
@@ -342,7 +342,7 @@ func (h *Handler) purchase(w http.ResponseWriter, r *http.Request, id string, fo
 		// The buyer hung up: nobody would get the ticket. Not spooled; a
 		// unit a step in flight may have reserved becomes an order that
 		// times out.
-		h.cfg.Reserver.Abandon(ctx, p, user, orderID)
+		h.cfg.Reserver.Abandon(ctx, p, user, orderID, shardstock.DoubtOf(err))
 		return 0, err
 	}
 	if errors.Is(err, shardstock.ErrUnavailable) {
@@ -450,13 +450,13 @@ func (h *Handler) spool(w http.ResponseWriter, r *http.Request, p *shardstock.Pr
 	// No buyer waits in the spool for more units than they may hold: the
 	// limit cannot be checked at the shards now, but it bounds the queue.
 	if h.cfg.Spool.Pending(p.ID, user) >= int(p.PerUserLimit) {
-		return h.abandon(w, r, p, user, orderID, shardstock.ErrLimitReached)
+		return h.abandon(w, r, p, user, orderID, cause, shardstock.ErrLimitReached)
 	}
 	e := spool.Entry{Ticket: "T" + h.cfg.NewID(), ProductID: p.ID, UserID: user, OrderID: orderID, AtMS: h.cfg.Now().UnixMilli(),
 		Doubt: shardstock.DoubtOf(cause)}
 	if err := h.cfg.Spool.Append(e); err != nil {
 		h.cfg.Logger.Warn("purchase not spooled", "err", err, "cause", cause)
-		return h.abandon(w, r, p, user, orderID, fmt.Errorf("%w: spool: %w", shardstock.ErrUnavailable, err))
+		return h.abandon(w, r, p, user, orderID, cause, fmt.Errorf("%w: spool: %w", shardstock.ErrUnavailable, err))
 	}
 	body, _ := json.Marshal(Queued{Status: "queued", Ticket: e.Ticket})
 	api.WriteJSON(w, http.StatusAccepted, append(body, '\n'))
@@ -470,8 +470,8 @@ func (h *Handler) spool(w http.ResponseWriter, r *http.Request, p *shardstock.Pr
 // stands, and is answered 200 (its order comes from that shard's outbox). A
 // shard that could not answer leaves the outcome unknown: 503, which tells
 // the buyer to look again, never a refusal.
-func (h *Handler) abandon(w http.ResponseWriter, r *http.Request, p *shardstock.Product, user, orderID string, refusal error) (int, error) {
-	shard, err := h.cfg.Reserver.Abandon(r.Context(), p, user, orderID)
+func (h *Handler) abandon(w http.ResponseWriter, r *http.Request, p *shardstock.Product, user, orderID string, cause, refusal error) (int, error) {
+	shard, err := h.cfg.Reserver.Abandon(r.Context(), p, user, orderID, shardstock.DoubtOf(cause))
 	switch {
 	case err != nil:
 		return 0, fmt.Errorf("%w: a shard did not answer, so whether this purchase took a unit is not known yet; if it did, order %s appears in your orders: %w",

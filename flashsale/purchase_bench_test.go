@@ -29,10 +29,10 @@ func (r benchReserver) Reserve(context.Context, *shardstock.Product, string, str
 func (r benchReserver) ReserveRetryable(context.Context, *shardstock.Product, string, string, time.Time, uint64) (int, error) {
 	return 1, nil
 }
-func (benchReserver) Abandon(context.Context, *shardstock.Product, string, string) (int, error) {
+func (benchReserver) Abandon(context.Context, *shardstock.Product, string, string, uint64) (int, error) {
 	return -1, nil
 }
-func (r benchReserver) KnownSoldOut(*shardstock.Product) bool                      { return r.soldOut }
+func (r benchReserver) KnownSoldOut(*shardstock.Product) bool { return r.soldOut }
 
 // discard is a ResponseWriter that keeps only the status, reused across
 // requests like net/http's own.

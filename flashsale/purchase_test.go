@@ -39,7 +39,7 @@ func (r *outageReserver) ReserveRetryable(context.Context, *shardstock.Product, 
 	return -1, &shardstock.InDoubt{Shards: 1 << 2, Err: shardstock.ErrUnavailable}
 }
 
-func (r *outageReserver) Abandon(_ context.Context, _ *shardstock.Product, _, id string) (int, error) {
+func (r *outageReserver) Abandon(_ context.Context, _ *shardstock.Product, _, id string, _ uint64) (int, error) {
 	r.abandoned = append(r.abandoned, id)
 	return r.held, r.err
 }

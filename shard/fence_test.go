@@ -95,7 +95,7 @@ func TestVoidMarkerFencesLateSteps(t *testing.T) {
 	p := &shardstock.Product{ID: "f", Stock: 10, PerUserLimit: 3}
 	home := s.home("w", 2).Index
 	expect("claim z", do(home, opClaim, "", "w", "z"), "ok")
-	if held, err := s.Abandon(ctx, p, "w", "z"); held != -1 || err != nil {
+	if held, err := s.Abandon(ctx, p, "w", "z", 1<<0|1<<1); held != -1 || err != nil {
 		t.Fatalf("Abandon of an attempt that holds nothing: held %d, %v; want -1, nil", held, err)
 	}
 	if claims := s.shards[home].Client.HGet(ctx, keysFor("f").claims, "w").Val(); strings.Contains(claims, "z") {
@@ -107,7 +107,7 @@ func TestVoidMarkerFencesLateSteps(t *testing.T) {
 	// An attempt whose unit is held (x on shard 0, taken by a step whose
 	// answer the caller never saw) is not given back: Abandon names the
 	// shard, so the buyer is told of the reservation instead of a refusal.
-	if held, err := s.Abandon(ctx, p, "u", "x"); held != 0 || err != nil {
+	if held, err := s.Abandon(ctx, p, "u", "x", 1<<0|1<<1); held != 0 || err != nil {
 		t.Fatalf("Abandon of an attempt held on shard 0: held %d, %v; want 0, nil", held, err)
 	}
 	if n := salable(0); n != 4 {

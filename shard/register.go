@@ -195,14 +195,19 @@ func (s *Set) GiveBack(ctx context.Context, p *shardstock.Product, user, id stri
 // way can take a unit after the claim is gone. The claim stays when some
 // shard holds the id (held is that shard: a step whose answer was lost
 // took the unit, and its order will come) or cannot answer (err: that
-// unit may exist). held is -1 when the claim was given back.
-func (s *Set) Abandon(ctx context.Context, p *shardstock.Product, user, id string) (held int, err error) {
+// unit may exist). held is -1 when the claim was given back. Only the
+// shards in doubt (the attempt's shardstock.InDoubt) are asked: every other
+// one answered for certain, or was never sent a step.
+func (s *Set) Abandon(ctx context.Context, p *shardstock.Product, user, id string, doubt uint64) (held int, err error) {
 	n, err := s.shardsOf(p)
 	if err != nil {
 		return -1, err
 	}
 	ctx = callCtx(ctx)
 	for i := range n {
+		if doubt&(1<<i) == 0 {
+			continue
+		}
 		status, err := s.stepOn(ctx, i, step{product: p.ID, op: opResolve, user: user, id: id})
 		if err != nil {
 			return -1, fmt.Errorf("shard %d: %w", i, err)

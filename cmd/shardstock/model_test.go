@@ -167,7 +167,7 @@ type history struct {
 
 	killed, frozen, cut, slow, wiped [modelShards]bool
 	snaps                            [modelShards]map[int]int64 // step → the AOF's size: the points a machine crash can go back to
-	losses                           [modelShards][]int // steps at which the shard lost writes (crash, wipe)
+	losses                           [modelShards][]int         // steps at which the shard lost writes (crash, wipe)
 	step                             int
 	crowd                            int // units new buyers buy after every step (crowdAll: until sold out)
 	fresh                            int // buyers made up by the crowd and the final sell-out

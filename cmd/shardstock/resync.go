@@ -132,8 +132,8 @@ func (m *Main) resync(ctx context.Context, r resyncRequest) error {
 		m.log.Info("shard back in line with the order table", "shard", r.shard, "run_id", r.run, "took", time.Since(start).Round(time.Millisecond))
 	}
 	m.set.Synced(r.shard, r.run)
-	if m.spool != nil {
-		m.spool.RetryNow() // the purchases spooled while it was away
+	if sp := m.spooled.Load(); sp != nil {
+		sp.RetryNow() // the purchases spooled while it was away
 	}
 	return nil
 }

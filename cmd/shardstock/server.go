@@ -61,8 +61,9 @@ type Main struct {
 	resyncs   chan resyncRequest
 	resyncCtx context.Context // the resync loop's; cancelled by Close
 	stopSync  context.CancelFunc
-	foreign   atomic.Pointer[error] // a shard holding another catalog's stock
-	skew      atomic.Int64          // ns the coordinator's clock is ahead of the shards' (clock.go)
+	foreign   atomic.Pointer[error]       // a shard holding another catalog's stock
+	spooled   atomic.Pointer[spool.Spool] // the spool for the resync loop, which starts before it opens
+	skew      atomic.Int64                // ns the coordinator's clock is ahead of the shards' (clock.go)
 	pages     *flashsale.Pages
 	served    chan error
 }
@@ -164,6 +165,7 @@ func (m *Main) openSpool() error {
 		return fmt.Errorf("SHARDSTOCK_SPOOL_DIR: %w", err)
 	}
 	m.spool = sp
+	m.spooled.Store(sp)
 	m.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "shardstock_spool_depth",
 		Help: "Purchases waiting in the disk spool for a shard to take them."}, func() float64 { return float64(sp.Depth()) }))
 	if n := sp.Depth(); n > 0 {
