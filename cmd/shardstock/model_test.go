@@ -170,6 +170,7 @@ type history struct {
 	losses                           [modelShards][]int         // steps at which the shard lost writes (crash, wipe)
 	step                             int
 	crowd                            int // units new buyers buy after every step (crowdAll: until sold out)
+	crashy                           int // after every step a machine crash with a chance of 1 in 2^crashy (0: none)
 	fresh                            int // buyers made up by the crowd and the final sell-out
 	began                            time.Time
 }
@@ -207,11 +208,15 @@ func (env *modelEnv) history(t *rapid.T) {
 		h.users = append(h.users, fmt.Sprintf("u%d", k))
 	}
 	enabled := h.swarm()
-	h.crowd = rapid.SampledFrom([]int{0, 0, 1, 2, crowdAll}).Draw(t, "crowd")
+	h.crowd = rapid.SampledFrom([]int{0, 1, crowdAll, crowdAll}).Draw(t, "crowd")
 	if h.crowd > 0 {
 		h.logf("the crowd: after every step, new buyers buy up to %s", map[bool]string{true: "every salable unit", false: strconv.Itoa(h.crowd) + " units"}[h.crowd == crowdAll])
 	}
 	h.snapshot() // the sale as defined: the first point a crash can go back to
+	h.crashy = rapid.IntRange(0, 2).Draw(t, "crashes")
+	if h.crashy > 0 {
+		h.logf("machine crashes: after every step, one shard crashes with a chance of 1 in %d", 1<<h.crashy)
+	}
 	n := rapid.IntRange(10, 40).Draw(t, "steps")
 	for h.step = 1; h.step <= n; h.step++ {
 		var ops []string // only what can do something now
@@ -223,6 +228,10 @@ func (env *modelEnv) history(t *rapid.T) {
 		op := rapid.SampledFrom(ops).Draw(t, "op")
 		h.do(op)
 		h.buyCrowd()
+		if h.crashy > 0 && h.canCrash(h.step) && h.coin(h.crashy, "crash after the step") {
+			h.env.faults.Add(1)
+			h.crash(h.step)
+		}
 		h.snapshot()
 		env.steps.Add(1)
 		h.checkSafety()
@@ -322,6 +331,17 @@ func (h *history) logf(format string, args ...any) {
 	if h.env.soak && os.Getenv("SHARDSTOCK_MODEL_TRACE") != "" {
 		fmt.Fprintf(os.Stderr, "%s [%s]\n", s, time.Since(h.began).Round(time.Millisecond))
 	}
+}
+
+// coin is true with a chance of 1 in 2^k (k coins, all heads); it shrinks
+// to false.
+func (h *history) coin(k int, label string) bool {
+	for range k {
+		if !rapid.Bool().Draw(h.t, label) {
+			return false
+		}
+	}
+	return true
 }
 
 // crowdAll: the crowd buys until sold out.
@@ -456,12 +476,7 @@ func (h *history) applicable(op string) bool {
 	case "mend-link":
 		return some(func(i int) bool { return h.cut[i] || h.slow[i] })
 	case "rewind": // a crash that loses nothing is a restart
-		for back := 1; back <= keptSnaps; back++ {
-			if _, _, most := h.crashPoint(back); most > 0 {
-				return true
-			}
-		}
-		return false
+		return h.canCrash(h.step - 1)
 	case "resume":
 		return h.any(func(p *mproduct) bool { return p.paused })
 	case "reopen-window":
@@ -614,32 +629,7 @@ func (h *history) do(op string) {
 		h.frozen[i] = false
 		h.logf("thaw shard %d", i)
 	case "rewind":
-		// A machine crash: the shard comes back from its AOF as it was a
-		// few steps ago (appendfsync everysec loses the last second of
-		// writes; a step here stands for well under one). It takes the
-		// shard that wrote the most since that point (its AOF grew the
-		// most): the one that loses the most.
-		back := rapid.IntRange(1, keptSnaps).Draw(h.t, "steps back")
-		i, at, most := h.crashPoint(back)
-		for b := back + 1; most <= 0 && b <= keptSnaps; b++ {
-			i, at, most = h.crashPoint(b) // nothing written since: a crash further back
-		}
-		if i < 0 {
-			h.logf("machine crash: no shard has a point %d steps back, skipped", back)
-			return
-		}
-		h.markLost(i, at+1)
-		h.losses[i] = append(h.losses[i], h.step)
-		h.env.redis.Thaw(i)
-		h.env.redis.RewindTo(i, fmt.Sprintf("s%d", at))
-		for st := range h.snaps[i] {
-			if st > at { // a future this shard no longer has
-				h.env.redis.DropCheckpoint(i, fmt.Sprintf("s%d", st))
-				delete(h.snaps[i], st)
-			}
-		}
-		h.killed[i], h.frozen[i] = false, false
-		h.logf("machine crash of shard %d: back from its AOF as it was after step %d (%d bytes of it lost)", i, at, most)
+		h.crash(h.step - 1)
 	case "wipe":
 		i := h.shardArg()
 		h.markLost(i, 0)
@@ -692,26 +682,74 @@ func (h *history) controlsEverywhere() {
 	}
 }
 
-// crashPoint is the shard a machine crash that loses the last back steps
-// takes (the one whose AOF grew the most since: the one that loses the
-// most), that point's step, and the bytes lost (-1: no shard has a point).
-func (h *history) crashPoint(back int) (i, at int, most int64) {
-	i, most = -1, -1
+// crashPoint is a point a machine crash can put a shard back to.
+type crashPoint struct {
+	shard, at int   // the shard, and the step after which its AOF was saved
+	lost      int64 // the bytes of its AOF written since
+}
+
+// crashPoints are, for each shard that wrote something since, the latest
+// point at or before step last-back (back 1: the writes of step last are
+// lost).
+func (h *history) crashPoints(last, back int) []crashPoint {
+	var out []crashPoint
 	for j := range modelShards {
 		t := -1
 		for st := range h.snaps[j] {
-			if st <= h.step-1-back && st > t { // back 1: the writes of the last step are lost
+			if st <= last-back && st > t {
 				t = st
 			}
 		}
 		if t < 0 {
 			continue
 		}
-		if grew := h.aofSize(j) - h.snaps[j][t]; grew > most {
-			i, at, most = j, t, grew
+		if grew := h.aofSize(j) - h.snaps[j][t]; grew > 0 {
+			out = append(out, crashPoint{j, t, grew})
 		}
 	}
-	return i, at, most
+	return out
+}
+
+// canCrash reports whether a crash now (the writes up to step last done)
+// would lose anything.
+func (h *history) canCrash(last int) bool {
+	for back := 1; back <= keptSnaps; back++ {
+		if len(h.crashPoints(last, back)) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// crash is a machine crash: a shard comes back from its AOF as it was a few
+// steps ago (appendfsync everysec loses the last second of writes; a step
+// here stands for well under one). It draws how far back, going further
+// when nothing was written since, and which of the shards that lose
+// something.
+func (h *history) crash(last int) {
+	back := rapid.IntRange(1, keptSnaps).Draw(h.t, "steps back")
+	points := h.crashPoints(last, back)
+	for b := back + 1; len(points) == 0 && b <= keptSnaps; b++ {
+		points = h.crashPoints(last, b) // nothing written since: a crash further back
+	}
+	if len(points) == 0 {
+		h.logf("machine crash: no shard wrote anything since a point it can go back to, skipped")
+		return
+	}
+	c := rapid.SampledFrom(points).Draw(h.t, "crashed shard")
+	i, at := c.shard, c.at
+	h.markLost(i, at+1)
+	h.losses[i] = append(h.losses[i], h.step)
+	h.env.redis.Thaw(i)
+	h.env.redis.RewindTo(i, fmt.Sprintf("s%d", at))
+	for st := range h.snaps[i] {
+		if st > at { // a future this shard no longer has
+			h.env.redis.DropCheckpoint(i, fmt.Sprintf("s%d", st))
+			delete(h.snaps[i], st)
+		}
+	}
+	h.killed[i], h.frozen[i] = false, false
+	h.logf("machine crash of shard %d: back from its AOF as it was after step %d (%d bytes of it lost)", i, at, c.lost)
 }
 
 // keptSnaps is how many steps back a machine crash can go.
