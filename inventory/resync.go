@@ -41,7 +41,8 @@ import (
 // must not sum past its current stock. When a take finds too few units or a
 // check fails, the shard stays fenced (Resync returns ErrResyncBlocked, the
 // shard overview and the metrics say why) until a later resync (tried every
-// second) finds the disagreement gone; there is no operator override yet. A shard that
+// second) finds the disagreement gone, or an operator accepts the shard as
+// it stands (AcceptResync). A shard that
 // lost a product altogether is data loss, not a lost second (allocate and the
 // register rebuild handle it). Other errors leave the shard fenced too;
 // Resync is tried again.
@@ -259,51 +260,71 @@ func (s *Service) restoreHolds(ctx context.Context, i int, p *shardstock.Product
 // checkAllocations compares shard i's allocation of p with what the split
 // and the transfer log gave it, and p's allocations over every shard that
 // answers with its current stock: a disagreement keeps the shard fenced.
-// A transfer out of i that SQL has only as started may or may not have run
-// on the shard (its count is in the shard's own record), so the allocation
-// may sit below the log's by up to its wanted units.
 func (s *Service) checkAllocations(ctx context.Context, i int, p *shardstock.Product, ts []shardstock.Transfer) error {
-	given, err := s.allocations(ctx, p)
-	if err != nil || given == nil {
+	a, err := s.allocationsOn(ctx, i, p, ts)
+	if err != nil || a == nil {
 		return err
 	}
-	hi := given[i]
+	if a.own.Alloc > a.hi || a.own.Alloc < a.lo {
+		return disagreement{p.ID, fmt.Sprintf("shard %d holds an allocation of %d units where the split and the transfer log give it %s",
+			i, a.own.Alloc, span(a.lo, a.hi))}
+	}
+	if a.all && a.sum > a.stock {
+		return disagreement{p.ID, fmt.Sprintf("its allocations sum to %d units past its stock of %d", a.sum, a.stock)}
+	}
+	return nil
+}
+
+// allocationCheck is shard i's allocation of a product against the
+// transfer log, and the product's allocations against its stock.
+type allocationCheck struct {
+	lo, hi int64          // what the split and the transfer log give shard i
+	own    shard.Counters // shard i's counters
+	sum    int64          // the allocations of the shards that answered
+	all    bool           // every shard answered
+	stock  int64          // the current stock
+}
+
+// allocationsOn reads the allocation check of p on shard i (nil without a
+// transfer log). A transfer out of i that SQL has only as started may or
+// may not have run on the shard (its count is in the shard's own record),
+// so the allocation may sit below the log's by up to its wanted units.
+func (s *Service) allocationsOn(ctx context.Context, i int, p *shardstock.Product, ts []shardstock.Transfer) (*allocationCheck, error) {
+	given, err := s.allocations(ctx, p)
+	if err != nil || given == nil {
+		return nil, err
+	}
+	a := &allocationCheck{hi: given[i], all: true}
 	var slack int64
 	for _, t := range ts {
 		switch {
 		case t.To == i && t.From == Outside && t.State == "started":
-			hi += t.Wanted // added by the resync (allocations counts only done additions)
+			a.hi += t.Wanted // added by the resync (allocations counts only done additions)
 		case t.To == i && t.From != Outside && t.State == "out":
-			hi += t.Moved // added by the resync (allocations counts them as in flight)
+			a.hi += t.Moved // added by the resync (allocations counts them as in flight)
 		case t.From == i && t.State == "started":
 			slack += t.Wanted
 		}
 	}
-	var alloc int64
-	all := true
+	a.lo = a.hi - slack
 	for j := 0; j < p.Shards(len(s.shards.Addrs())); j++ {
 		c, err := s.shards.Counters(ctx, j, p.ID)
 		if err != nil {
 			if j == i {
-				return err
+				return nil, err
 			}
-			all = false // a shard that cannot answer now: checked at its own resync
+			a.all = false // a shard that cannot answer now: checked at its own resync
 			continue
 		}
-		if j == i && (c.Alloc > hi || c.Alloc < hi-slack) {
-			return disagreement{p.ID, fmt.Sprintf("shard %d holds an allocation of %d units where the split and the transfer log give it %s",
-				i, c.Alloc, span(hi-slack, hi))}
+		if j == i {
+			a.own = c
 		}
-		alloc += c.Alloc
+		a.sum += c.Alloc
 	}
-	stock, err := s.currentStock(ctx, p)
-	if err != nil {
-		return err
+	if a.stock, err = s.currentStock(ctx, p); err != nil {
+		return nil, err
 	}
-	if all && alloc > stock {
-		return disagreement{p.ID, fmt.Sprintf("its allocations sum to %d units past its stock of %d", alloc, stock)}
-	}
-	return nil
+	return a, nil
 }
 
 func span(lo, hi int64) string {
@@ -335,6 +356,10 @@ func (s *Service) setResyncProblem(i int, why string) {
 	}
 	s.problems.m[i] = why
 }
+
+// ClearResyncProblem forgets shard i's disagreement (an operator accepted
+// the shard as it stands).
+func (s *Service) ClearResyncProblem(i int) { s.setResyncProblem(i, "") }
 
 // ResyncProblem is why shard i is kept fenced after its last resync ("":
 // it is not).

@@ -155,6 +155,15 @@ func (s *Set) Synced(i int, run string) {
 	}
 }
 
+// SeenRun is the run id shard i's last new connection found ("": none yet):
+// the run an operator accepts when it accepts a kept fence.
+func (s *Set) SeenRun(i int) string {
+	f := &s.shards[i].fence
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.seen
+}
+
 // Fenced reports whether shard i is fenced (restarted, not resynced yet).
 func (s *Set) Fenced(i int) bool { return s.shards[i].fence.closed.Load() }
 

@@ -4,9 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
+	"strconv"
 	"time"
 
+	"github.com/labstack/echo/v4"
+
+	"github.com/shardstock/shardstock"
+	"github.com/shardstock/shardstock/api"
+	"github.com/shardstock/shardstock/inventory"
 	"github.com/shardstock/shardstock/shard"
 )
 
@@ -136,4 +143,63 @@ func (m *Main) resync(ctx context.Context, r resyncRequest) error {
 		sp.RetryNow() // the purchases spooled while it was away
 	}
 	return nil
+}
+
+type resyncBody struct {
+	Accept bool `json:"accept"`
+}
+
+// postResync is POST /admin/v1/shards/{index}/resync, the operator's call
+// on a fenced shard. Without "accept" it runs the shard's resync now and
+// answers whether the fence opened (409 with the disagreement when it
+// stays). With "accept": true the operator takes a shard kept fenced by a
+// disagreement as it stands (inventory.AcceptResync writes off the units
+// it holds past what the transfer log gives it, and refuses when those are
+// held rather than salable); the run is put on record as resynced, so
+// every coordinator opens its fence within a second.
+func (m *Main) postResync(c echo.Context) error {
+	i, err := strconv.Atoi(c.Param("index"))
+	if err != nil || i < 0 || i >= m.set.Len() {
+		return shardstock.ErrNotFound
+	}
+	var b resyncBody
+	if err := api.Decode(c, &b, true); err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	run := m.set.SeenRun(i)
+	if !m.set.Fenced(i) {
+		return c.JSON(http.StatusOK, map[string]any{"shard": i, "fenced": false, "run_id": run})
+	}
+	if run == "" {
+		return fmt.Errorf("%w: shard %d has not answered since it was fenced; nothing to resync yet", shardstock.ErrUnavailable, i)
+	}
+	if !b.Accept {
+		if err := m.resync(ctx, resyncRequest{i, run}); err != nil {
+			if errors.Is(err, inventory.ErrResyncBlocked) {
+				return shardstock.Conflict(fmt.Sprintf("shard %d stays fenced: %s. Put the cause right and call again, or accept the shard as it stands with {\"accept\": true}", i, m.inv.ResyncProblem(i)))
+			}
+			return fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
+		}
+		return c.JSON(http.StatusOK, map[string]any{"shard": i, "fenced": false, "run_id": run})
+	}
+	problem := m.inv.ResyncProblem(i)
+	if problem == "" {
+		return shardstock.Conflict(fmt.Sprintf("shard %d is fenced but no disagreement keeps it so (its resync has not finished): nothing to accept; call without accept to resync it now", i))
+	}
+	actions, err := m.inv.AcceptResync(ctx, i, run)
+	if err != nil {
+		return err
+	}
+	if err := m.store.RecordSynced(ctx, i, run); err != nil {
+		return fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
+	}
+	m.set.Synced(i, run)
+	m.inv.ClearResyncProblem(i)
+	m.log.Error("an operator accepted a shard that disagreed with the order table and the transfer log; it sells again",
+		"shard", i, "run_id", run, "disagreement", problem, "actions", actions)
+	if sp := m.spooled.Load(); sp != nil {
+		sp.RetryNow()
+	}
+	return c.JSON(http.StatusOK, map[string]any{"shard": i, "fenced": false, "run_id": run, "accepted": problem, "actions": actions})
 }

@@ -1,9 +1,13 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/shardstock/shardstock"
 	"github.com/shardstock/shardstock/inventory"
@@ -205,5 +209,83 @@ func TestCrashAfterReleasesAndAStockRemoval(t *testing.T) {
 	}
 	if n := f.sellOut(); n != 0 {
 		t.Fatalf("sold %d more units of a sold-out stock", n)
+	}
+}
+
+// phantomUnit edits shard 0's counters of "crash" by hand (a unit the
+// transfer log never gave it: salable, or held when field is "locked") and
+// restarts it, so that its resync keeps it fenced.
+func (f *crashFixture) phantomUnit(field string) {
+	f.t.Helper()
+	opt, err := redis.ParseURL(f.r.URLs()[0])
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	c := redis.NewClient(opt)
+	defer c.Close()
+	ctx := context.Background()
+	for _, k := range []string{field, "alloc"} {
+		if err := c.HIncrBy(ctx, "ss:{p:crash}:stock", k, 1).Err(); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	f.r.Kill(0)
+	f.r.Restart(0)
+	waitFor(f.t, 15*time.Second, "shard 0 kept fenced by its resync", func() (bool, string) {
+		return f.m.set.Fenced(0) && f.m.inv.ResyncProblem(0) != "", f.m.inv.ResyncProblem(0)
+	})
+}
+
+// resyncCall is POST /admin/v1/shards/0/resync with body.
+func (f *crashFixture) resyncCall(body string) reply {
+	f.t.Helper()
+	return do(f.t, "POST", f.base+"/admin/v1/shards/0/resync", body, "Authorization", "Bearer "+testToken, "Content-Type", "application/json")
+}
+
+// An operator resolves a kept fence: shard 0 came back holding a unit the
+// transfer log never gave it, and stays fenced. The resync call says why
+// (409); accepting writes the phantom unit off, the shard sells again, and
+// the sale sells exactly its stock.
+func TestOperatorAcceptsAShardKeptFenced(t *testing.T) {
+	f := newCrashFixture(t)
+	f.phantomUnit("salable")
+	if rep := f.resyncCall(""); rep.status != 409 || !strings.Contains(rep.raw, "allocation of 3") {
+		t.Fatalf("resync of a shard that disagrees: %d %s, want 409 saying its allocation of 3", rep.status, rep.raw)
+	}
+	if !f.m.set.Fenced(0) {
+		t.Fatal("the shard opened without an operator's accept")
+	}
+	rep := f.resyncCall(`{"accept":true}`)
+	if rep.status != 200 || !strings.Contains(rep.raw, "wrote off 1 salable units of crash") {
+		t.Fatalf("accept: %d %s, want 200 writing off 1 unit", rep.status, rep.raw)
+	}
+	if f.m.set.Fenced(0) || f.m.inv.ResyncProblem(0) != "" {
+		t.Fatalf("after the accept: fenced %v, problem %q", f.m.set.Fenced(0), f.m.inv.ResyncProblem(0))
+	}
+	st := productStatus(t, f.base, "crash")
+	checkShards(t, st)
+	if sh := st.Shards[0]; *sh.Alloc != 2 || *sh.Salable != 2 {
+		t.Fatalf("shard 0 after the accept: %+v, want alloc 2, salable 2", sh)
+	}
+	if n := f.sellOut(); n != 6 {
+		t.Fatalf("sold %d units of a stock of 6", n)
+	}
+}
+
+// Accepting is refused when it would oversell: the unit shard 0 holds past
+// the log is locked for an order, not salable, so nothing can be written
+// off; the shard stays fenced.
+func TestOperatorCannotAcceptAShardThatWouldOversell(t *testing.T) {
+	f := newCrashFixture(t)
+	if n := f.sellOut(); n != 6 {
+		t.Fatalf("sold %d units of a stock of 6", n)
+	}
+	f.awaiting(6)
+	f.phantomUnit("locked")
+	if rep := f.resyncCall(`{"accept":true}`); rep.status != 409 || !strings.Contains(rep.raw, "would oversell") {
+		t.Fatalf("accept of a shard whose excess is held: %d %s, want 409 (it would oversell)", rep.status, rep.raw)
+	}
+	if !f.m.set.Fenced(0) || f.m.inv.ResyncProblem(0) == "" {
+		t.Fatal("the shard opened after a refused accept")
 	}
 }

@@ -110,6 +110,7 @@ func (m *Main) mount(e *echo.Echo) {
 	admin.DELETE("/sessions/:id", inv.DeleteSession)
 	admin.GET("/shards", inv.GetShards)
 	admin.POST("/shards/:index/drain", inv.PostDrain)
+	admin.POST("/shards/:index/resync", m.postResync)
 
 	// Profiles during a sale, behind the admin token:
 	// go tool pprof -http=: -H "Authorization: Bearer $TOKEN" http://HOST/admin/debug/pprof/profile?seconds=20
