@@ -14,7 +14,7 @@ package main
 // shrunk by rapid and printed as a numbered list of steps; rapid keeps it in
 // testdata/rapid/ and replays it first on every later run.
 //
-// make test runs it for SHARDSTOCK_MODEL_BUDGET (default 2m per database);
+// make test runs it for SHARDSTOCK_MODEL_BUDGET (default 4m per database);
 // make soak SOAK=30m runs it for as long as asked, printing progress.
 
 import (
@@ -63,7 +63,7 @@ type modelEnv struct {
 }
 
 func modelBudget(t *testing.T) time.Duration {
-	d := 2 * time.Minute
+	d := 4 * time.Minute
 	if v := os.Getenv("SHARDSTOCK_MODEL_BUDGET"); v != "" {
 		var err error
 		if d, err = time.ParseDuration(v); err != nil {
