@@ -487,15 +487,15 @@ func (h *history) applicable(op string) bool {
 	return true
 }
 
-// readControls sets the model's paused and ended of p from the catalog: what
-// the operators' calls recorded, whatever they answered.
+// readControls sets the model's ended of p from the catalog (by its exact
+// id): what a window change recorded, whatever it answered (a 503 may say
+// the window is recorded and not yet on every shard).
 func (h *history) readControls(p *mproduct) {
 	cs, err := h.coords[0].store.ProductControls(context.Background())
 	if err != nil {
 		h.fail("read the controls: %v", err)
 	}
 	c := cs[p.id]
-	p.paused = c.Paused
 	p.ended = c.WindowSet && !c.EndsAt.IsZero() && !time.Now().Before(c.EndsAt)
 }
 
@@ -580,8 +580,10 @@ func (h *history) do(op string) {
 		}
 		rep := h.admin(h.coordArg(), "POST", "/admin/v1/products/"+p.id+"/"+op, "")
 		h.logf("%s %s: %s", op, p.id, rep.short())
+		if rep.status == 200 { // (what the operator was told is what the model expects)
+			p.paused = op == "pause"
+		}
 		h.controlsEverywhere()
-		h.readControls(p)
 	case "end-window", "reopen-window":
 		p := h.product("product")
 		if op == "reopen-window" {
