@@ -123,6 +123,19 @@ func (soldOutReserver) ReserveRetryable(context.Context, *shardstock.Product, st
 	return -1, shardstock.ErrSoldOut
 }
 
+// replayHandler replays with res, and reads an order table that holds a
+// row on shard 1 for any order when row is set (asked records a read).
+func replayHandler(p *shardstock.Product, res Reserver, row bool, asked *bool) *Handler {
+	return NewHandler(Config{Products: benchCatalog{p}, Reserver: res, Identity: HeaderIdentity, Spool: &recordingSpool{},
+		OrderOf: func(_ context.Context, id string) (*shardstock.Order, error) {
+			*asked = true
+			if !row {
+				return nil, nil
+			}
+			return &shardstock.Order{ID: id, Shard: 1, Status: shardstock.StatusAwaitingPayment}, nil
+		}})
+}
+
 // A replayed ticket whose shard was in doubt when it was spooled may have
 // been reserved there, become an order row, and then lost the hold with the
 // shard's data (a crash or wipe): the walk finds nothing, and the order
@@ -143,15 +156,7 @@ func TestReplayInDoubtAnswersFromTheOrderTable(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			asked := false
-			h := NewHandler(Config{Products: benchCatalog{&shardstock.Product{ID: "lamp", Stock: 10, PerUserLimit: 1}},
-				Reserver: soldOutReserver{}, Identity: HeaderIdentity, Spool: &recordingSpool{},
-				OrderOf: func(_ context.Context, id string) (*shardstock.Order, error) {
-					asked = true
-					if !tc.row {
-						return nil, nil
-					}
-					return &shardstock.Order{ID: id, Shard: 1, Status: shardstock.StatusAwaitingPayment}, nil
-				}})
+			h := replayHandler(&shardstock.Product{ID: "lamp", Stock: 10, PerUserLimit: 1}, soldOutReserver{}, tc.row, &asked)
 			r, err := h.Replay(context.Background(), spool.Entry{Ticket: "T1", ProductID: "lamp", UserID: "alice", OrderID: "o1", Doubt: tc.doubt})
 			if err != nil {
 				t.Fatal(err)
@@ -251,14 +256,7 @@ func TestReplayObeysPauseAndArchive(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			res := &countingReserver{}
-			h := NewHandler(Config{Products: benchCatalog{&shardstock.Product{ID: "lamp", Stock: 10, PerUserLimit: 1, Paused: tc.paused, Archived: tc.archived}},
-				Reserver: res, Identity: HeaderIdentity, Spool: &recordingSpool{},
-				OrderOf: func(_ context.Context, id string) (*shardstock.Order, error) {
-					if !tc.row {
-						return nil, nil
-					}
-					return &shardstock.Order{ID: id, Shard: 0, Status: shardstock.StatusPaid}, nil
-				}})
+			h := replayHandler(&shardstock.Product{ID: "lamp", Stock: 10, PerUserLimit: 1, Paused: tc.paused, Archived: tc.archived}, res, tc.row, new(bool))
 			r, err := h.Replay(context.Background(), spool.Entry{Ticket: "T1", ProductID: "lamp", UserID: "alice", OrderID: "o1", Doubt: tc.doubt})
 			if tc.wantErr != (err != nil) || (err != nil && !errors.Is(err, shardstock.ErrUnavailable)) {
 				t.Fatalf("replay error %v, want an error: %v (unavailable)", err, tc.wantErr)

@@ -40,15 +40,11 @@ func (s *Service) AcceptResync(ctx context.Context, i int, run string) ([]string
 	}
 	var plan []writeOff
 	for _, id := range ids {
-		p, err := s.Product(ctx, id)
+		p, err := s.liveOn(ctx, i, id)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%w: %s: %w", shardstock.ErrUnavailable, id, err)
 		}
-		on, err := s.catalog.InitialisedShards(ctx, id)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
-		}
-		if p.Archived || p.Moved != "" || i >= p.Shards(len(s.shards.Addrs())) || !on[i] {
+		if p == nil {
 			continue
 		}
 		if s.ledger != nil { // every live order's unit held first: one without is an oversold unit

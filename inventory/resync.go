@@ -76,7 +76,7 @@ func (s *Service) Resync(ctx context.Context, i int) error {
 
 // ErrResyncBlocked: a restarted shard disagrees with SQL beyond what a lost
 // second explains; it stays fenced until they agree.
-var ErrResyncBlocked = errors.New("the shard disagrees with the order table and the transfer log; it stays fenced until they agree (GET /admin/v1/shards says why)")
+var ErrResyncBlocked = errors.New("the shard disagrees with the order table and the transfer log; it stays fenced until they agree or an operator accepts it (GET /admin/v1/shards says why; POST /admin/v1/shards/{index}/resync)")
 
 // disagreement is one product's reason to keep a shard fenced.
 type disagreement struct {
@@ -114,16 +114,27 @@ func (s *Service) shardTransfers(ctx context.Context, i int) (map[string][]shard
 	return out, nil
 }
 
-func (s *Service) resyncProduct(ctx context.Context, i int, id string, ts []shardstock.Transfer) error {
+// liveOn is product id when shard i is one of its live shards (nil: it is
+// archived, its keys are gone on purpose; this shard index is another
+// master now; or the product was never put on shard i).
+func (s *Service) liveOn(ctx context.Context, i int, id string) (*shardstock.Product, error) {
 	p, err := s.Product(ctx, id)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if p.Archived || p.Moved != "" {
-		return nil // its keys are gone on purpose, or this shard index is another master now
+	if p.Archived || p.Moved != "" || i >= p.Shards(len(s.shards.Addrs())) {
+		return nil, nil
 	}
 	on, err := s.catalog.InitialisedShards(ctx, id)
-	if err != nil || i >= p.Shards(len(s.shards.Addrs())) || !on[i] {
+	if err != nil || !on[i] {
+		return nil, err
+	}
+	return p, nil
+}
+
+func (s *Service) resyncProduct(ctx context.Context, i int, id string, ts []shardstock.Transfer) error {
+	p, err := s.liveOn(ctx, i, id)
+	if err != nil || p == nil {
 		return err
 	}
 	c, err := s.shards.Counters(ctx, i, id)
@@ -351,8 +362,8 @@ func (s *Service) setResyncProblem(i int, why string) {
 		return
 	}
 	if s.problems.m[i] != why {
-		s.cfg.Logger.Error("a restarted shard disagrees with the order table and the transfer log: it stays fenced until they agree",
-			"shard", i, "why", why)
+		s.cfg.Logger.Error("a restarted shard disagrees with the order table and the transfer log: it stays fenced until they agree or an operator accepts it",
+			"shard", i, "why", why, "accept", fmt.Sprintf(`POST /admin/v1/shards/%d/resync {"accept":true}`, i))
 	}
 	s.problems.m[i] = why
 }

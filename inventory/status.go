@@ -83,7 +83,8 @@ type ShardHealth struct {
 	// Fenced: the shard restarted and sells nothing until it is back in
 	// line with the order table; ResyncProblem says why a resync keeps it
 	// fenced (it is tried again every second and opens once the
-	// disagreement is gone).
+	// disagreement is gone, or when an operator accepts it: POST
+	// /admin/v1/shards/{index}/resync).
 	Fenced        bool   `json:"fenced"`
 	ResyncProblem string `json:"resync_problem,omitempty"`
 }

@@ -138,11 +138,17 @@ func (m *Main) resync(ctx context.Context, r resyncRequest) error {
 		}
 		m.log.Info("shard back in line with the order table", "shard", r.shard, "run_id", r.run, "took", time.Since(start).Round(time.Millisecond))
 	}
-	m.set.Synced(r.shard, r.run)
-	if sp := m.spooled.Load(); sp != nil {
-		sp.RetryNow() // the purchases spooled while it was away
-	}
+	m.opened(r.shard, r.run)
 	return nil
+}
+
+// opened opens shard i's fence for run, and has the purchases spooled
+// while it was away tried at once.
+func (m *Main) opened(i int, run string) {
+	m.set.Synced(i, run)
+	if sp := m.spooled.Load(); sp != nil {
+		sp.RetryNow()
+	}
 }
 
 type resyncBody struct {
@@ -194,12 +200,9 @@ func (m *Main) postResync(c echo.Context) error {
 	if err := m.store.RecordSynced(ctx, i, run); err != nil {
 		return fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
 	}
-	m.set.Synced(i, run)
+	m.opened(i, run)
 	m.inv.ClearResyncProblem(i)
 	m.log.Error("an operator accepted a shard that disagreed with the order table and the transfer log; it sells again",
 		"shard", i, "run_id", run, "disagreement", problem, "actions", actions)
-	if sp := m.spooled.Load(); sp != nil {
-		sp.RetryNow()
-	}
 	return c.JSON(http.StatusOK, map[string]any{"shard": i, "fenced": false, "run_id": run, "accepted": problem, "actions": actions})
 }
