@@ -26,6 +26,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -37,6 +38,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/shardstock/shardstock"
+	"github.com/shardstock/shardstock/shard"
 	"github.com/shardstock/shardstock/shard/shardtest"
 )
 
@@ -169,9 +171,10 @@ type history struct {
 	snaps                            [modelShards]map[int]int64 // step → the AOF's size: the points a machine crash can go back to
 	losses                           [modelShards][]int         // steps at which the shard lost writes (crash, wipe)
 	step                             int
-	crowd                            int // units new buyers buy after every step (crowdAll: until sold out)
-	crashy                           int // after every step a machine crash with a chance of 1 in 2^crashy (0: none)
-	fresh                            int // buyers made up by the crowd and the final sell-out
+	crowd                            int  // units new buyers buy after every step (crowdAll: until sold out)
+	crashy                           int  // after every step a machine crash with a chance of 1 in 2^crashy (0: none)
+	hurried                          bool // the next step does not wait for the last one's messages (quiesce)
+	fresh                            int  // buyers made up by the crowd and the final sell-out
 	began                            time.Time
 }
 
@@ -212,6 +215,11 @@ func (env *modelEnv) history(t *rapid.T) {
 	if h.crowd > 0 {
 		h.logf("the crowd: after every step, new buyers buy up to %s", map[bool]string{true: "every salable unit", false: strconv.Itoa(h.crowd) + " units"}[h.crowd == crowdAll])
 	}
+	h.hurried = h.coin(2, "hurried")
+	if h.hurried {
+		h.logf("hurried: a step does not wait for the messages of the last one")
+	}
+	h.quiesce()
 	h.snapshot() // the sale as defined: the first point a crash can go back to
 	h.crashy = rapid.IntRange(0, 2).Draw(t, "crashes")
 	if h.crashy > 0 {
@@ -227,10 +235,13 @@ func (env *modelEnv) history(t *rapid.T) {
 		}
 		op := rapid.SampledFrom(ops).Draw(t, "op")
 		h.do(op)
+		h.quiesce()
 		h.buyCrowd()
+		h.quiesce()
 		if h.crashy > 0 && h.canCrash(h.step) && h.coin(h.crashy, "crash after the step") {
 			h.env.faults.Add(1)
 			h.crash(h.step)
+			h.quiesce()
 		}
 		h.snapshot()
 		env.steps.Add(1)
@@ -1360,4 +1371,148 @@ func (h *history) waitFor(d time.Duration, what string, cond func() (bool, strin
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// quietFor bounds a wait for the history's messages to do their work.
+const quietFor = 2 * time.Second
+
+// quiesce waits (up to quietFor) until the work a step set going has landed
+// on every shard that can be reached: a restarted shard resynced on both
+// coordinators (or kept fenced, saying why), every reservation and
+// settlement on its streams consumed and acknowledged, no settlement in SQL
+// waiting to be published to it, no claim waiting to be given back and,
+// with every shard reachable, no purchase waiting in a spool. A step's
+// effects then land within the step, so the AOF saved after it and a
+// history replayed from its draws (rapid's shrinking, the kept fail files)
+// do not depend on how fast the consumers ran. A hurried history skips it:
+// a crash or a step then meets messages still in flight.
+func (h *history) quiesce() {
+	if h.hurried {
+		return
+	}
+	deadline := time.Now().Add(quietFor)
+	for {
+		busy := h.busy()
+		if busy == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			h.logf("(still busy after %s: %s)", quietFor, busy)
+			return
+		}
+		for _, m := range h.coords {
+			m.spool.RetryNow()
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// busy says what is still under way ("": nothing).
+func (h *history) busy() string {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	var away []int // shards nothing can reach or change now
+	for i := range modelShards {
+		if h.killed[i] || h.frozen[i] || h.cut[i] || h.slow[i] { // (a slow link times out every call)
+			away = append(away, i)
+		}
+	}
+	othersAway := len(away) > 0
+	for i := range modelShards {
+		if slices.Contains(away, i) {
+			continue
+		}
+		why, stuck := h.shardBusy(ctx, i, othersAway)
+		if stuck {
+			away = append(away, i)
+		} else if why != "" {
+			return fmt.Sprintf("shard %d: %s", i, why)
+		}
+	}
+	if os, err := h.coords[0].store.Unsettled(ctx, 1, away); err != nil || len(os) > 0 {
+		return fmt.Sprintf("settlements to publish (%v)", err)
+	}
+	if len(away) > 0 {
+		return ""
+	}
+	if os, err := h.coords[0].store.ClaimsPending(ctx, 1); err != nil || len(os) > 0 {
+		return fmt.Sprintf("claims to give back (%v)", err)
+	}
+	for c, m := range h.coords {
+		if n := m.spool.Depth(); n > 0 && !h.any(func(p *mproduct) bool { return p.paused || p.ended || p.archived }) {
+			return fmt.Sprintf("coordinator %d: %d purchases in its spool", c, n)
+		}
+	}
+	return ""
+}
+
+// shardBusy says what shard i still has to do ("": nothing): a restart
+// not yet seen or resynced by a coordinator, or entries of its settle
+// stream or its outboxes not yet consumed and acknowledged. stuck: it is
+// kept fenced by a disagreement, or, with another shard away, fenced by a
+// resync that may wait for that shard (the registers are rebuilt from
+// every shard's holds); nothing moves on it until then.
+func (h *history) shardBusy(ctx context.Context, i int, othersAway bool) (why string, stuck bool) {
+	info, err := h.env.direct[i].Info(ctx, "server").Result()
+	if err != nil {
+		return err.Error(), false
+	}
+	run := runIDOf(info)
+	for c, m := range h.coords {
+		switch {
+		case m.set.Fenced(i) && (othersAway || m.inv.ResyncProblem(i) != ""):
+			return "", true
+		case m.set.SeenRun(i) != run:
+			return fmt.Sprintf("coordinator %d has not seen its restart", c), false
+		case m.set.Fenced(i):
+			return fmt.Sprintf("coordinator %d resyncs it", c), false
+		}
+	}
+	streams := map[string]string{shard.SettleKey: "inventory"}
+	for _, p := range h.products {
+		streams[shard.OutboxKey(p.id)] = "orders"
+	}
+	for stream, group := range streams {
+		gs, err := h.env.direct[i].XInfoGroups(ctx, stream).Result()
+		if err != nil && !strings.Contains(err.Error(), "no such key") {
+			return err.Error(), false
+		}
+		if why := groupBusy(ctx, h.env.direct[i], stream, group, gs); why != "" {
+			return stream + ": " + why, false
+		}
+	}
+	return "", false
+}
+
+// groupBusy says whether group has entries of stream to read or to
+// acknowledge (gs: the stream's groups).
+func groupBusy(ctx context.Context, c *redis.Client, stream, group string, gs []redis.XInfoGroup) string {
+	for _, g := range gs {
+		if g.Name != group {
+			continue
+		}
+		if g.Pending > 0 || g.Lag > 0 {
+			return fmt.Sprintf("%d pending, lag %d", g.Pending, g.Lag)
+		}
+		if g.Lag < 0 { // not known (entries deleted): compare the last ids
+			st, err := c.XInfoStream(ctx, stream).Result()
+			if err != nil || st.LastGeneratedID != g.LastDeliveredID {
+				return fmt.Sprintf("delivered up to %s of %s (%v)", g.LastDeliveredID, st.LastGeneratedID, err)
+			}
+		}
+		return ""
+	}
+	if n, err := c.XLen(ctx, stream).Result(); err != nil || n > 0 {
+		return fmt.Sprintf("%d entries and no group %s yet (%v)", n, group, err)
+	}
+	return ""
+}
+
+func runIDOf(info string) string {
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "run_id:"); ok {
+			return v
+		}
+	}
+	return ""
 }
