@@ -5,6 +5,7 @@ package shardtest
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -47,9 +48,7 @@ func StartWith(t testing.TB, n int, opts Options) *Redis {
 		t.Fatal("redis-server is not installed; run deploy/redis.sh install (make test does)")
 	}
 	r := &Redis{t: t, script: filepath.Join(repoRoot(t), "deploy", "redis.sh"), dir: t.TempDir(), opts: opts}
-	for range n {
-		r.Ports = append(r.Ports, freePort(t))
-	}
+	r.Ports = freePorts(t, n)
 	r.deploy("start", r.Ports...)
 	t.Cleanup(func() { r.deploy("thaw", r.Ports...); r.deploy("kill", r.Ports...) })
 	return r
@@ -111,13 +110,66 @@ func (r *Redis) deploy(cmd string, ports ...int) {
 	}
 }
 
-func freePort(t testing.TB) int {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+// freePorts picks n distinct free ports below the kernel's range of
+// ephemeral ports (FreePort). Each listener stays open until all are
+// picked: a port closed at once can be handed out again by the next pick,
+// and two masters given one port are one master (its data dir and pid file
+// too) that a test kills twice and counts twice.
+func freePorts(t testing.TB, n int) []int {
+	ports := make([]int, 0, n)
+	for range n {
+		ln := listenBelowEphemeral(t)
+		defer ln.Close()
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
 	}
+	return ports
+}
+
+// FreePort is a free port below the kernel's range of ephemeral ports, for
+// a server a test stops and starts again on the same port. A port in that
+// range can be taken meanwhile as the local end of an outgoing connection,
+// even by a client's own reconnect to that very port (a TCP self-connect:
+// with nobody listening on 127.0.0.1:P, a connect from 127.0.0.1:P to it
+// succeeds), and the restart then fails with "Address already in use".
+func FreePort(t testing.TB) int {
+	ln := listenBelowEphemeral(t)
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// lowestPort is where the picks start: above the fixed ports of the deploy
+// scripts (MariaDB 3406, Redis 6479-6679, 8080, Prometheus 9090, RocketMQ
+// 9876 and 10909-10912).
+const lowestPort = 15000
+
+func listenBelowEphemeral(t testing.TB) net.Listener {
+	hi := ephemeralLow() - 1
+	for range 1000 {
+		p := lowestPort + rand.IntN(hi-lowestPort+1)
+		if ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p)); err == nil {
+			return ln
+		}
+	}
+	t.Fatalf("no free port between %d and %d", lowestPort, hi)
+	return nil
+}
+
+// ephemeralLow is the first port of the kernel's ephemeral range (32768
+// when it cannot be read).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 32768
+	}
+	lo, err := strconv.Atoi(f[0])
+	if err != nil || lo <= lowestPort+100 {
+		return 32768
+	}
+	return lo
 }
 
 func repoRoot(t testing.TB) string {
@@ -182,7 +234,8 @@ func (r *Redis) BehindToxiproxy(t testing.TB, i int) (*toxiproxy.Proxy, []string
 	t.Helper()
 	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
 	upstream := strings.TrimSuffix(strings.TrimPrefix(r.URLs()[i], "redis://"), "/0")
-	proxy := toxiproxy.NewProxy(srv, fmt.Sprintf("shard%d", i), "127.0.0.1:0", upstream)
+	listen := fmt.Sprintf("127.0.0.1:%d", FreePort(t)) // (a cut link is a stop, its mend a start on the same port)
+	proxy := toxiproxy.NewProxy(srv, fmt.Sprintf("shard%d", i), listen, upstream)
 	if err := proxy.Start(); err != nil {
 		t.Fatal(err)
 	}
