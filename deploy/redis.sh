@@ -5,7 +5,8 @@
 #   deploy/redis.sh install                 install redis-server from Debian if missing
 #   deploy/redis.sh start  [options]        start the masters, wait until each answers PING
 #   deploy/redis.sh stop   [options]        shut them down (SHUTDOWN, then SIGKILL if needed)
-#   deploy/redis.sh kill   [options]        SIGKILL them (a crash: AOF everysec may lose ~1 s)
+#   deploy/redis.sh kill   [options]        SIGKILL them (a crash: nothing answered is lost with
+#                                           fsync always; with everysec up to ~2 s may be)
 #   deploy/redis.sh freeze [options]        SIGSTOP them (a hung shard); thaw: SIGCONT
 #   deploy/redis.sh wipe   [options]        SIGKILL, delete the data (AOF), start empty: a shard that lost its data
 #   deploy/redis.sh status [options]        print each master's port, pid and state
@@ -14,7 +15,10 @@
 # options (or the environment variable in brackets):
 #   --ports 6479,6579,6679   [SHARDSTOCK_REDIS_PORTS]  one master per port
 #   --dir ./run/redis        [SHARDSTOCK_REDIS_DIR]    data dirs: DIR/PORT/
-#   --fsync everysec|always  [SHARDSTOCK_REDIS_FSYNC]  AOF fsync policy (see README: persistence)
+#   --fsync always|everysec  [SHARDSTOCK_REDIS_FSYNC]  AOF fsync policy, default always (see README:
+#                            persistence). everysec answers writes it has not handed to the
+#                            kernel yet while a background fsync is slow, so even a SIGKILL
+#                            loses answered purchases and the claims of the per-user limit
 #   --requirepass PASS       [SHARDSTOCK_REDIS_PASSWORD] password of the default user
 #   --acl-user NAME:PASS     [SHARDSTOCK_REDIS_ACL_USER] an ACL user for shardstock: only ss:* keys,
 #                            no dangerous or admin commands; use redis://NAME:PASS@host:port/0
@@ -26,7 +30,7 @@ source "$(dirname "$0")/lib.sh"
 
 ports=${SHARDSTOCK_REDIS_PORTS:-6479,6579,6679}
 dir=${SHARDSTOCK_REDIS_DIR:-./run/redis}
-fsync=${SHARDSTOCK_REDIS_FSYNC:-everysec}
+fsync=${SHARDSTOCK_REDIS_FSYNC:-always}
 requirepass=${SHARDSTOCK_REDIS_PASSWORD:-}
 acluser=${SHARDSTOCK_REDIS_ACL_USER:-}
 tlsdir=${SHARDSTOCK_REDIS_TLS_DIR:-}
@@ -59,9 +63,19 @@ install() {
 }
 
 pidof_port() { local f="$dir/$1/redis.pid"; [ -f "$f" ] && cat "$f" || true; }
-# running: the process exists and is not a zombie (a daemonized redis may be
-# reaped late, or never, when PID 1 does not reap orphans).
-running() { kill -0 "$1" 2>/dev/null && ! grep -q '^[0-9]* ([^)]*) Z' "/proc/$1/stat" 2>/dev/null; }
+# running: some thread of the process is still alive. A daemonized redis
+# may be reaped late, or never, when PID 1 does not reap orphans, so a
+# zombie counts as gone; but after a SIGKILL the main thread can be a zombie
+# while a background thread still finishes a slow fsync, and the process
+# keeps its files (the listening port too) until the last thread is gone.
+running() {
+  local t
+  [ -d "/proc/$1/task" ] || { kill -0 "$1" 2>/dev/null; return; }
+  for t in /proc/"$1"/task/*/stat; do
+    [ -e "$t" ] && ! grep -q '^[0-9]* ([^)]*) [ZX]' "$t" 2>/dev/null && return 0
+  done
+  return 1
+}
 alive() { local pid; pid=$(pidof_port "$1"); [ -n "$pid" ] && running "$pid"; }
 
 write_conf() { # port
