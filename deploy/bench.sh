@@ -223,7 +223,7 @@ table=$(cat <<TABLE
 Machine: $machine. Load generators, servers and Redis on the same cores.
 Command: \`make bench\` (\`deploy/bench.sh\`: wrk -t2 -c$conns -d$dur --latency, $rounds interleaved rounds of (a), (d), (c),
 medians shown, ratios are medians of the rounds' ratios; redis-benchmark -c 50;
-three Redis masters with AOF everysec; shardstock on Redis Streams + SQLite with rate limits and the spool off,
+three Redis masters with AOF ${SHARDSTOCK_REDIS_FSYNC:-always}; shardstock on Redis Streams + SQLite with rate limits and the spool off,
 request coalescing \`${SHARDSTOCK_COALESCE:-on}\`).
 
 | measure | req/s | p50 ms | p99 ms |

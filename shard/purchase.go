@@ -62,10 +62,16 @@ import (
 // shards and the order table (register.go). Behind this, the order
 // table's unique (product, user, seq) key stays a last guard.
 //
-// A machine crash of h(u) can lose the last second of its writes, claims
-// included, while the units they claimed sit on other shards: the restart
-// fence (resync.go) keeps h(u) out of every purchase until its registers
-// are repaired from the other shards' holds and the order table.
+// All of this takes a claim h(u) answered for as kept when h(u) restarts
+// from its AOF, which holds only with appendfsync always (deploy/redis.sh's
+// default): with everysec, Redis answers writes it keeps in memory while
+// its background fsync is slow, so even a SIGKILL can take a P's claim
+// with its unit, and the buyer, answered for that unit, may buy again
+// (TestPerUserLimitUnderSerialFailures). A machine crash of h(u) under
+// everysec can lose the last second of its writes, claims included, while
+// the units they claimed sit on other shards: the restart fence
+// (resync.go) keeps h(u) out of every purchase until its registers are
+// repaired from the other shards' holds and the order table.
 
 // Start is a policy for the first shard a purchase reserves on.
 type Start int
