@@ -2,9 +2,9 @@ package main
 
 // The model-based test of the stock path (issue 24). It generates histories
 // of operations (purchase, pay, fail, cancel, timeout, rebalance, drain,
-// stock add/remove, window changes, pause, archive) and faults (shard kill,
-// freeze, machine crash with the AOF cut back, wipe, coordinator restart, a
-// cut or slow link) with pgregory.net/rapid, runs each on two coordinators
+// stock add/remove, window changes, pause, archive, a burst of buyers) and
+// faults (shard kill, freeze, machine crash with the AOF cut back, wipe,
+// coordinator restart, a cut or slow link) with pgregory.net/rapid, runs each on two coordinators
 // sharing three real redis-servers and one database (SQLite, or MariaDB in
 // the second run), and checks the invariants of DESIGN.md against what the
 // history did: after every step the ones that must hold at every moment (no
@@ -12,7 +12,8 @@ package main
 // healed and the messages drained the ones that hold at rest (no lost sale,
 // convergence, no stranded stock, truthful answers). A failing history is
 // shrunk by rapid and printed as a numbered list of steps; rapid keeps it in
-// testdata/rapid/ and replays it first on every later run.
+// testdata/rapid/ and replays it first on every later run. A calm history
+// (quiesce) waits for each step's messages, so its draws replay it.
 //
 // make test runs it for SHARDSTOCK_MODEL_BUDGET (default 4m per database);
 // make soak SOAK=30m runs it for as long as asked, printing progress.
@@ -168,8 +169,9 @@ type history struct {
 	attempts []*attempt
 
 	killed, frozen, cut, slow, wiped [modelShards]bool
-	snaps                            [modelShards]map[int]int64 // step → the AOF's size: the points a machine crash can go back to
-	losses                           [modelShards][]int         // steps at which the shard lost writes (crash, wipe)
+	snaps                            [modelShards]map[int]int64    // step → the AOF's size: the points a machine crash can go back to
+	sigs                             [modelShards]map[int]shardSig // step → what the shard had done by then
+	losses                           [modelShards][]int            // steps at which the shard lost writes (crash, wipe)
 	step                             int
 	crowd                            int  // units new buyers buy after every step (crowdAll: until sold out)
 	crashy                           int  // after every step a machine crash with a chance of 1 in 2^crashy (0: none)
@@ -186,7 +188,7 @@ func (env *modelEnv) history(t *rapid.T) {
 	began := time.Now()
 	h := &history{env: env, t: t, db: env.newDB(), clock: &offsetClock{}, began: began}
 	for i := range h.snaps {
-		h.snaps[i] = map[int]int64{}
+		h.snaps[i], h.sigs[i] = map[int]int64{}, map[int]shardSig{}
 	}
 	dir, err := os.MkdirTemp(env.t.TempDir(), "h")
 	if err != nil {
@@ -268,6 +270,7 @@ var modelOps = []struct {
 	{"pause", 1}, {"resume", 1}, {"end-window", 1}, {"reopen-window", 1}, {"archive", 1},
 	{"kill", 1}, {"restart", 1}, {"freeze", 1}, {"thaw", 1}, {"rewind", 3}, {"wipe", 1},
 	{"restart-coordinator", 1}, {"cut-link", 1}, {"mend-link", 1}, {"slow-link", 1}, {"wait", 1},
+	{"sell-out", 2},
 }
 
 // swarm draws which kinds of step this history has (every one but the
@@ -363,9 +366,12 @@ const crowdAll = 1 << 20
 // step, so a unit released by a cancel or a timeout is bought again at
 // once, as it is late in a real sale. The buyers are attempts like any
 // other: every invariant holds for them.
-func (h *history) buyCrowd() {
+func (h *history) buyCrowd() { h.burst(h.crowd) }
+
+// burst has new buyers buy up to n units of every product.
+func (h *history) burst(n int) {
 	for _, p := range h.products {
-		for range min(h.crowd, 64) {
+		for range min(n, 64) {
 			h.fresh++
 			n := len(h.attempts)
 			h.buy(h.fresh%2, fmt.Sprintf("c%d", h.fresh), p)
@@ -679,6 +685,9 @@ func (h *history) do(op string) {
 	case "wait":
 		time.Sleep(300 * time.Millisecond)
 		h.logf("wait 300 ms")
+	case "sell-out": // a burst of demand: the state a released unit is sold from again
+		h.logf("a burst of new buyers buys every salable unit")
+		h.burst(crowdAll)
 	default:
 		h.fail("unknown op %s", op)
 	}
@@ -697,8 +706,9 @@ func (h *history) controlsEverywhere() {
 
 // crashPoint is a point a machine crash can put a shard back to.
 type crashPoint struct {
-	shard, at int   // the shard, and the step after which its AOF was saved
-	lost      int64 // the bytes of its AOF written since
+	shard, at int      // the shard, and the step after which its AOF was saved
+	lost      int64    // the bytes of its AOF written since
+	kinds     []string // the kinds of write it loses (shardSig.lost)
 }
 
 // crashPoints are, for each shard that wrote something since, the latest
@@ -717,7 +727,7 @@ func (h *history) crashPoints(last, back int) []crashPoint {
 			continue
 		}
 		if grew := h.aofSize(j) - h.snaps[j][t]; grew > 0 {
-			out = append(out, crashPoint{j, t, grew})
+			out = append(out, crashPoint{j, t, grew, h.sigs[j][t].lost(h.sig(j))})
 		}
 	}
 	return out
@@ -738,7 +748,11 @@ func (h *history) canCrash(last int) bool {
 // steps ago (appendfsync everysec loses the last second of writes; a step
 // here stands for well under one). It draws how far back, going further
 // when nothing was written since, and which of the shards that lose
-// something.
+// something; or, steered (a coin), the point that loses the most kinds of
+// write (purchases, settlements, stock moves): every break of a restarted
+// shard found so far lost a settlement and something after it (a purchase
+// of the released unit, a transfer or removal of it), and a uniform draw
+// meets that combination too rarely.
 func (h *history) crash(last int) {
 	back := rapid.IntRange(1, keptSnaps).Draw(h.t, "steps back")
 	points := h.crashPoints(last, back)
@@ -748,6 +762,9 @@ func (h *history) crash(last int) {
 	if len(points) == 0 {
 		h.logf("machine crash: no shard wrote anything since a point it can go back to, skipped")
 		return
+	}
+	if rapid.Bool().Draw(h.t, "steered crash") {
+		points = h.mostLost(last)
 	}
 	c := rapid.SampledFrom(points).Draw(h.t, "crashed shard")
 	i, at := c.shard, c.at
@@ -762,7 +779,72 @@ func (h *history) crash(last int) {
 		}
 	}
 	h.killed[i], h.frozen[i] = false, false
-	h.logf("machine crash of shard %d: back from its AOF as it was after step %d (%d bytes of it lost)", i, at, c.lost)
+	h.logf("machine crash of shard %d: back from its AOF as it was after step %d (%d bytes of it lost: %s)", i, at, c.lost, strings.Join(c.kinds, ", "))
+}
+
+// mostLost are the points a crash now can go back to that lose the most
+// kinds of write.
+func (h *history) mostLost(last int) []crashPoint {
+	var best []crashPoint
+	for back := 1; back <= keptSnaps; back++ {
+		for _, c := range h.crashPoints(last, back) {
+			switch {
+			case len(best) > 0 && len(c.kinds) < len(best[0].kinds):
+			case len(best) > 0 && len(c.kinds) > len(best[0].kinds):
+				best = []crashPoint{c}
+			case !slices.ContainsFunc(best, func(b crashPoint) bool { return b.shard == c.shard && b.at == c.at }):
+				best = append(best, c)
+			}
+		}
+	}
+	return best
+}
+
+// shardSig is what a shard has done, from its own counts: the settlements
+// and reservations ever added to its streams, and its allocation of each
+// product.
+type shardSig struct {
+	settlements, reservations int64
+	alloc                     string
+}
+
+// lost names the kinds of write done between s and later.
+func (s shardSig) lost(later shardSig) []string {
+	var kinds []string
+	if later.reservations > s.reservations {
+		kinds = append(kinds, "purchases")
+	}
+	if later.settlements > s.settlements {
+		kinds = append(kinds, "settlements")
+	}
+	if later.alloc != s.alloc {
+		kinds = append(kinds, "stock moves")
+	}
+	return kinds
+}
+
+// sig reads shard i's shardSig (the zero one when it cannot answer).
+func (h *history) sig(i int) shardSig {
+	var s shardSig
+	if h.killed[i] || h.frozen[i] {
+		return s
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	added := func(stream string) int64 {
+		st, err := h.env.direct[i].XInfoStream(ctx, stream).Result()
+		if err != nil {
+			return 0
+		}
+		return st.EntriesAdded
+	}
+	s.settlements = added(shard.SettleKey)
+	for _, p := range h.products {
+		s.reservations += added(shard.OutboxKey(p.id))
+		c, _ := h.counters(i, p.id)
+		s.alloc += fmt.Sprintf("%d ", c[3])
+	}
+	return s
 }
 
 // keptSnaps is how many steps back a machine crash can go.
@@ -776,6 +858,7 @@ func (h *history) snapshot() {
 		if !h.killed[i] && !h.frozen[i] {
 			h.env.redis.CheckpointAs(i, fmt.Sprintf("s%d", h.step))
 			h.snaps[i][h.step] = h.aofSize(i)
+			h.sigs[i][h.step] = h.sig(i)
 		}
 		h.dropSnaps(i, h.step-keptSnaps)
 	}
