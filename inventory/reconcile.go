@@ -19,6 +19,8 @@ type Ledger interface {
 	// FinalOrders lists the orders of product held on shard that are
 	// paid, cancelled or failed.
 	FinalOrders(ctx context.Context, product string, shard int) ([]shardstock.Order, error)
+	// Order is one order's row (nil: there is none).
+	Order(ctx context.Context, id string) (*shardstock.Order, error)
 }
 
 // ShardDrift compares one shard's counters with the orders that name it.

@@ -10,7 +10,8 @@ import (
 )
 
 // Settle applies a settlement (pay result) to the shard that holds the
-// unit, and to no other shard: confirm moves it locked -> sold; release
+// unit, and to no other shard, once the order table bears it out
+// (authentic; ErrSettlementRefused otherwise): confirm moves it locked -> sold; release
 // (and release_duplicate, a second hold of one reservation) moves it
 // locked -> salable. The buyer's per-user limit claim goes back through the
 // order service (order.Service.ReturnClaims), so a settlement never waits
@@ -24,6 +25,9 @@ func (s *Service) Settle(ctx context.Context, st shardstock.Settlement) error {
 		// Its shard index would name another master: wait until the
 		// shard list is put back (the settlement is retried).
 		return fmt.Errorf("%w: %s", shardstock.ErrUnavailable, p.Moved)
+	}
+	if err := s.authentic(ctx, st); err != nil {
+		return err
 	}
 	var err error
 	if st.Action == shardstock.Confirm {
@@ -42,4 +46,55 @@ func (s *Service) Settle(ctx context.Context, st shardstock.Settlement) error {
 		s.cfg.OnSettle(st.Action)
 	}
 	return nil
+}
+
+// ErrSettlementRefused: the order table does not bear a settlement out (it
+// was forged, or contradicts its order). It changed nothing; the transport
+// moves it to its dead-letter stream or topic with the reason.
+var ErrSettlementRefused = errors.New("settlement refused: the order table does not bear it out")
+
+// authentic checks st against its order's row. Only the order service
+// settles a unit: it publishes a confirm for an order it made paid and a
+// release for one it made cancelled or failed, each for the shard that
+// holds the order, and a release_duplicate for a second hold of one
+// reservation on a shard other than the order's. Anything else on a
+// settle stream or topic (an XADD by whoever reaches the shard, a message
+// on the broker) would free or sell a unit its buyer still holds: it is
+// refused. Without an order table (a shard set tested alone) there is
+// nothing to ask.
+func (s *Service) authentic(ctx context.Context, st shardstock.Settlement) error {
+	if s.ledger == nil {
+		return nil
+	}
+	o, err := s.ledger.Order(ctx, st.OrderID)
+	if err != nil {
+		return fmt.Errorf("%w: check settlement of %s: %w", shardstock.ErrUnavailable, st.OrderID, err)
+	}
+	if why := contradiction(o, st); why != "" {
+		return fmt.Errorf("%w: %s", ErrSettlementRefused, why)
+	}
+	return nil
+}
+
+// contradiction says how order o contradicts settlement st ("": it does
+// not).
+func contradiction(o *shardstock.Order, st shardstock.Settlement) string {
+	switch {
+	case o == nil:
+		return fmt.Sprintf("%s of order %s: no such order", st.Action, st.OrderID)
+	case o.ProductID != st.ProductID || o.UserID != st.UserID:
+		return fmt.Sprintf("%s of order %s names %s's %s; the order is %s's %s", st.Action, o.ID, st.UserID, st.ProductID, o.UserID, o.ProductID)
+	case st.Action == shardstock.ReleaseDuplicate:
+		if o.Shard == st.Shard {
+			return fmt.Sprintf("release_duplicate of order %s on shard %d, the shard that holds the order", o.ID, st.Shard)
+		}
+	case o.Shard != st.Shard:
+		return fmt.Sprintf("%s of order %s on shard %d; the order is held on shard %d", st.Action, o.ID, st.Shard, o.Shard)
+	case st.Action == shardstock.Confirm && o.Status != shardstock.StatusPaid,
+		st.Action == shardstock.Release && o.Status != shardstock.StatusCancelled && o.Status != shardstock.StatusFailed:
+		return fmt.Sprintf("%s of order %s, which is %s", st.Action, o.ID, o.Status)
+	case st.Action != shardstock.Confirm && st.Action != shardstock.Release:
+		return fmt.Sprintf("unknown action %q for order %s", st.Action, o.ID)
+	}
+	return ""
 }

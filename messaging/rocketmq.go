@@ -31,6 +31,9 @@ const (
 	// the order service refused (PropReason says why).
 	TopicPayments     = "shardstock_payments"
 	TopicDeadPayments = "shardstock_payments_dead"
+	// TopicDeadSettlements keeps the settlements the order table does not
+	// bear out (forged, or contradicting their order; PropReason says why).
+	TopicDeadSettlements = "shardstock_settlements_dead"
 )
 
 // User properties of a payment message.
@@ -83,7 +86,7 @@ type RocketMQ struct {
 // cannot start on a topic the name server does not know yet).
 func OpenRocketMQ(ctx context.Context, cfg RocketMQConfig) (*RocketMQ, error) {
 	rlog.SetLogLevel("error")
-	topics := []string{TopicReservations, TopicSettlements, TopicDeadReservations, TopicPayments, TopicDeadPayments}
+	topics := []string{TopicReservations, TopicSettlements, TopicDeadReservations, TopicPayments, TopicDeadPayments, TopicDeadSettlements}
 	for i, t := range topics {
 		topics[i] = cfg.name(t)
 	}

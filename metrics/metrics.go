@@ -32,6 +32,7 @@ type Metrics struct {
 	ClockSkew        prometheus.Gauge              // this coordinator's clock minus the shards' clock
 	SpoolWriteErrors prometheus.Counter            // failed spool writes (a full disk)
 	Settlements      *prometheus.CounterVec        // by action
+	RefusedSettles   prometheus.Counter            // settlements the order table did not bear out
 	OrdersIngested   *prometheus.CounterVec        // by status written
 	RateLimited      *prometheus.CounterVec        // by scope
 	purchases        map[string]prometheus.Counter // Purchases by known outcome, resolved once
@@ -67,6 +68,8 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help: "How far this coordinator's clock is ahead of the shards' (the sale's one clock; negative: behind). The coordinator corrects its own checks by it."}),
 		Settlements: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shardstock_settlements_applied_total",
 			Help: "Settlements applied to a holder shard, by action."}, []string{"action"}),
+		RefusedSettles: prometheus.NewCounter(prometheus.CounterOpts{Name: "shardstock_settlements_refused_total",
+			Help: "Settlements the order table does not bear out (forged, or contradicting their order): nothing changed; each is on the dead-letter stream ss:settle:dead of its shard or the topic shardstock_settlements_dead, with the reason."}),
 		OrdersIngested: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shardstock_orders_ingested_total",
 			Help: "Reservations written as order rows by this process, by status written."}, []string{"status"}),
 		RateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "shardstock_rate_limited_total",
@@ -97,7 +100,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	for _, s := range []string{"awaiting_payment", "failed"} {
 		m.OrdersIngested.WithLabelValues(s)
 	}
-	reg.MustRegister(m.Purchases, m.PurchaseSeconds, m.Failovers, m.RedisErrors, m.ConsumerErrors, m.ParkedEntries, m.DeadLettered, m.PaymentMessages, m.ClockSkew, m.SpoolWriteErrors, m.Settlements,
+	reg.MustRegister(m.Purchases, m.PurchaseSeconds, m.Failovers, m.RedisErrors, m.ConsumerErrors, m.ParkedEntries, m.DeadLettered, m.PaymentMessages, m.ClockSkew, m.SpoolWriteErrors, m.Settlements, m.RefusedSettles,
 		m.OrdersIngested, m.RateLimited, m.PipelineCalls, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -38,8 +38,13 @@ func OutboxProduct(key string) string {
 const ProductsKey = productsKey
 
 // SettleKey is the per-shard stream of settlements (pay results) for the
-// holds on that shard, in Redis Streams mode.
-const SettleKey = "ss:settle"
+// holds on that shard, in Redis Streams mode. DeadSettleKey keeps, on the
+// same shard, the entries the order table did not bear out (fields body,
+// reason and entry, the refused entry's id).
+const (
+	SettleKey     = "ss:settle"
+	DeadSettleKey = "ss:settle:dead"
+)
 
 // PaymentsKey is the per-shard stream of payment results in Redis Streams
 // mode: the payment centre appends each result (fields body and signature)

@@ -248,16 +248,13 @@ func (m *Main) startLoops() error {
 		ClaimIdle: m.cfg.ClaimIdle, Logger: m.log}
 	if m.rmq == nil {
 		outbox.Group, outbox.HandleBatch = "orders", messaging.ReservationBatchHandler(m.log, m.orders.IngestBatch)
-		settle := &messaging.GroupReader{Clients: m.clients(), Streams: messaging.SettleStreams, Group: "inventory",
-			Handle: messaging.SettlementHandler(m.log, m.inv.Settle), ClaimIdle: m.cfg.ClaimIdle, Logger: m.log,
-			OnError:  m.metrics.ConsumerErrors.WithLabelValues("inventory").Inc,
-			OnParked: m.metrics.ParkedEntries.WithLabelValues("inventory").Inc}
+		settle := m.settleReader()
 		payments := m.paymentReader()
 		m.loops.Go(func() { settle.Run(ctx) })
 		m.loops.Go(func() { payments.Run(ctx) })
 	} else {
 		outbox.Group, outbox.HandleBatch = "relay", messaging.ReservationBatchHandler(m.log, m.rmq.Relay)
-		consumers := messaging.Consumers{MQ: m.rmq, Logger: m.log, Ingest: m.orders.IngestBatch, Settle: m.inv.Settle,
+		consumers := messaging.Consumers{MQ: m.rmq, Logger: m.log, Ingest: m.orders.IngestBatch, Settle: m.settleFromTopic,
 			OnDeadLetter: m.metrics.DeadLettered.Inc}
 		if err := consumers.Subscribe(ctx); err != nil {
 			return fmt.Errorf("SHARDSTOCK_MQ: %w", err)
