@@ -63,6 +63,6 @@ func (m *Main) settleFromTopic(ctx context.Context, st shardstock.Settlement) er
 // dead-letter stream or topic.
 func (m *Main) refusedSettlement(where string, cause error) {
 	m.metrics.RefusedSettles.Inc()
-	m.log.Error("settlement refused: the order table does not bear it out; nothing changed, moved to the dead-letter "+where+
-		" (who else can write the settle streams or the settlements topic?)", "err", cause)
+	m.log.Error("settlement refused, nothing changed; moved to the dead-letter "+where+
+		" (who else can write to the settle streams or the settlements topic?)", "err", cause)
 }
