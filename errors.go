@@ -29,6 +29,7 @@ var (
 	ErrPaused          = &Error{"paused", "sales of this product are paused"}
 	ErrLimitReached    = &Error{"limit_reached", "you already hold the maximum number of units of this product"}
 	ErrConflict        = &Error{"conflict", "the request conflicts with the current state"}
+	ErrKeyReused       = &Error{"idempotency_key_reused", "this Idempotency-Key was first used with another product or request"}
 	ErrSoldOut         = &Error{"sold_out", "the product is sold out"}
 	ErrTooLarge        = &Error{"too_large", "the request body is too large"}
 	ErrHeadersTooLarge = &Error{"headers_too_large", "the request headers are too large"}

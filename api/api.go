@@ -168,6 +168,7 @@ var httpStatus = map[string]int{
 	shardstock.ErrPaused.Code:          http.StatusForbidden,
 	shardstock.ErrLimitReached.Code:    http.StatusConflict,
 	shardstock.ErrConflict.Code:        http.StatusConflict,
+	shardstock.ErrKeyReused.Code:       http.StatusUnprocessableEntity,
 	shardstock.ErrSoldOut.Code:         http.StatusGone,
 	shardstock.ErrTooLarge.Code:        http.StatusRequestEntityTooLarge,
 	shardstock.ErrHeadersTooLarge.Code: http.StatusRequestHeaderFieldsTooLarge,

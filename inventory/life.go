@@ -38,6 +38,10 @@ type Controls interface {
 	SetArchive(ctx context.Context, id string, st shardstock.ArchiveState) error
 	RecordArchiveTotals(ctx context.Context, id string, totals []shardstock.ShardTotals) error
 	RecordStockChange(ctx context.Context, changeID string, plan []shardstock.Transfer) ([]shardstock.Transfer, error)
+	// BindKey records that an Idempotency-Key (its hash) was used for
+	// request on product, or returns shardstock.ErrKeyReused when it was
+	// first used for another.
+	BindKey(ctx context.Context, keyHash, product, request string) error
 	ArchiveTotals(ctx context.Context, id string) ([]shardstock.ShardTotals, error)
 	StockChanges(ctx context.Context, id string) (added, removed int64, err error)
 	OpenOrders(ctx context.Context, id string) (awaiting, unsettled int64, err error)
@@ -230,6 +234,9 @@ func (s *Service) ChangeStock(ctx context.Context, id string, add, remove int64,
 	if p.Archived {
 		return nil, errArchived(id)
 	}
+	if err := s.bindKey(ctx, id, key, add, remove); err != nil {
+		return nil, err
+	}
 	st, err := s.Status(ctx, id)
 	if err != nil {
 		return nil, err
@@ -304,6 +311,26 @@ func salable(sh ShardStock) int64 {
 		return 0
 	}
 	return *sh.Salable
+}
+
+// bindKey ties key (if any) to this product and request: the same key sent
+// with another product or another add/remove is refused
+// (shardstock.ErrKeyReused, 422), instead of answering 200 for the first
+// request's change while this one changes nothing.
+func (s *Service) bindKey(ctx context.Context, id, key string, add, remove int64) error {
+	if key == "" {
+		return nil
+	}
+	request := fmt.Sprintf("add %d", add)
+	if remove > 0 {
+		request = fmt.Sprintf("remove %d", remove)
+	}
+	h := sha256.Sum256([]byte(key))
+	err := s.cfg.Controls.BindKey(ctx, hex.EncodeToString(h[:]), id, request)
+	if err != nil && !errors.Is(err, shardstock.ErrKeyReused) {
+		return fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
+	}
+	return err
 }
 
 // stockChangeID names a stock change: from the request's idempotency key

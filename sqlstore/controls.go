@@ -180,3 +180,27 @@ func (s *Store) RecordStockChange(ctx context.Context, changeID string, plan []s
 	tx.Rollback()
 	return s.transfers(ctx, `WHERE id LIKE ?`, changeID+"-%")
 }
+
+// BindKey records that the Idempotency-Key whose hash is keyHash was used
+// for request on product; it returns shardstock.ErrKeyReused when the key
+// was first used for another product or request. Of two first uses at
+// once, the one inserted first binds the key.
+func (s *Store) BindKey(ctx context.Context, keyHash, product, request string) error {
+	_, err := s.db.ExecContext(ctx, `INSERT INTO stock_change_keys (key_hash, product_id, request, created_at) VALUES (?, ?, ?, ?)`,
+		keyHash, product, request, time.Now().UnixMilli())
+	if err == nil {
+		return nil
+	}
+	if !isDuplicate(err) {
+		return fmt.Errorf("bind idempotency key: %w", err)
+	}
+	var p, r string
+	if err := s.db.QueryRowContext(ctx, `SELECT product_id, request FROM stock_change_keys WHERE key_hash = ?`, keyHash).Scan(&p, &r); err != nil {
+		return fmt.Errorf("bind idempotency key: %w", err)
+	}
+	if p != product || r != request {
+		return &shardstock.Error{Code: shardstock.ErrKeyReused.Code,
+			Message: fmt.Sprintf("this Idempotency-Key was first used to %s units of %s; use a new key for another change", r, p)}
+	}
+	return nil
+}

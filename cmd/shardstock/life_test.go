@@ -567,3 +567,47 @@ func TestStockAddWithNowhereToPutIt(t *testing.T) {
 		t.Fatalf("the refused adds changed the stock: %d", st.Stock)
 	}
 }
+
+// TestIdempotencyKeyIsBoundToItsRequest (issue 25, item 5): an
+// Idempotency-Key belongs to the stock change it was first sent with. A
+// repeat of that request changes nothing more; the key with another body
+// or another product is refused with 422 idempotency_key_reused and
+// changes nothing, instead of a 200 for a change that never happened. On
+// SQLite and on MariaDB (the key table compares exactly).
+func TestIdempotencyKeyIsBoundToItsRequest(t *testing.T) {
+	for _, md := range modes {
+		t.Run(md.name, func(t *testing.T) {
+			r := shardtest.Start(t, 3)
+			base := startServer(t, r.URLs(), md.opts(t)).URL()
+			putProduct(t, base, "lamp", `{"stock":30}`)
+			putProduct(t, base, "vase", `{"stock":30}`)
+			stock := func(body, key, product string) reply {
+				t.Helper()
+				return adminDo(t, "POST", base+"/admin/v1/products/"+product+"/stock", body, "Idempotency-Key", key)
+			}
+			for range 2 {
+				if rep := stock(`{"add":5}`, "key-1", "lamp"); rep.status != 200 || rep.body["stock"] != 35.0 {
+					t.Fatalf("add 5 to lamp with key-1: %d %s, want 200 and stock 35", rep.status, rep.raw)
+				}
+			}
+			for _, c := range []struct{ body, product string }{{`{"remove":20}`, "lamp"}, {`{"add":6}`, "lamp"}, {`{"add":5}`, "vase"}} {
+				rep := stock(c.body, "key-1", c.product)
+				if rep.status != 422 || rep.str("error") != "idempotency_key_reused" || !strings.Contains(rep.str("message"), "add 5 units of lamp") {
+					t.Fatalf("%s on %s with key-1: %d %s, want 422 idempotency_key_reused naming the first request", c.body, c.product, rep.status, rep.raw)
+				}
+			}
+			if st := productStatus(t, base, "lamp"); st.Stock != 35 {
+				t.Fatalf("lamp's stock after the refused reuses: %d, want 35", st.Stock)
+			}
+			if st := productStatus(t, base, "vase"); st.Stock != 30 {
+				t.Fatalf("vase's stock after the refused reuse: %d, want 30", st.Stock)
+			}
+			if rep := stock(`{"remove":20}`, "key-2", "lamp"); rep.status != 200 || rep.body["stock"] != 15.0 {
+				t.Fatalf("remove 20 from lamp with a new key: %d %s, want 200 and stock 15", rep.status, rep.raw)
+			}
+			if rep := stock(`{"add":5}`, "Key-1", "vase"); rep.status != 200 || rep.body["stock"] != 35.0 {
+				t.Fatalf("add 5 to vase with Key-1 (another key than key-1): %d %s, want 200 and stock 35", rep.status, rep.raw)
+			}
+		})
+	}
+}
