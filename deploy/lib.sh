@@ -22,7 +22,9 @@ apt_install() {
   local services=()
   while [ "$1" != "--" ]; do services+=("$1"); shift; done
   shift
-  local policy=/usr/sbin/policy-rc.d made="" rc=0
+  local policy=/usr/sbin/policy-rc.d made="" rc=0 mask
+  mask=$(umask)
+  umask 022 # (the scripts keep their own files private; what apt installs is the system's)
   if [ ! -e "$policy" ]; then
     printf '#!/bin/sh\n# written by shardstock deploy/lib.sh while apt runs\nexit 101\n' | as_root tee "$policy" >/dev/null
     as_root chmod 755 "$policy"
@@ -34,5 +36,6 @@ apt_install() {
   if [ -d /run/systemd/system ]; then
     for s in "${services[@]}"; do as_root systemctl disable --now "$s" >/dev/null 2>&1 || true; done
   fi
+  umask "$mask"
   return "$rc"
 }

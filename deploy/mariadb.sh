@@ -27,6 +27,9 @@
 # SHARDSTOCK_DB_CA_FILE).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
+# Everything written here (data, logs, pid files) is its owner's alone: the
+# order table, the AOF and the logs name buyers and orders.
+umask 077
 
 port=${SHARDSTOCK_MARIADB_PORT:-3406}
 dir=${SHARDSTOCK_MARIADB_DIR:-./run/mariadb}
@@ -77,7 +80,6 @@ certificates() {
     openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr -subj "/CN=127.0.0.1" 2>/dev/null
     printf 'subjectAltName=IP:127.0.0.1\n' >server.ext
     openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out server.crt -days 3650 -extfile server.ext 2>/dev/null
-    chmod 644 ca.crt server.crt
   ) || die "could not make the TLS certificates"
 }
 

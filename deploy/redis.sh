@@ -27,6 +27,9 @@
 #                            SHARDSTOCK_REDIS_CA_FILE=DIR/ca.crt unless the CA is a system root)
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
+# Everything written here (data, logs, pid files) is its owner's alone: the
+# order table, the AOF and the logs name buyers and orders.
+umask 077
 
 ports=${SHARDSTOCK_REDIS_PORTS:-6479,6579,6679}
 dir=${SHARDSTOCK_REDIS_DIR:-./run/redis}

@@ -18,6 +18,9 @@
 # all on SHARDSTOCK_RMQ_BIND (127.0.0.1): the HA port 10912 through
 # rocketmq/LoopbackHAService.java, which fetch compiles into a jar beside the others.
 set -euo pipefail
+# Everything written here (data, logs, pid files) is its owner's alone: the
+# order table, the AOF and the logs name buyers and orders.
+umask 077
 
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${SHARDSTOCK_RMQ_CACHE:-$HOME/.cache/shardstock/rocketmq-5.3.3}

@@ -17,6 +17,9 @@
 # If the server fails to start, the services this start started are stopped again.
 set -Eeuo pipefail
 source "$(dirname "$0")/lib.sh"
+# Everything written here (data, logs, pid files) is its owner's alone: the
+# order table, the AOF and the logs name buyers and orders.
+umask 077
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 pidfile=$root/run/shardstock.pid

@@ -87,7 +87,7 @@ func openSQLite(path string) (*sql.DB, error) {
 	if path == "" {
 		return nil, errors.New("sqlite: empty path")
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	if err := private(path); err != nil {
 		return nil, fmt.Errorf("sqlite: %w", err)
 	}
 	// WAL with synchronous=FULL: a committed order survives a machine crash.
@@ -267,4 +267,27 @@ func isDuplicate(err error) bool {
 		return se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE || se.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY
 	}
 	return false
+}
+
+// private makes the SQLite file at path its owner's alone (it names buyers
+// and their orders), creating it and its directory if need be, whatever the
+// process's umask. SQLite gives the -wal and -shm files the database file's
+// mode; files an older version left open to others are closed here too.
+func private(path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	f.Close()
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		if fi, err := os.Stat(p); err == nil && fi.Mode().Perm()&0o077 != 0 {
+			if err := os.Chmod(p, fi.Mode().Perm()&0o700); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -88,5 +89,40 @@ func TestSQLiteReadsDoNotQueueBehindAWrite(t *testing.T) {
 	}
 	if c, err := s.ProductControls(ctx); err != nil || c["p"].Paused {
 		t.Fatalf("after the write: %+v %v", c["p"], err)
+	}
+}
+
+// The SQLite order table and its -wal and -shm files are their owner's
+// alone whatever the umask (they name buyers and orders; issue 25, item 4),
+// and a file an older version left open to others is closed.
+func TestSQLiteFilesArePrivate(t *testing.T) {
+	old := syscall.Umask(0o022)
+	defer syscall.Umask(old)
+	dir := t.TempDir() + "/data"
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dir+"/old.db", nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"new.db", "old.db"} {
+		s := sqlstoretest.Open(t, "sqlite:"+dir+"/"+name) // migrated: the WAL is written
+		if err := s.Migrate(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range []string{name, name + "-wal", name + "-shm"} {
+			fi, err := os.Stat(dir + "/" + f)
+			if err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			if fi.Mode().Perm()&0o077 != 0 {
+				t.Errorf("%s is %v, want no access for group or others", f, fi.Mode().Perm())
+			}
+		}
+	}
+	sub := t.TempDir() + "/made/by/open"
+	sqlstoretest.Open(t, "sqlite:"+sub+"/orders.db")
+	if fi, err := os.Stat(sub); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("the directory the store made: %v %v, want 0700", fi.Mode().Perm(), err)
 	}
 }
