@@ -372,6 +372,9 @@ func (c *Config) parseOrders(get func(string) string) error {
 	if !strings.HasPrefix(c.DB, "sqlite:") && !strings.HasPrefix(c.DB, "mysql://") {
 		return &configError{"SHARDSTOCK_DB", "must be sqlite:PATH or mysql://user:pass@tcp(host:port)/db"}
 	}
+	if c.DBCAs != nil && !dsnUsesTLS(c.DB) { // (it was silently ignored: plaintext to the database)
+		return &configError{"SHARDSTOCK_DB_CA_FILE", "is set but SHARDSTOCK_DB does not use TLS: add ?tls=true to the mysql:// DSN, or unset the CA file"}
+	}
 	durations := []struct {
 		name string
 		dst  *time.Duration
@@ -433,4 +436,22 @@ func (c *Config) parseSpool(get func(string) string) error {
 		return &configError{"SHARDSTOCK_START", "must be home or random"}
 	}
 	return nil
+}
+
+// dsnUsesTLS reports whether a mysql:// DSN asks for TLS (a tls parameter
+// other than false; "skip-verify" and "preferred" also take the CA file).
+func dsnUsesTLS(dsn string) bool {
+	if !strings.HasPrefix(dsn, "mysql://") {
+		return false
+	}
+	_, query, ok := strings.Cut(dsn, "?")
+	if !ok {
+		return false
+	}
+	v, err := url.ParseQuery(query)
+	if err != nil {
+		return false
+	}
+	t := strings.ToLower(v.Get("tls"))
+	return t != "" && t != "false"
 }

@@ -87,6 +87,22 @@ func TestConfigErrorsNameTheSetting(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a database CA file without TLS", func(t *testing.T) {
+		dir := t.TempDir()
+		testCA(t, dir)
+		ca := dir + "/ca.crt"
+		for _, db := range []string{"sqlite:/tmp/x.db", "mysql://u:p@tcp(h:1)/d", "mysql://u:p@tcp(h:1)/d?tls=false&parseTime=true"} {
+			var stdout, stderr bytes.Buffer
+			code := run([]string{"serve"}, env(with2("SHARDSTOCK_DB", db, "SHARDSTOCK_DB_CA_FILE", ca)), &stdout, &stderr)
+			if code != 2 || !strings.Contains(stderr.String(), "SHARDSTOCK_DB_CA_FILE") || !strings.Contains(stderr.String(), "does not use TLS") {
+				t.Fatalf("%s with a CA file: exit %d, stderr %q; want exit 2 saying the DSN does not use TLS", db, code, stderr.String())
+			}
+		}
+		c, err := parseConfig(newFlagSet(), nil, env(with2("SHARDSTOCK_DB", "mysql://u:p@tcp(h:1)/d?tls=true", "SHARDSTOCK_DB_CA_FILE", ca)))
+		if err != nil || c.DBCAs == nil {
+			t.Fatalf("a CA file with ?tls=true: %v", err)
+		}
+	})
 	t.Run("dev makes up a token", func(t *testing.T) {
 		fs := newFlagSet()
 		c, err := parseConfig(fs, nil, env(map[string]string{"SHARDSTOCK_SHARDS": "redis://x:1/0", "SHARDSTOCK_DEV": "1"}))
