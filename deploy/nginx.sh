@@ -51,8 +51,14 @@ start() {
   for u in "${list[@]}"; do ups="$ups    server $u max_fails=1 fail_timeout=2s;"$'\n'; done
   local pagecfg=""
   if [ -n "$pages" ]; then
-    pagecfg="    location ~ \"^/products/([A-Za-z0-9_-]{1,64})\$\" { root $pages; default_type text/html; try_files /products/\$1.html =404; }"$'\n'
-    pagecfg="$pagecfg    location /static/ { root $pages; }"$'\n'
+    # The page files get their types from Debian's mime.types (with
+    # nosniff a browser runs no script and applies no style served as
+    # text/plain) and the headers the coordinator sends with them (a
+    # location's add_header replaces the server's: all of them again).
+    local csp="default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+    local hdrs="include /etc/nginx/mime.types; add_header Content-Security-Policy \"$csp\" always; add_header Referrer-Policy same-origin always; add_header X-Content-Type-Options nosniff always; add_header X-Frame-Options DENY always;"
+    pagecfg="    location ~ \"^/products/([A-Za-z0-9_-]{1,64})\$\" { root $pages; $hdrs default_type text/html; try_files /products/\$1.html =404; }"$'\n'
+    pagecfg="$pagecfg    location /static/ { root $pages; $hdrs }"$'\n'
   fi
   local rules=""
   IFS=, read -r -a nets <<<"$ops"

@@ -174,3 +174,58 @@ func TestSalePageInBrowser(t *testing.T) {
 		[...document.querySelectorAll("#charts img.chart")].every((i) => i.complete && i.naturalWidth > 0)`)
 	screenshot(t, ctx, "sale-report.png")
 }
+
+// TestSalePageAtTheEdgeInBrowser (issue 25, item 2): the sale page served
+// by the nginx edge from the published files works in a real browser: its
+// script and style come with their types (with nosniff, a script or style
+// sent as text/plain is refused), so the countdown runs, the live stock
+// shows and the style applies; and the edge sends the coordinator's
+// Content-Security-Policy, so a script injected into the page does not run.
+func TestSalePageAtTheEdgeInBrowser(t *testing.T) {
+	r := shardtest.Start(t, 3)
+	pages := t.TempDir()
+	// nginx's workers run as an unprivileged user: they must reach the files.
+	os.Chmod(pages, 0o755)
+	os.Chmod(filepath.Dir(pages), 0o755)
+	m := startServer(t, r.URLs(), func(c *Config) { c.PagesDir = pages })
+	start := time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)
+	end := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	putProduct(t, m.URL(), "lamp", fmt.Sprintf(`{"stock":9,"title":"Desk lamp","starts_at":%q,"ends_at":%q}`, start, end))
+	dir, port := t.TempDir(), strings.Split(freeAddr(t), ":")[1]
+	runDeploy(t, "nginx.sh", "start", "--port", port, "--upstreams", strings.TrimPrefix(m.URL(), "http://"), "--dir", dir, "--pages", pages)
+	t.Cleanup(func() { runDeploy(t, "nginx.sh", "stop", "--dir", dir) })
+	edge := "http://127.0.0.1:" + port
+	waitFor(t, 10*time.Second, "the page published and served by the edge", func() (bool, string) {
+		rep := do(t, "GET", edge+"/products/lamp", "")
+		return rep.status == 200 && strings.Contains(rep.raw, "Desk lamp"), fmt.Sprint(rep.status)
+	})
+	for path, want := range map[string]string{"/static/sale.js": "javascript", "/static/style.css": "text/css", "/products/lamp": "text/html"} {
+		resp, err := client.Get(edge + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if ct := resp.Header.Get("Content-Type"); !strings.Contains(ct, want) {
+			t.Errorf("%s through the edge: Content-Type %q, want %s", path, ct, want)
+		}
+		for h, v := range map[string]string{"Content-Security-Policy": "script-src 'self'", "Referrer-Policy": "same-origin", "X-Content-Type-Options": "nosniff"} {
+			if !strings.Contains(resp.Header.Get(h), v) {
+				t.Errorf("%s through the edge: %s %q, want %q", path, h, resp.Header.Get(h), v)
+			}
+		}
+	}
+	ctx := browser(t)
+	if err := chromedp.Do(ctx, chromedp.Navigate(edge+"/products/lamp")); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "the countdown runs", `document.getElementById("countdown").textContent.startsWith("On sale")`)
+	waitJS(t, ctx, "the live stock shows", `document.getElementById("left").textContent === "9"`)
+	waitJS(t, ctx, "the style applies", `getComputedStyle(document.body).backgroundColor === "rgb(248, 250, 252)"`)
+	waitJS(t, ctx, "an injected inline script does not run", `(() => {
+		const s = document.createElement("script");
+		s.textContent = "window.injected = true";
+		document.body.appendChild(s);
+		return window.injected === undefined;
+	})()`)
+	screenshot(t, ctx, "sale-page-at-the-edge.png")
+}
