@@ -145,6 +145,7 @@ type mproduct struct {
 // attempt is one purchase and what the buyer was told.
 type attempt struct {
 	step           int
+	seq            int // its index among the history's attempts
 	user, product  string
 	status         int
 	code           string // the error code, or the ticket status once resolved
@@ -171,7 +172,7 @@ type history struct {
 	killed, frozen, cut, slow, wiped [modelShards]bool
 	snaps                            [modelShards]map[int]int64    // step → the AOF's size: the points a machine crash can go back to
 	sigs                             [modelShards]map[int]shardSig // step → what the shard had done by then
-	losses                           [modelShards][]int            // steps at which the shard lost writes (crash, wipe)
+	losses                           [modelShards][]int            // when the shard lost writes (crash, wipe): how many attempts were made by then
 	step                             int
 	crowd                            int  // units new buyers buy after every step (crowdAll: until sold out)
 	crashy                           int  // after every step a machine crash with a chance of 1 in 2^crashy (0: none)
@@ -652,7 +653,7 @@ func (h *history) do(op string) {
 	case "wipe":
 		i := h.shardArg()
 		h.markLost(i, 0)
-		h.losses[i] = append(h.losses[i], h.step)
+		h.losses[i] = append(h.losses[i], len(h.attempts))
 		h.env.redis.Thaw(i)
 		h.env.redis.Wipe(i)
 		h.killed[i], h.frozen[i], h.wiped[i] = false, false, true
@@ -769,7 +770,7 @@ func (h *history) crash(last int) {
 	c := rapid.SampledFrom(points).Draw(h.t, "crashed shard")
 	i, at := c.shard, c.at
 	h.markLost(i, at+1)
-	h.losses[i] = append(h.losses[i], h.step)
+	h.losses[i] = append(h.losses[i], len(h.attempts))
 	h.env.redis.Thaw(i)
 	h.env.redis.RewindTo(i, fmt.Sprintf("s%d", at))
 	for st := range h.snaps[i] {
@@ -895,7 +896,7 @@ func (h *history) mend(i int) {
 }
 
 func (h *history) buy(c int, user string, p *mproduct) {
-	a := &attempt{step: h.step, user: user, product: p.id, shard: -1}
+	a := &attempt{step: h.step, seq: len(h.attempts), user: user, product: p.id, shard: -1}
 	rep := h.call(c, "POST", "/api/v1/products/"+p.id+"/purchase", "", "X-User-ID", user)
 	switch {
 	case rep.err != nil:
@@ -969,8 +970,8 @@ func (h *history) holdsOf(product, id string) string {
 func (h *history) ticketLost(a *attempt) bool {
 	for _, m := range h.coords {
 		if _, r, ok := m.spool.Ticket(a.ticket); ok && r.Status == "reserved" {
-			for _, at := range h.losses[r.Shard] {
-				if at > a.step {
+			for _, made := range h.losses[r.Shard] {
+				if made > a.seq { // (the loss came after the purchase, in its step or later)
 					if o, err := h.store().Order(context.Background(), a.resolvedOrders); err == nil && o == nil {
 						a.lostByRewind = true
 						return true
@@ -1227,7 +1228,7 @@ func (h *history) settle() {
 				where := ""
 				for _, m := range h.coords {
 					if _, r, ok := m.spool.Ticket(a.ticket); ok && a.ticket != "" {
-						where = fmt.Sprintf(" (ticket reserved on shard %d; shards' losses at steps %v; holds %s)", r.Shard, h.losses, h.holdsOf(a.product, id))
+						where = fmt.Sprintf(" (ticket reserved on shard %d; shards' losses after attempts %v; holds %s)", r.Shard, h.losses, h.holdsOf(a.product, id))
 					}
 				}
 				return false, fmt.Sprintf("no order row for %s's %s (step %d)%s: %v", a.user, id, a.step, where, err)
