@@ -182,23 +182,9 @@ func TestSalePageInBrowser(t *testing.T) {
 // shows and the style applies; and the edge sends the coordinator's
 // Content-Security-Policy, so a script injected into the page does not run.
 func TestSalePageAtTheEdgeInBrowser(t *testing.T) {
-	r := shardtest.Start(t, 3)
-	pages := t.TempDir()
-	// nginx's workers run as an unprivileged user: they must reach the files.
-	os.Chmod(pages, 0o755)
-	os.Chmod(filepath.Dir(pages), 0o755)
-	m := startServer(t, r.URLs(), func(c *Config) { c.PagesDir = pages })
 	start := time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)
 	end := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
-	putProduct(t, m.URL(), "lamp", fmt.Sprintf(`{"stock":9,"title":"Desk lamp","starts_at":%q,"ends_at":%q}`, start, end))
-	dir, port := t.TempDir(), strings.Split(freeAddr(t), ":")[1]
-	runDeploy(t, "nginx.sh", "start", "--port", port, "--upstreams", strings.TrimPrefix(m.URL(), "http://"), "--dir", dir, "--pages", pages)
-	t.Cleanup(func() { runDeploy(t, "nginx.sh", "stop", "--dir", dir) })
-	edge := "http://127.0.0.1:" + port
-	waitFor(t, 10*time.Second, "the page published and served by the edge", func() (bool, string) {
-		rep := do(t, "GET", edge+"/products/lamp", "")
-		return rep.status == 200 && strings.Contains(rep.raw, "Desk lamp"), fmt.Sprint(rep.status)
-	})
+	_, edge := pagesAtTheEdge(t, fmt.Sprintf(`{"stock":9,"title":"Desk lamp","starts_at":%q,"ends_at":%q}`, start, end))
 	for path, want := range map[string]string{"/static/sale.js": "javascript", "/static/style.css": "text/css", "/products/lamp": "text/html"} {
 		resp, err := client.Get(edge + path)
 		if err != nil {

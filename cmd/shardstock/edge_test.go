@@ -143,21 +143,7 @@ func TestEdgeSlowClientsCannotShutEveryoneOut(t *testing.T) {
 // gone (while the live numbers, from the stock API, do not), and a moved
 // window is published again.
 func TestPagesAtTheEdge(t *testing.T) {
-	r := shardtest.Start(t, 3)
-	pages := t.TempDir()
-	// nginx's workers run as an unprivileged user: they must reach the files.
-	os.Chmod(pages, 0o755)
-	os.Chmod(filepath.Dir(pages), 0o755)
-	m := startServer(t, r.URLs(), func(c *Config) { c.PagesDir = pages })
-	putProduct(t, m.URL(), "lamp", `{"stock":10,"title":"Desk lamp"}`)
-	dir, port := t.TempDir(), strings.Split(freeAddr(t), ":")[1]
-	runDeploy(t, "nginx.sh", "start", "--port", port, "--upstreams", strings.TrimPrefix(m.URL(), "http://"), "--dir", dir, "--pages", pages)
-	t.Cleanup(func() { runDeploy(t, "nginx.sh", "stop", "--dir", dir) })
-	edge := "http://127.0.0.1:" + port
-	waitFor(t, 10*time.Second, "the page published and served by the edge", func() (bool, string) {
-		rep := do(t, "GET", edge+"/products/lamp", "")
-		return rep.status == 200 && strings.Contains(rep.raw, "Desk lamp"), fmt.Sprint(rep.status)
-	})
+	m, edge := pagesAtTheEdge(t, `{"stock":10,"title":"Desk lamp"}`)
 	if rep := do(t, "GET", edge+"/static/sale.js", ""); rep.status != 200 {
 		t.Fatalf("the page's script through the edge: %d", rep.status)
 	}
@@ -173,4 +159,27 @@ func TestPagesAtTheEdge(t *testing.T) {
 	if rep := do(t, "GET", edge+"/api/v1/products/lamp/stock", ""); rep.status != 503 {
 		t.Fatalf("the stock API with no coordinator left: %d, want 503", rep.status)
 	}
+}
+
+// pagesAtTheEdge runs a coordinator over three shards that publishes its
+// sale pages, defines lamp (definition: the PUT body; its title "Desk
+// lamp") and puts the nginx edge in front, serving the pages; it returns
+// the coordinator and the edge's URL once the page is served there.
+func pagesAtTheEdge(t *testing.T, definition string) (*Main, string) {
+	r := shardtest.Start(t, 3)
+	pages := t.TempDir()
+	// nginx's workers run as an unprivileged user: they must reach the files.
+	os.Chmod(pages, 0o755)
+	os.Chmod(filepath.Dir(pages), 0o755)
+	m := startServer(t, r.URLs(), func(c *Config) { c.PagesDir = pages })
+	putProduct(t, m.URL(), "lamp", definition)
+	dir, port := t.TempDir(), strings.Split(freeAddr(t), ":")[1]
+	runDeploy(t, "nginx.sh", "start", "--port", port, "--upstreams", strings.TrimPrefix(m.URL(), "http://"), "--dir", dir, "--pages", pages)
+	t.Cleanup(func() { runDeploy(t, "nginx.sh", "stop", "--dir", dir) })
+	edge := "http://127.0.0.1:" + port
+	waitFor(t, 10*time.Second, "the page published and served by the edge", func() (bool, string) {
+		rep := do(t, "GET", edge+"/products/lamp", "")
+		return rep.status == 200 && strings.Contains(rep.raw, "Desk lamp"), fmt.Sprint(rep.status)
+	})
+	return m, edge
 }

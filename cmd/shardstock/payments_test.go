@@ -43,17 +43,24 @@ func streamsCentre(r *shardtest.Redis, secret []byte) paymentCentre {
 	}}
 }
 
-func rocketCentre(t *testing.T, mq string, secret []byte) paymentCentre {
+// rocketClient is a RocketMQ client of the test's own on the broker at mq
+// (who: its instance name), closed when the test ends.
+func rocketClient(t *testing.T, mq, who string) *messaging.RocketMQ {
 	rc, err := messaging.ParseRocketMQ(mq)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rc.Instance = "test-payment-centre-" + messaging.ConsumerName()
+	rc.Instance = who + "-" + messaging.ConsumerName()
 	r, err := messaging.OpenRocketMQ(context.Background(), rc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+func rocketCentre(t *testing.T, mq string, secret []byte) paymentCentre {
+	r := rocketClient(t, mq, "test-payment-centre")
 	return paymentCentre{secret: secret, publish: func(t *testing.T, _ int, body []byte, sig string) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

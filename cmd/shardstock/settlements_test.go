@@ -114,16 +114,7 @@ func streamsSettler(t *testing.T, r *shardtest.Redis, i int) func(*testing.T, sh
 // topicSettler publishes settlements on the settlements topic, as anyone
 // who reaches the broker could.
 func topicSettler(t *testing.T, mq string) func(*testing.T, shardstock.Settlement) {
-	rc, err := messaging.ParseRocketMQ(mq)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc.Instance = "test-forger-" + messaging.ConsumerName()
-	r, err := messaging.OpenRocketMQ(context.Background(), rc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.Close() })
+	r := rocketClient(t, mq, "test-forger")
 	return func(t *testing.T, st shardstock.Settlement) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
