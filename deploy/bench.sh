@@ -24,6 +24,9 @@ cd "$root"
 command -v wrk >/dev/null || { echo "bench: installing wrk from Debian"; apt_install -- wrk; }
 deploy/redis.sh install
 rm -rf "$run"; mkdir -p "$run"
+# The masters run as deploy/redis.sh starts them by default (ACL on: the
+# coordinator's own user; this script reads their counters as admin).
+export SHARDSTOCK_REDIS_DIR=$run/redis
 go build -o bin/shardstock ./cmd/shardstock
 go build -o bin/httpceiling ./cmd/httpceiling
 
@@ -67,7 +70,7 @@ measured=$ports
 redis_pids() { local p; for p in ${measured//,/ }; do cat "$run/redis/$p/redis.pid"; done; }
 # execs: script executions (EVALSHA and EVAL calls) so far on the measured masters.
 execs() { local t=0 p n; for p in ${measured//,/ }; do
-  n=$(redis-cli -p "$p" INFO commandstats | awk -F'[=,:]' '/^cmdstat_(evalsha|eval):/ {s += $3} END {print s + 0}')
+  n=$(deploy/redis.sh cli "$p" INFO commandstats | awk -F'[=,:]' '/^cmdstat_(evalsha|eval):/ {s += $3} END {print s + 0}')
   t=$((t + n)); done; echo "$t"; }
 
 # wrkrun URL SERVER_PID [script] -> "req/s p50ms p99ms server-us redis-us rest-us execs":
@@ -171,15 +174,17 @@ read -r f4_rps _ f4_p99 f4_cs f4_cr _ f4_ex < "$rdir/f4"
 # (b) the purchase script alone on one shard, by EVALSHA: one purchase (a
 # P step: claim and reserve) per execution, a new buyer each.
 port=${ports%%,*}
-rc() { redis-cli -p "$port" "$@"; }
+rc() { deploy/redis.sh cli "$port" "$@"; }
 init=$(rc SCRIPT LOAD "$(cat lua/init.lua)")
 sha=$(rc SCRIPT LOAD "$(cat lua/purchase.lua)")
 rc EVALSHA "$init" 2 'ss:{p:rb}:stock' 'ss:{p:rb}:claims' 100000000 1 0 0 '{"id":"rb"}' e 0 >/dev/null
 now=$(date +%s%3N)
 evalsha=(EVALSHA "$sha" 4 'ss:{p:rb}:stock' 'ss:{p:rb}:claims' 'ss:{p:rb}:holds' 'ss:{p:rb}:outbox' "$now" 0 rb P 'u__rand_int__' 'r__rand_int__' '')
 echo "bench: (b) redis-benchmark EVALSHA purchase.lua"
-b_rps=$(redis-benchmark -p "$port" -c 50 -n 200000 -r 1000000000 -q "${evalsha[@]}" | awk '{for (i = 1; i <= NF; i++) if ($(i+1) == "requests") v = $i} END { print int(v) }')
-b_pipe=$(redis-benchmark -p "$port" -c 50 -n 400000 -P 16 -r 1000000000 -q "${evalsha[@]}" | awk '{for (i = 1; i <= NF; i++) if ($(i+1) == "requests") v = $i} END { print int(v) }')
+# as the coordinators' user, whose ACL checks the real purchases pay too (the
+# password on the command line: this bench's masters are its own, thrown away)
+b_rps=$(redis-benchmark --user shardstock -a "$(cat "$run/redis/users/shardstock.password")" -p "$port" -c 50 -n 200000 -r 1000000000 -q "${evalsha[@]}" | awk '{for (i = 1; i <= NF; i++) if ($(i+1) == "requests") v = $i} END { print int(v) }')
+b_pipe=$(redis-benchmark --user shardstock -a "$(cat "$run/redis/users/shardstock.password")" -p "$port" -c 50 -n 400000 -P 16 -r 1000000000 -q "${evalsha[@]}" | awk '{for (i = 1; i <= NF; i++) if ($(i+1) == "requests") v = $i} END { print int(v) }')
 holds=$(rc HLEN 'ss:{p:rb}:holds'); outbox=$(rc XLEN 'ss:{p:rb}:outbox')
 hold_bytes=$(( $(rc MEMORY USAGE 'ss:{p:rb}:holds' SAMPLES 0) / holds ))
 outbox_bytes=$(( $(rc MEMORY USAGE 'ss:{p:rb}:outbox' SAMPLES 0) / outbox ))

@@ -10,7 +10,10 @@
 #   deploy/redis.sh freeze [options]        SIGSTOP them (a hung shard); thaw: SIGCONT
 #   deploy/redis.sh wipe   [options]        SIGKILL, delete the data (AOF), start empty: a shard that lost its data
 #   deploy/redis.sh status [options]        print each master's port, pid and state
-#   deploy/redis.sh urls   [options]        print the SHARDSTOCK_SHARDS value for them
+#   deploy/redis.sh urls   [options]        print the SHARDSTOCK_SHARDS value for them (as the coordinators' user)
+#   deploy/redis.sh payments-url [options]  print the payment centre's URLs (see Access)
+#   deploy/redis.sh cli PORT [ARGS...]      redis-cli on master PORT as the admin user (options
+#                                           from the environment only)
 #
 # options (or the environment variable in brackets):
 #   --ports 6479,6579,6679   [SHARDSTOCK_REDIS_PORTS]  one master per port
@@ -19,12 +22,27 @@
 #                            persistence). everysec answers writes it has not handed to the
 #                            kernel yet while a background fsync is slow, so even a SIGKILL
 #                            loses answered purchases and the claims of the per-user limit
-#   --requirepass PASS       [SHARDSTOCK_REDIS_PASSWORD] password of the default user
-#   --acl-user NAME:PASS     [SHARDSTOCK_REDIS_ACL_USER] an ACL user for shardstock: only ss:* keys,
-#                            no dangerous or admin commands; use redis://NAME:PASS@host:port/0
+#   --acl-user NAME:PASS     [SHARDSTOCK_REDIS_ACL_USER] the coordinators' user name and password,
+#                            instead of shardstock and a random password
+#   --open                   [SHARDSTOCK_REDIS_OPEN=1] no ACL: the default user may run every
+#                            command on every key (the test suite's masters, on loopback)
+#   --requirepass PASS       [SHARDSTOCK_REDIS_PASSWORD] with --open: the default user's password
 #   --tls-dir DIR            [SHARDSTOCK_REDIS_TLS_DIR] TLS only: DIR/server.crt, DIR/server.key and
 #                            DIR/ca.crt; no plain port; urls prints rediss:// (shardstock then needs
 #                            SHARDSTOCK_REDIS_CA_FILE=DIR/ca.crt unless the CA is a system root)
+#
+# Access: unless --open, the default user cannot be logged in as (its
+# password is a hash of random bytes; it keeps its rights only because
+# Redis 7.0 replays the AOF as that user) and three ACL users share the
+# masters of DIR, each with a random password made once and kept in
+# DIR/users/NAME.password (mode 0600):
+#   shardstock  the coordinators: data commands (read, write, streams,
+#               EVALSHA and SCRIPT LOAD of our scripts, TIME, INFO) on keys
+#               ss:* only; no admin or dangerous command (FLUSHALL, KEYS,
+#               CONFIG, DEBUG, SHUTDOWN, ...), no SCRIPT FLUSH or KILL, no
+#               FUNCTION, no pub/sub
+#   payments    a payment centre: XADD to ss:payments, and nothing else
+#   admin       this script and the operator (`redis.sh cli`): everything
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 # Everything written here (data, logs, pid files) is its owner's alone: the
@@ -36,12 +54,15 @@ dir=${SHARDSTOCK_REDIS_DIR:-./run/redis}
 fsync=${SHARDSTOCK_REDIS_FSYNC:-always}
 requirepass=${SHARDSTOCK_REDIS_PASSWORD:-}
 acluser=${SHARDSTOCK_REDIS_ACL_USER:-}
+open=${SHARDSTOCK_REDIS_OPEN:-}
 tlsdir=${SHARDSTOCK_REDIS_TLS_DIR:-}
 
 usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
 die() { echo "redis.sh: $*" >&2; exit 1; }
 
 cmd=${1:-}; [ $# -gt 0 ] && shift
+# cli PORT ARGS...: the arguments are redis-cli's (options come from the environment).
+if [ "$cmd" = cli ]; then [ $# -gt 0 ] || die "cli needs a port"; cli_port=$1; shift; cli_args=("$@"); set --; fi
 while [ $# -gt 0 ]; do
   case "$1" in
     --ports) ports=$2; shift 2 ;;
@@ -49,12 +70,15 @@ while [ $# -gt 0 ]; do
     --fsync) fsync=$2; shift 2 ;;
     --requirepass) requirepass=$2; shift 2 ;;
     --acl-user) acluser=$2; shift 2 ;;
+    --open) open=1; shift ;;
     --tls-dir) tlsdir=$2; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) die "unknown option $1 (see --help)" ;;
   esac
 done
 case "$fsync" in everysec|always) ;; *) die "--fsync must be everysec or always, not $fsync" ;; esac
+[ -n "$open" ] && [ -n "$acluser" ] && die "--open and --acl-user exclude each other"
+[ -z "$open" ] && [ -n "$requirepass" ] && die "--requirepass is the default user's password; without --open nobody may log in as that user"
 IFS=, read -r -a port_list <<<"$ports"
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
@@ -107,18 +131,61 @@ CONF
     printf 'tls-port %s\ntls-cert-file %s\ntls-key-file %s\ntls-ca-cert-file %s\ntls-auth-clients no\n' \
       "$1" "$tlsdir/server.crt" "$tlsdir/server.key" "$tlsdir/ca.crt" >>"$d/redis.conf"
   fi
-  if [ -n "$requirepass" ]; then echo "requirepass $requirepass" >>"$d/redis.conf"; fi
-  if [ -n "$acluser" ]; then
-    echo "user ${acluser%%:*} on >${acluser#*:} ~ss:* &* +@all -@dangerous -@admin +ping +info" >>"$d/redis.conf"
+  if [ -n "$open" ]; then
+    if [ -n "$requirepass" ]; then echo "requirepass $requirepass" >>"$d/redis.conf"; fi
+  else
+    # The default user keeps every command, behind a password nobody knows
+    # (only a hash of random bytes is written): Redis 7.0 replays the AOF's
+    # MULTI blocks, which are our scripts' writes, as the default user, so
+    # with that user off or restricted a restart silently drops them
+    # (redis/redis#14541, fixed after 7.0.15; valkey-io/valkey#3983).
+    # Connections that do not log in as one of the users below get NOAUTH.
+    # ACL rules apply left to right: after the data categories, -@dangerous
+    # takes FLUSHALL, FLUSHDB, KEYS, SORT, RESTORE, MIGRATE and INFO back out,
+    # -@scripting every FUNCTION (FUNCTION FLUSH is a write); then the script
+    # calls we make, TIME and INFO (memory and persistence figures) go back in.
+    cat >>"$d/redis.conf" <<CONF
+user default on #$(head -c 32 /dev/urandom | sha256sum | cut -d' ' -f1) ~* &* +@all
+user $(coordinator) on >$(coordinator_pass) resetkeys ~ss:* resetchannels -@all +@read +@write +@connection +@transaction -@dangerous -@admin -@scripting -@pubsub +evalsha +eval +script|load +script|exists +time +info
+user payments on >$(password payments) resetkeys ~ss:payments resetchannels -@all +xadd +ping +hello
+user admin on >$(password admin) ~* &* +@all
+CONF
   fi
   chmod 600 "$d/redis.conf"
 }
 
-# cli runs redis-cli against a master, with the default user's password.
+# password NAME: user NAME's password, random, made once per DIR.
+password() {
+  local f="$dir/users/$1.password"
+  if [ ! -s "$f" ]; then
+    mkdir -p "$dir/users"
+    (umask 077; head -c 18 /dev/urandom | base64 | tr -d '/+=' >"$f")
+  fi
+  cat "$f"
+}
+coordinator() { if [ -n "$acluser" ]; then echo "${acluser%%:*}"; else echo shardstock; fi; }
+coordinator_pass() { if [ -n "$acluser" ]; then echo "${acluser#*:}"; else password shardstock; fi; }
+
+# urls USER PASS: the masters' URLs for a user.
+urls() {
+  local scheme=redis out= cred=
+  [ -n "$tlsdir" ] && scheme=rediss
+  [ -n "$open" ] || cred="$1:$2@"
+  for p in "${port_list[@]}"; do out="${out:+$out,}$scheme://${cred}127.0.0.1:$p/0"; done
+  echo "$out"
+}
+
+# cli runs redis-cli against a master: as admin, or with --open as the
+# default user (with its password, if any). The password goes by the
+# environment, never the command line (ps shows that to every user).
 cli() {
   local p=$1; shift
   if [ -n "$tlsdir" ]; then set -- --tls --cacert "$tlsdir/ca.crt" "$@"; fi
-  REDISCLI_AUTH="$requirepass" redis-cli -p "$p" "$@"
+  if [ -n "$open" ]; then
+    REDISCLI_AUTH="$requirepass" redis-cli -p "$p" "$@"
+  else
+    REDISCLI_AUTH="$(password admin)" redis-cli --user admin -p "$p" "$@"
+  fi
 }
 
 start_one() { # port
@@ -171,8 +238,9 @@ case "$cmd" in
   status) for p in "${port_list[@]}"; do
             if alive "$p"; then echo "shard :$p up pid $(pidof_port "$p")"; else echo "shard :$p down"; fi
           done ;;
-  urls) scheme=redis; [ -n "$tlsdir" ] && scheme=rediss
-        out=; for p in "${port_list[@]}"; do out="${out:+$out,}$scheme://127.0.0.1:$p/0"; done; echo "$out" ;;
+  urls) urls "$(coordinator)" "$(coordinator_pass)" ;;
+  payments-url) [ -z "$open" ] || die "--open masters have no payments user"; urls payments "$(password payments)" ;;
+  cli) cli "$cli_port" "${cli_args[@]}" ;;
   ""|-h|--help|help) usage ;;
   *) die "unknown command $cmd (see --help)" ;;
 esac

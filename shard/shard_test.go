@@ -617,37 +617,81 @@ func TestFindHoldAndGiveBack(t *testing.T) {
 	f.checkConservation(p)
 }
 
-// TestRedisAuthAndACL runs the stock path as an ACL user limited to
-// shardstock's keys on masters that require a password: it sells; a wrong
-// password is an outage (ErrUnavailable), never "sold out"; and the ACL
-// user cannot touch other keys or run dangerous commands.
+// TestRedisAuthAndACL runs the stock path on masters locked down as
+// deploy/redis.sh starts them by default: as the coordinators' ACL user it
+// sells, and a restart keeps what it sold; a wrong password is an outage
+// (ErrUnavailable), never "sold out"; nobody logs in as the default user; the coordinators' user cannot touch other keys,
+// empty the shard or drop its scripts; the payment centre's user may add
+// payment results and nothing else.
 func TestRedisAuthAndACL(t *testing.T) {
-	r := shardtest.StartWith(t, 3, shardtest.Options{RequirePass: "default-secret-pw", ACLUser: "shardstock:acl-secret-pw"})
-	urls := make([]string, len(r.Ports))
+	r := shardtest.StartWith(t, 3, shardtest.Options{ACLUser: "shardstock:acl-secret-pw"})
+	ctx := context.Background()
 	bad := make([]string, len(r.Ports))
 	for i, p := range r.Ports {
-		urls[i] = fmt.Sprintf("redis://shardstock:acl-secret-pw@127.0.0.1:%d/0", p)
 		bad[i] = fmt.Sprintf("redis://shardstock:wrong@127.0.0.1:%d/0", p)
 	}
-	set, p := openAndDefine(t, urls, shard.Config{Timeout: time.Second}, shardstock.Product{ID: "acl", Stock: 3})
-	if _, err := set.Reserve(context.Background(), p, "u1", "r1"); err != nil {
+	set, p := openAndDefine(t, r.URLs(), shard.Config{Timeout: time.Second}, shardstock.Product{ID: "acl", Stock: 3})
+	shardIndex, err := set.Reserve(ctx, p, "u1", "r1")
+	if err != nil {
 		t.Fatalf("reserve as the ACL user: %v", err)
 	}
+	if _, err := set.Confirm(ctx, shardIndex, p.ID, "r1"); err != nil {
+		t.Fatalf("confirm as the ACL user: %v", err)
+	}
+	// A crash and a restart keep the scripts' writes: Redis 7.0 replays
+	// them (MULTI blocks in the AOF) as the default user, which therefore
+	// keeps its rights (deploy/redis.sh).
+	r.Kill(shardIndex)
+	r.Restart(shardIndex)
+	if _, err := set.Reserve(ctx, p, "u1", "r1-again"); !errors.Is(err, shardstock.ErrLimitReached) {
+		t.Fatalf("u1 again after a restart: %v, want ErrLimitReached (the claim survives)", err)
+	}
+	if c, err := set.Counters(ctx, shardIndex, p.ID); err != nil || c.Sold != 1 || c.Salable+c.Locked+c.Sold != c.Alloc {
+		t.Fatalf("after a restart: %+v %v, want the sale kept", c, err)
+	}
+	refused := func(who string, err error) {
+		t.Helper()
+		if err == nil || !strings.Contains(err.Error(), "NOPERM") {
+			t.Errorf("%s: %v, want NOPERM", who, err)
+		}
+	}
 	c := set.Shards()[0].Client
-	if err := c.Set(context.Background(), "other:key", "x", 0).Err(); err == nil || !strings.Contains(err.Error(), "NOPERM") {
-		t.Fatalf("the ACL user wrote outside ss:*: %v", err)
+	refused("the coordinators' user writes outside ss:*", c.Set(ctx, "other:key", "x", 0).Err())
+	refused("the coordinators' user runs FLUSHALL", c.FlushAll(ctx).Err())
+	refused("the coordinators' user runs SCRIPT FLUSH", c.ScriptFlush(ctx).Err())
+	refused("the coordinators' user runs FUNCTION FLUSH", c.FunctionFlush(ctx).Err())
+	refused("the coordinators' user runs CONFIG SET", c.ConfigSet(ctx, "appendfsync", "no").Err())
+	refused("the coordinators' user runs SHUTDOWN", c.Do(ctx, "SHUTDOWN", "NOSAVE").Err())
+
+	anon := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", r.Ports[0])})
+	defer anon.Close()
+	if err := anon.Get(ctx, "ss:x").Err(); err == nil || !strings.Contains(err.Error(), "NOAUTH") {
+		t.Errorf("the default user: %v, want NOAUTH", err)
 	}
-	if err := c.FlushAll(context.Background()).Err(); err == nil {
-		t.Fatal("the ACL user ran FLUSHALL")
+
+	opt, err := redis.ParseURL(r.URLsAs("payments")[0])
+	if err != nil {
+		t.Fatal(err)
 	}
+	pay := redis.NewClient(opt)
+	defer pay.Close()
+	if err := pay.XAdd(ctx, &redis.XAddArgs{Stream: "ss:payments", Values: []string{"body", "{}"}}).Err(); err != nil {
+		t.Errorf("the payments user adds a payment result: %v", err)
+	}
+	refused("the payments user adds a settlement", pay.XAdd(ctx, &redis.XAddArgs{Stream: "ss:settle", Values: []string{"body", "{}"}}).Err())
+	refused("the payments user reads the payments", pay.XRange(ctx, "ss:payments", "-", "+").Err())
+	refused("the payments user writes stock", pay.HSet(ctx, "ss:{p:acl}:stock", "salable", 100).Err())
+	refused("the payments user runs a script", pay.EvalSha(ctx, strings.Repeat("0", 40), []string{"ss:{p:acl}:stock"}).Err())
+
 	wrong, err := shard.Open(bad, shard.Config{Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer wrong.Close()
-	if _, err := wrong.Reserve(context.Background(), p, "u2", "r2"); !errors.Is(err, shardstock.ErrUnavailable) || errors.Is(err, shardstock.ErrSoldOut) {
+	if _, err := wrong.Reserve(ctx, p, "u2", "r2"); !errors.Is(err, shardstock.ErrUnavailable) || errors.Is(err, shardstock.ErrSoldOut) {
 		t.Fatalf("wrong password: %v, want ErrUnavailable", err)
 	}
+	r.ForgetRefusals() // (the ones above, on purpose)
 }
 
 // TestCoalescedReservesKeepTheInvariants: with request coalescing on, a

@@ -95,7 +95,10 @@ type response struct {
 // table. It writes a report to artifacts/chaos-report.txt.
 func TestChaos(t *testing.T) {
 	mq, db := testRocketMQ(t), freshMySQL(t)
-	r := shardtest.Start(t, 3)
+	// The masters as an operator's deploy/redis.sh runs them: ACL users on
+	// (chaos.sh restarts them with the same user).
+	const chaosUser = "shardstock:chaos-test-pw"
+	r := shardtest.StartWith(t, 3, shardtest.Options{ACLUser: chaosUser})
 	dir := t.TempDir()
 	const stock, limit, buyers = 1000, 2, 1500
 	common := []string{"SHARDSTOCK_SHARDS=" + strings.Join(r.URLs(), ","), "SHARDSTOCK_ADMIN_TOKEN=" + testToken, "SHARDSTOCK_DEV=1",
@@ -147,7 +150,7 @@ func TestChaos(t *testing.T) {
 	var faults []string
 	chaos := func(args ...string) {
 		cmd := exec.Command("bash", append([]string{filepath.Join(repoRoot(t), "deploy", "chaos", "chaos.sh")}, args...)...)
-		cmd.Env = append(os.Environ(), "SHARDSTOCK_REDIS_DIR="+r.Dir())
+		cmd.Env = append(os.Environ(), "SHARDSTOCK_REDIS_DIR="+r.Dir(), "SHARDSTOCK_REDIS_ACL_USER="+chaosUser)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Errorf("chaos %v: %v\n%s", args, err, out)

@@ -117,15 +117,24 @@ func (quiet) Printf(context.Context, string, ...any) {}
 
 func newModelEnv(t *testing.T, budget time.Duration) *modelEnv {
 	redis.SetLogger(quiet{})
-	r := shardtest.Start(t, modelShards)
+	// The masters as deploy/redis.sh runs them by default: the coordinators
+	// log in as their ACL user, and no master may refuse them anything in
+	// any history (shardtest reads the ACL LOG at the end); the model's own
+	// reads and flushes go in as admin.
+	r := shardtest.StartWith(t, modelShards, shardtest.Options{ACLUser: "shardstock:model-test-pw"})
+	admin := r.URLsAs("admin")
 	env := &modelEnv{t: t, redis: r, budget: budget, start: time.Now(), soak: os.Getenv("SHARDSTOCK_MODEL_SOAK") != ""}
 	env.urls = r.URLs()
 	for i := range modelShards {
 		p, urls := r.BehindToxiproxy(t, i)
 		env.proxies = append(env.proxies, p)
 		env.urls[i] = urls[i]
-		c := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", r.Ports[i]), DialTimeout: time.Second,
-			ReadTimeout: time.Second, WriteTimeout: time.Second, MaxRetries: -1})
+		opt, err := redis.ParseURL(admin[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout, opt.MaxRetries = time.Second, time.Second, time.Second, -1
+		c := redis.NewClient(opt)
 		t.Cleanup(func() { c.Close() })
 		env.direct = append(env.direct, c)
 	}

@@ -30,10 +30,11 @@ func (p paymentCentre) send(t *testing.T, n int, id, result string, amount int64
 	p.publish(t, n, body, order.SignPayment(p.secret, body))
 }
 
-func streamsCentre(r *shardtest.Redis, secret []byte) paymentCentre {
+// streamsCentre publishes on the payments streams of the masters at urls.
+func streamsCentre(urls []string, secret []byte) paymentCentre {
 	return paymentCentre{secret: secret, publish: func(t *testing.T, n int, body []byte, sig string) {
 		t.Helper()
-		opt, _ := redis.ParseURL(r.URLs()[n%len(r.URLs())])
+		opt, _ := redis.ParseURL(urls[n%len(urls)])
 		c := redis.NewClient(opt)
 		defer c.Close()
 		if err := c.XAdd(context.Background(), &redis.XAddArgs{Stream: shard.PaymentsKey,
@@ -98,7 +99,7 @@ func TestPaymentResultsAsMessages(t *testing.T) {
 			m := startServer(t, r.URLs(), opts, func(c *Config) { c.PaySecret = secret; mq = c.MQ })
 			base := m.URL()
 			putProduct(t, base, "pm", `{"stock":30,"price_cents":990}`)
-			centre := streamsCentre(r, secret)
+			centre := streamsCentre(r.URLs(), secret)
 			restart := func() { r.Kill(0); r.Restart(0) }
 			if mq != "streams" {
 				centre = rocketCentre(t, mq, secret)

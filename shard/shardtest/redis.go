@@ -4,6 +4,7 @@
 package shardtest
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/Shopify/toxiproxy/v2"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 	"github.com/rs/zerolog"
 )
 
@@ -28,12 +30,14 @@ type Redis struct {
 	Ports  []int
 }
 
-// Options secure the masters: a password for the default user, an ACL
-// user ("name:pass") limited to shardstock's keys, and TLS (TLSDir holds
-// ca.crt, server.crt and server.key; the masters then listen on TLS only).
+// Options secure the masters. Without ACLUser they run open (no ACL: the
+// default user may do anything, which the tests' own clients use). With ACLUser
+// ("name:pass") they run as deploy/redis.sh runs them by default: no
+// login as the default user, that user as the coordinators' (URLs carry it), and the
+// payments and admin users. TLSDir holds ca.crt, server.crt and server.key;
+// the masters then listen on TLS only.
 type Options struct {
-	RequirePass, ACLUser string
-	TLSDir               string
+	ACLUser, TLSDir string
 }
 
 // Start starts n masters and registers their shutdown with t.Cleanup. It
@@ -51,7 +55,74 @@ func StartWith(t testing.TB, n int, opts Options) *Redis {
 	r.Ports = freePorts(t, n)
 	r.deploy("start", r.Ports...)
 	t.Cleanup(func() { r.deploy("thaw", r.Ports...); r.deploy("kill", r.Ports...) })
+	if opts.ACLUser != "" {
+		t.Cleanup(r.checkRefusals) // (before the kill: cleanups run last first)
+	}
 	return r
+}
+
+// checkRefusals fails the test when a master refused a command for want of
+// permission (its ACL LOG): what the coordinators need, their user must
+// have. A test that provokes refusals on purpose calls ForgetRefusals.
+func (r *Redis) checkRefusals() {
+	r.t.Helper()
+	if r.t.Failed() {
+		return
+	}
+	for i, u := range r.URLsAs("admin") {
+		opt, err := redis.ParseURL(u)
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		c := redis.NewClient(opt)
+		if c.Ping(context.Background()).Err() != nil {
+			c.Close()
+			continue // (a master the test left down keeps no log)
+		}
+		// (by hand: go-redis's ACLLog cannot parse Redis 7.0's entries)
+		entries, err := c.Do(context.Background(), "ACL", "LOG", "20").Slice()
+		c.Close()
+		if err != nil {
+			r.t.Errorf("shard %d: ACL LOG: %v", i, err)
+		}
+		for _, e := range entries {
+			f := fields(e)
+			r.t.Errorf("shard %d refused user %v: %v %v (%v, %v times)", i, f["username"], f["context"], f["object"], f["reason"], f["count"])
+		}
+	}
+}
+
+// fields is an ACL LOG entry by name (a map in RESP3, pairs in RESP2).
+func fields(e any) map[string]any {
+	f := map[string]any{}
+	switch e := e.(type) {
+	case map[any]any:
+		for k, v := range e {
+			f[fmt.Sprint(k)] = v
+		}
+	case []any:
+		for i := 0; i+1 < len(e); i += 2 {
+			f[fmt.Sprint(e[i])] = e[i+1]
+		}
+	}
+	return f
+}
+
+// ForgetRefusals empties the masters' ACL LOG.
+func (r *Redis) ForgetRefusals() {
+	r.t.Helper()
+	for _, u := range r.URLsAs("admin") {
+		opt, err := redis.ParseURL(u)
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		c := redis.NewClient(opt)
+		err = c.Do(context.Background(), "ACL", "LOG", "RESET").Err()
+		c.Close()
+		if err != nil {
+			r.t.Fatalf("ACL LOG RESET: %v", err)
+		}
+	}
 }
 
 // Dir is the masters' data directory (SHARDSTOCK_REDIS_DIR for the deploy
@@ -61,12 +132,31 @@ func (r *Redis) Dir() string { return r.dir }
 // URLs are the masters' redis:// URLs, index = shard index.
 func (r *Redis) URLs() []string {
 	urls := make([]string, len(r.Ports))
+	user := ""
+	if r.opts.ACLUser != "" {
+		user = r.opts.ACLUser + "@"
+	}
 	for i, p := range r.Ports {
 		scheme := "redis"
 		if r.opts.TLSDir != "" {
 			scheme = "rediss"
 		}
-		urls[i] = fmt.Sprintf("%s://127.0.0.1:%d/0", scheme, p)
+		urls[i] = fmt.Sprintf("%s://%s127.0.0.1:%d/0", scheme, user, p)
+	}
+	return urls
+}
+
+// URLsAs are the masters' URLs for ACL user name (payments, admin), with
+// the password deploy/redis.sh made for it.
+func (r *Redis) URLsAs(name string) []string {
+	r.t.Helper()
+	pass, err := os.ReadFile(filepath.Join(r.dir, "users", name+".password"))
+	if err != nil {
+		r.t.Fatalf("user %s: %v (the masters run open: no ACLUser in Options)", name, err)
+	}
+	urls := make([]string, len(r.Ports))
+	for i, p := range r.Ports {
+		urls[i] = fmt.Sprintf("redis://%s:%s@127.0.0.1:%d/0", name, strings.TrimSpace(string(pass)), p)
 	}
 	return urls
 }
@@ -94,11 +184,10 @@ func (r *Redis) deploy(cmd string, ports ...int) {
 		ps[i] = strconv.Itoa(p)
 	}
 	args := []string{r.script, cmd, "--ports", strings.Join(ps, ","), "--dir", r.dir}
-	if r.opts.RequirePass != "" {
-		args = append(args, "--requirepass", r.opts.RequirePass)
-	}
 	if r.opts.ACLUser != "" {
 		args = append(args, "--acl-user", r.opts.ACLUser)
+	} else {
+		args = append(args, "--open")
 	}
 	if r.opts.TLSDir != "" {
 		args = append(args, "--tls-dir", r.opts.TLSDir)
@@ -233,7 +322,7 @@ func (r *Redis) RewindTo(i int, name string) {
 func (r *Redis) BehindToxiproxy(t testing.TB, i int) (*toxiproxy.Proxy, []string) {
 	t.Helper()
 	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
-	upstream := strings.TrimSuffix(strings.TrimPrefix(r.URLs()[i], "redis://"), "/0")
+	upstream := fmt.Sprintf("127.0.0.1:%d", r.Ports[i])
 	listen := fmt.Sprintf("127.0.0.1:%d", FreePort(t)) // (a cut link is a stop, its mend a start on the same port)
 	proxy := toxiproxy.NewProxy(srv, fmt.Sprintf("shard%d", i), listen, upstream)
 	if err := proxy.Start(); err != nil {
@@ -241,6 +330,6 @@ func (r *Redis) BehindToxiproxy(t testing.TB, i int) (*toxiproxy.Proxy, []string
 	}
 	t.Cleanup(proxy.Stop)
 	urls := r.URLs()
-	urls[i] = "redis://" + proxy.Listen + "/0"
+	urls[i] = strings.Replace(urls[i], upstream, proxy.Listen, 1)
 	return proxy, urls
 }
