@@ -3,6 +3,10 @@
 # replicas), each on its own port with its own data dir and AOF on.
 #
 #   deploy/redis.sh install                 install redis-server from Debian if missing
+#
+# Started as root, each master runs as the system user shardstock-redis
+# (created once), never as root, in its data dir DIR/PORT (mode 0700, its
+# own); otherwise as you.
 #   deploy/redis.sh start  [options]        start the masters, wait until each answers PING
 #   deploy/redis.sh stop   [options]        shut them down (SHUTDOWN, then SIGKILL if needed)
 #   deploy/redis.sh kill   [options]        SIGKILL them (a crash: nothing answered is lost with
@@ -117,9 +121,11 @@ port $(if [ -n "$tlsdir" ]; then echo 0; else echo "$1"; fi)
 bind 127.0.0.1
 protected-mode yes
 daemonize yes
-pidfile $d/redis.pid
-logfile $d/redis.log
-dir $d
+# Paths are relative: redis-server starts in $d (as its own OS user when
+# this script runs as root, which then needs no way through the parents).
+pidfile redis.pid
+logfile redis.log
+dir .
 # Durability: the AOF is the shard's record of every reserve/confirm/release.
 appendonly yes
 appendfsync $fsync
@@ -128,8 +134,10 @@ save ""
 maxmemory-policy noeviction
 CONF
   if [ -n "$tlsdir" ]; then
-    printf 'tls-port %s\ntls-cert-file %s\ntls-key-file %s\ntls-ca-cert-file %s\ntls-auth-clients no\n' \
-      "$1" "$tlsdir/server.crt" "$tlsdir/server.key" "$tlsdir/ca.crt" >>"$d/redis.conf"
+    mkdir -p "$d/tls"
+    cp "$tlsdir/server.crt" "$tlsdir/server.key" "$tlsdir/ca.crt" "$d/tls/"
+    printf 'tls-port %s\ntls-cert-file tls/server.crt\ntls-key-file tls/server.key\ntls-ca-cert-file tls/ca.crt\ntls-auth-clients no\n' \
+      "$1" >>"$d/redis.conf"
   fi
   if [ -n "$open" ]; then
     if [ -n "$requirepass" ]; then echo "requirepass $requirepass" >>"$d/redis.conf"; fi
@@ -188,13 +196,37 @@ cli() {
   fi
 }
 
+# quiet drops redis-server's notice that it reads its configuration from
+# standard input (errors in it still show).
+quiet() { grep -v 'Reading config from stdin' || true; }
+
+# osuser: the OS user redis-server runs as ("" for the current, non-root
+# user): never root, like MariaDB (deploy/mariadb.sh).
+osuser() {
+  [ "$(id -u)" = 0 ] || return 0
+  if ! id shardstock-redis >/dev/null 2>&1; then
+    useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin shardstock-redis
+  fi
+  echo shardstock-redis
+}
+
 start_one() { # port
   if alive "$1"; then echo "shard :$1 already running (pid $(pidof_port "$1"))"; return; fi
   write_conf "$1"
-  redis-server "$dir/$1/redis.conf"
+  local d="$dir/$1" user; user=$(osuser)
+  if [ -n "$user" ]; then
+    # The master's files are its user's, also those a restore copied in as
+    # root; its configuration (the passwords) stays ours: it reads it from
+    # its standard input.
+    chown -R "$user:$(id -gn "$user")" "$d"
+    chown root: "$d/redis.conf"
+    (cd "$d" && setpriv --reuid="$user" --regid="$(id -g "$user")" --clear-groups redis-server - <redis.conf 2>&1 | quiet)
+  else
+    (cd "$d" && redis-server - <redis.conf 2>&1 | quiet)
+  fi
   for _ in $(seq 1 100); do
     if [ "$(cli "$1" ping 2>/dev/null)" = PONG ]; then
-      echo "shard :$1 up (pid $(pidof_port "$1"), data $dir/$1, appendfsync $fsync)"; return
+      echo "shard :$1 up (pid $(pidof_port "$1"), data $dir/$1, appendfsync $fsync, as ${user:-$(id -un)})"; return
     fi
     sleep 0.05
   done

@@ -5,9 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -925,5 +929,58 @@ func TestRegisterOfManyBuyersIsRebuiltWhole(t *testing.T) {
 		if _, _, err := f.reserve(p, u); shardstock.Public(err).Code != shardstock.ErrLimitReached.Code {
 			t.Fatalf("%s after the rebuild: %v, want limit_reached", u, err)
 		}
+	}
+}
+
+// TestMastersDoNotRunAsRoot (issue 25, item 1): started as root,
+// deploy/redis.sh runs each master as its own system user, in a data dir
+// that user owns (0700) even below a directory others cannot enter (a
+// test's temporary dir is 0700, as /root is), with its configuration (the
+// passwords) left root's.
+func TestMastersDoNotRunAsRoot(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("deploy/redis.sh changes user only when started as root")
+	}
+	r := shardtest.StartWith(t, 1, shardtest.Options{ACLUser: "shardstock:unprivileged-pw"})
+	d := filepath.Join(r.Dir(), strconv.Itoa(r.Ports[0]))
+	pid, err := os.ReadFile(filepath.Join(d, "redis.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, err := os.ReadFile("/proc/" + strings.TrimSpace(string(pid)) + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var uid string
+	for _, line := range strings.Split(string(status), "\n") {
+		if strings.HasPrefix(line, "Uid:") {
+			uid = strings.Fields(line)[1]
+		}
+	}
+	if uid == "" || uid == "0" {
+		t.Fatalf("redis-server runs as uid %q, want a user of its own", uid)
+	}
+	owner := func(path string) (string, os.FileMode) {
+		st, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strconv.Itoa(int(st.Sys().(*syscall.Stat_t).Uid)), st.Mode().Perm()
+	}
+	if u, mode := owner(d); u != uid || mode != 0o700 {
+		t.Errorf("data dir: owner %s mode %v, want %s 0700", u, mode, uid)
+	}
+	if u, mode := owner(filepath.Join(d, "redis.conf")); u != "0" || mode != 0o600 {
+		t.Errorf("redis.conf: owner %s mode %v, want root's, 0600", u, mode)
+	}
+	// It writes its AOF, and reads it back after a crash.
+	set, p := openAndDefine(t, r.URLs(), shard.Config{Timeout: time.Second}, shardstock.Product{ID: "unpriv", Stock: 2})
+	if _, err := set.Reserve(context.Background(), p, "u1", "r1"); err != nil {
+		t.Fatal(err)
+	}
+	r.Kill(0)
+	r.Restart(0)
+	if c, err := set.Counters(context.Background(), 0, p.ID); err != nil || c.Locked != 1 {
+		t.Fatalf("after a restart: %+v %v, want the hold kept", c, err)
 	}
 }
