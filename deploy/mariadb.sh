@@ -7,7 +7,8 @@
 #   deploy/mariadb.sh stop       shut down (SIGTERM, then SIGKILL)
 #   deploy/mariadb.sh kill       SIGKILL (a crash)
 #   deploy/mariadb.sh status     print what runs
-#   deploy/mariadb.sh dsn        print the SHARDSTOCK_DB value (the application's user)
+#   deploy/mariadb.sh dsn        print the SHARDSTOCK_DB value (the application's user, over TLS)
+#   deploy/mariadb.sh ca         print the SHARDSTOCK_DB_CA_FILE value (the CA of its certificate)
 #   deploy/mariadb.sh test-dsn   print the test user's DSN, without a database (make test)
 #
 # environment:
@@ -24,7 +25,8 @@
 # in through the socket only. TLS: a CA and a server certificate for
 # 127.0.0.1 are made once under DIR/tls (openssl); clients verify the
 # server with DIR/tls/ca.crt (shardstock: ?tls=true in the DSN and
-# SHARDSTOCK_DB_CA_FILE).
+# SHARDSTOCK_DB_CA_FILE). The application's user must use TLS (REQUIRE
+# SSL): it logs in with neither its password nor anything else in plaintext.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 # Everything written here (data, logs, pid files) is its owner's alone: the
@@ -116,6 +118,7 @@ start() {
         ALTER USER 'shardstock'@'127.0.0.1' IDENTIFIED BY '$app';
         REVOKE ALL PRIVILEGES, GRANT OPTION FROM 'shardstock'@'127.0.0.1';
         GRANT ALL ON shardstock.* TO 'shardstock'@'127.0.0.1';
+        ALTER USER 'shardstock'@'127.0.0.1' REQUIRE SSL;
         CREATE USER IF NOT EXISTS 'shardstock_test'@'127.0.0.1' IDENTIFIED BY '$test';
         ALTER USER 'shardstock_test'@'127.0.0.1' IDENTIFIED BY '$test';
         REVOKE ALL PRIVILEGES, GRANT OPTION FROM 'shardstock_test'@'127.0.0.1';
@@ -148,7 +151,8 @@ case "${1:-}" in
   stop) stop TERM ;;
   kill) stop KILL ;;
   status) if alive; then echo "mariadb up on :$port pid $(pid)"; else echo "mariadb down"; fi ;;
-  dsn) echo "mysql://shardstock:$(password shardstock)@tcp(127.0.0.1:$port)/shardstock" ;;
+  dsn) echo "mysql://shardstock:$(password shardstock)@tcp(127.0.0.1:$port)/shardstock?tls=true" ;;
+  ca) echo "$dir/tls/ca.crt" ;;
   test-dsn) echo "mysql://shardstock_test:$(password shardstock_test)@tcp(127.0.0.1:$port)/" ;;
   ""|-h|--help|help) usage ;;
   *) die "unknown command $1 (see --help)" ;;

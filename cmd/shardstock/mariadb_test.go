@@ -18,7 +18,8 @@ import (
 // deploy/mariadb.sh started: the application's user can write no file on
 // the server (no FILE privilege, and files are confined to DIR/files
 // anyway) and reach no other database; the test user reaches only t_* and
-// e2e_* databases; the once well-known password no longer logs in; the
+// e2e_* databases; the application's user logs in over TLS only; the once
+// well-known password no longer logs in; the
 // passwords are in 0600 files; and mariadbd does not run as root.
 func TestMariaDBGrantsNoMoreThanNeeded(t *testing.T) {
 	app := service(t, "SHARDSTOCK_TEST_MYSQL_APP")
@@ -26,9 +27,25 @@ func TestMariaDBGrantsNoMoreThanNeeded(t *testing.T) {
 	dir := service(t, "SHARDSTOCK_MARIADB_DIR")
 	ctx := context.Background()
 	open := func(dsn string) testDB { return openDB(t, dsn, nil) }
-	a := open(app)
+	cas, err := readCAs(service(t, "SHARDSTOCK_TEST_MYSQL_CA"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := openDB(t, app, cas)
 	if _, err := a.Query(ctx, "SELECT 1"); err != nil {
-		t.Fatalf("the application's user cannot log in: %v", err)
+		t.Fatalf("the application's user cannot log in (over TLS): %v", err)
+	}
+	// The application's user must use TLS (REQUIRE SSL): in plaintext its
+	// password logs in to nothing.
+	if !strings.HasSuffix(app, "?tls=true") {
+		t.Fatalf("deploy/mariadb.sh dsn %q: want ?tls=true", app)
+	}
+	if plain, _, err := sqlstore.Connect(strings.TrimSuffix(app, "?tls=true"), nil); err == nil {
+		err = plain.PingContext(ctx)
+		plain.Close()
+		if err == nil {
+			t.Error("the application's user logs in without TLS")
+		}
 	}
 	outfile := filepath.Join(os.TempDir(), "shardstock-outfile-probe")
 	os.Remove(outfile)
@@ -58,8 +75,8 @@ func TestMariaDBGrantsNoMoreThanNeeded(t *testing.T) {
 		t.Errorf("the test user cannot create its own databases: %v", err)
 	}
 	tu.Exec(ctx, "DROP DATABASE e2e_grants_probe")
-	host := app[strings.Index(app, "@tcp("):]
-	if old, _, err := sqlstore.Connect("mysql://shardstock:shardstock"+host, nil); err == nil {
+	host := strings.TrimSuffix(app[strings.Index(app, "@tcp("):], "?tls=true")
+	if old, _, err := sqlstore.Connect("mysql://shardstock:shardstock"+host+"?tls=true", cas); err == nil {
 		err := old.PingContext(ctx)
 		old.Close()
 		if err == nil {
