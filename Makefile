@@ -84,4 +84,5 @@ bench: ## side-by-side benchmark (HTTP and Redis ceilings vs the purchase path; 
 	SHARDSTOCK_MEASURE_UNITS=1000000 $(GO) test -count=1 -timeout 20m -run '^TestMeasureSaleMemory$$' -v ./shard/ | grep -E 'units on|^ok|FAIL'
 
 clean: ## delete the build output and the test runs' data (not the quick start's: see make reset)
+	[ ! -d run/test/mariadb ] || SHARDSTOCK_MARIADB_DIR=run/test/mariadb deploy/mariadb.sh remove
 	rm -rf bin run/test run/bench

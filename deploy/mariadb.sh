@@ -10,6 +10,7 @@
 #   deploy/mariadb.sh dsn        print the SHARDSTOCK_DB value (the application's user, over TLS)
 #   deploy/mariadb.sh ca         print the SHARDSTOCK_DB_CA_FILE value (the CA of its certificate)
 #   deploy/mariadb.sh test-dsn   print the test user's DSN, without a database (make test)
+#   deploy/mariadb.sh remove     stop, then delete DIR and the database's own directory (wherever it is)
 #
 # environment:
 #   SHARDSTOCK_MARIADB_PORT  port      (default 3406)
@@ -17,16 +18,30 @@
 #
 # Least privilege: run as root, it starts mariadbd as the system user
 # shardstock-db (created once), never as root; otherwise as you. Reads and
-# writes of files (INTO OUTFILE, LOAD DATA) are confined to DIR/files. The
-# users have random passwords, written once to DIR/*.password (mode 0600):
-# shardstock may do anything to the shardstock database and nothing else
-# (no FILE, no other database); shardstock_test may create and use
+# writes of files (INTO OUTFILE, LOAD DATA) are confined to DIR/db/files.
+# The users have random passwords, written once to DIR/*.password (mode
+# 0600): shardstock may do anything to the shardstock database and nothing
+# else (no FILE, no other database); shardstock_test may create and use
 # databases named t_* and e2e_* only (the tests make one each). Root logs
 # in through the socket only. TLS: a CA and a server certificate for
 # 127.0.0.1 are made once under DIR/tls (openssl); clients verify the
 # server with DIR/tls/ca.crt (shardstock: ?tls=true in the DSN and
 # SHARDSTOCK_DB_CA_FILE). The application's user must use TLS (REQUIRE
 # SSL): it logs in with neither its password nor anything else in plaintext.
+#
+# Where the files are. DIR is yours (root's, run as root): the passwords,
+# tls/ and install.log. The database's own files (data/, files/, its
+# socket, pid file, error log and a copy of its certificate in tls/) are in
+# DIR/db, mode 0700, owned by the user mariadbd runs as. As root, this script
+# changes the mode of no directory it did not make: the directories it makes
+# itself (DIR and its missing parents) are 0711, so shardstock-db may pass
+# through them but list nothing. When shardstock-db cannot reach DIR (a
+# parent such as /root is 0700), DIR/db is a symbolic link to a directory
+# made for the database outside your tree,
+# /var/lib/shardstock/mariadb-PORT-XXXXXX; start says where the data is.
+# `remove` deletes both. A DIR of the layout before DIR/db (DIR/data, DIR
+# owned by shardstock-db) is moved into DIR/db on start, and DIR and tls/
+# are root's again.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 # Everything written here (data, logs, pid files) is its owner's alone: the
@@ -35,9 +50,14 @@ umask 077
 
 port=${SHARDSTOCK_MARIADB_PORT:-3406}
 dir=${SHARDSTOCK_MARIADB_DIR:-./run/mariadb}
-mkdir -p "$dir"
+if [ "$(id -u)" = 0 ]; then
+  (umask 066 && mkdir -p "$dir") # 0711: see "Where the files are"
+else
+  mkdir -p "$dir"
+fi
 dir=$(cd "$dir" && pwd)
-sock=$dir/mysqld.sock
+db=$dir/db   # the database's own directory; its real path once start has made it
+user=""      # the OS user mariadbd runs as ("" for you); set by start
 
 usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
 die() { echo "mariadb.sh: $*" >&2; exit 1; }
@@ -49,7 +69,13 @@ install() {
 }
 
 running() { kill -0 "$1" 2>/dev/null && ! grep -q '^[0-9]* ([^)]*) Z' "/proc/$1/stat" 2>/dev/null; }
-pid() { [ -f "$dir/mariadb.pid" ] && cat "$dir/mariadb.pid" || true; }
+# pid: mariadbd's pid, from DIR/db or, for a server started before DIR/db,
+# from DIR.
+pid() {
+  local f
+  for f in "$db/mariadb.pid" "$dir/mariadb.pid"; do [ -f "$f" ] && { cat "$f"; return; }; done
+  true
+}
 alive() { local p; p=$(pid); [ -n "$p" ] && running "$p"; }
 
 # password NAME: the password in DIR/NAME.password, made up the first time.
@@ -70,7 +96,8 @@ dbuser() {
   echo shardstock-db
 }
 
-# certificates: a CA and a server certificate for 127.0.0.1, made once.
+# certificates: a CA and a server certificate for 127.0.0.1, made once
+# under DIR/tls.
 certificates() {
   local t="$dir/tls"
   [ -s "$t/server.crt" ] && return
@@ -85,30 +112,76 @@ certificates() {
   ) || die "could not make the TLS certificates"
 }
 
+# as_db CMD...: run CMD as the database's user, under umask 077. What is
+# written into the database's directory is written as its owner, so a link
+# planted there leads nowhere its owner could not write anyway.
+as_db() {
+  if [ -n "$user" ]; then
+    runuser -u "$user" -- sh -c 'umask 077 && exec "$@"' sh "$@"
+  else
+    (umask 077 && "$@")
+  fi
+}
+
+# database_dir: make DIR/db if missing (see "Where the files are"), check
+# that the database's user reaches it, and set db to its real path.
+database_dir() {
+  if [ ! -e "$db" ] && [ ! -L "$db" ]; then
+    if [ -z "$user" ] || runuser -u "$user" -- test -x "$dir"; then
+      mkdir "$db"
+    else
+      [ -d /var/lib/shardstock ] || mkdir -m 711 /var/lib/shardstock
+      ln -s "$(mktemp -d "/var/lib/shardstock/mariadb-$port-XXXXXX")" "$db"
+    fi
+    [ -z "$user" ] || chown "$user": "$(readlink -f "$db")"
+  fi
+  [ -d "$db" ] || die "$db links to $(readlink "$db"), which is gone: delete $db to start an empty database"
+  db=$(readlink -f "$db")
+  if [ -n "$user" ] && ! runuser -u "$user" -- test -w "$db" -a -x "$db"; then
+    die "$user cannot reach $db (a directory on the way is closed to others): move it to a directory of its own, such as /var/lib/shardstock/mariadb-$port, and link $dir/db to it"
+  fi
+}
+
+# earlier_layout: DIR was the database's own directory before DIR/db
+# (DIR/data, DIR/files; DIR and DIR/tls owned by the database's user). Give
+# DIR and tls/ back to root and move the database into DIR/db.
+earlier_layout() {
+  [ -d "$dir/data" ] && [ ! -e "$dir/db" ] && [ ! -L "$dir/db" ] || return 0
+  if [ -n "$user" ] && [ "$(stat -c %U "$dir")" = "$user" ]; then
+    chown root: "$dir" && chmod 711 "$dir"
+    [ ! -d "$dir/tls" ] || chown -R root: "$dir/tls"
+  fi
+  database_dir
+  local f
+  for f in data files error.log; do [ ! -e "$dir/$f" ] || mv "$dir/$f" "$db/"; done
+  rm -f "$dir/mariadb.pid" "$dir/mysqld.sock"
+  [ -z "$user" ] || chown -R "$user": "$db"
+  echo "mariadb.sh: moved the database from $dir/data to $db/data"
+}
+
 start() {
   install
   if alive; then echo "mariadb already running on :$port (pid $(pid))"; return; fi
-  local user; user=$(dbuser)
-  mkdir -p "$dir/files" "$dir/data"
+  user=$(dbuser)
+  earlier_layout
+  database_dir
+  local sock=$db/mysqld.sock f
   certificates
-  if [ -n "$user" ]; then
-    # The database's OS user owns its files and reaches them through the
-    # parents (before mariadb-install-db, which runs as that user too).
-    chown -R "$user" "$dir/data" "$dir/files" "$dir/tls"
-    chown "$user" "$dir"
-    chmod 700 "$dir/files"
-    local p="$dir"; while [ "$p" != / ]; do p=$(dirname "$p"); chmod o+x "$p" 2>/dev/null || true; done
-  fi
-  if [ ! -d "$dir/data/mysql" ]; then
-    mariadb-install-db --no-defaults --datadir="$dir/data" ${user:+--user="$user"} --skip-test-db \
+  as_db mkdir -p "$db/data" "$db/files" "$db/tls"
+  for f in ca.crt server.crt server.key; do # mariadbd reads them as its user
+    as_db sh -c 'cat >"$1"' sh "$db/tls/$f" <"$dir/tls/$f"
+  done
+  if [ ! -d "$db/data/mysql" ]; then
+    mariadb-install-db --no-defaults --datadir="$db/data" ${user:+--user="$user"} --skip-test-db \
       --auth-root-authentication-method=socket >"$dir/install.log" 2>&1 \
       || { tail -20 "$dir/install.log" >&2; die "mariadb-install-db failed"; }
   fi
-  nohup mariadbd --no-defaults ${user:+--user="$user"} --datadir="$dir/data" --port="$port" --bind-address=127.0.0.1 \
-    --socket="$sock" --pid-file="$dir/mariadb.pid" --log-error="$dir/error.log" --secure-file-priv="$dir/files" \
-    --ssl-ca="$dir/tls/ca.crt" --ssl-cert="$dir/tls/server.crt" --ssl-key="$dir/tls/server.key" \
+  nohup mariadbd --no-defaults ${user:+--user="$user"} --datadir="$db/data" --port="$port" --bind-address=127.0.0.1 \
+    --socket="$sock" --pid-file="$db/mariadb.pid" --log-error="$db/error.log" --secure-file-priv="$db/files" \
+    --ssl-ca="$db/tls/ca.crt" --ssl-cert="$db/tls/server.crt" --ssl-key="$db/tls/server.key" \
     --skip-log-bin --innodb-buffer-pool-size=128M --max-connections=500 >/dev/null 2>&1 &
-  local launched=$! app test; app=$(password shardstock); test=$(password shardstock_test)
+  local launched=$! app test where=""; app=$(password shardstock); test=$(password shardstock_test)
+  [ ! -L "$dir/db" ] || where=": ${user:-you} cannot reach $dir, so $dir/db links there"
   for _ in $(seq 1 120); do
     if mariadb-admin --no-defaults --socket="$sock" -u"$(admin_login)" ping >/dev/null 2>&1; then
       mariadb --no-defaults --socket="$sock" -u"$(admin_login)" -e "
@@ -124,12 +197,12 @@ start() {
         REVOKE ALL PRIVILEGES, GRANT OPTION FROM 'shardstock_test'@'127.0.0.1';
         GRANT ALL ON \`t\\_%\`.* TO 'shardstock_test'@'127.0.0.1';
         GRANT ALL ON \`e2e\\_%\`.* TO 'shardstock_test'@'127.0.0.1';"
-      echo "mariadb up on 127.0.0.1:$port (pid $(pid), data $dir/data, as ${user:-$(id -un)})"; return
+      echo "mariadb up on 127.0.0.1:$port (pid $(pid), as ${user:-$(id -un)}, data $db/data$where)"; return
     fi
-    running "$launched" || { tail -20 "$dir/error.log" >&2; die "mariadbd exited during start"; }
+    running "$launched" || { tail -20 "$db/error.log" >&2; die "mariadbd exited during start"; }
     sleep 0.25
   done
-  tail -20 "$dir/error.log" >&2
+  tail -20 "$db/error.log" >&2
   die "mariadb did not answer within 30 s"
 }
 
@@ -145,11 +218,27 @@ stop() { # signal
   echo "mariadb killed after 20 s"
 }
 
+# remove: stop, then delete DIR and the database's own directory.
+remove() {
+  stop TERM
+  local t=""
+  if [ -L "$dir/db" ]; then
+    t=$(readlink "$dir/db")
+    case "$t" in
+      /var/lib/shardstock/mariadb-*) rm -rf -- "$t" ;;
+      *) die "$dir/db links to $t, which this script did not make: delete it yourself" ;;
+    esac
+  fi
+  rm -rf -- "$dir"
+  echo "deleted $dir${t:+ and $t}"
+}
+
 case "${1:-}" in
   install) install ;;
   start) start ;;
   stop) stop TERM ;;
   kill) stop KILL ;;
+  remove) remove ;;
   status) if alive; then echo "mariadb up on :$port pid $(pid)"; else echo "mariadb down"; fi ;;
   dsn) echo "mysql://shardstock:$(password shardstock)@tcp(127.0.0.1:$port)/shardstock?tls=true" ;;
   ca) echo "$dir/tls/ca.crt" ;;

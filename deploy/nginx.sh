@@ -6,7 +6,19 @@
 #
 #   deploy/nginx.sh install
 #   deploy/nginx.sh start [--port 8000] [--upstreams 127.0.0.1:8080,...] [--dir ./run/nginx]
-#                         [--conns-per-ip 256] [--ops-allow CIDR,...] [--pages DIR]
+#                         [--conns-per-ip 256] [--open-conns-per-ip 4 x conns-per-ip]
+#                         [--ops-allow CIDR,...] [--pages DIR]
+#
+# One client address may hold --open-conns-per-ip connections in any phase
+# (idle, still sending its request line or headers, being answered; past
+# it a new one is closed at once), of which --conns-per-ip with a request
+# in progress (past it: 429 in the API's JSON). The default leaves room for
+# the idle keep-alive connections of the browsers behind one address. A
+# stream proxy on --port counts the first and hands each connection on,
+# with the client's address in the PROXY protocol, to the http server on a
+# unix socket in a directory only nginx's workers reach: as root,
+# /run/shardstock-edge.XXXXXX, owned by nobody, the workers' user;
+# otherwise DIR/edge.XXXXXX. stop removes it.
 #
 # The edge serves buyers only: the operators' paths (/admin, /metrics,
 # /edge/limits, /openapi.yaml) answer 403 except from the --ops-allow
@@ -18,7 +30,7 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 here=$(cd "$(dirname "$0")" && pwd)
-port=8000 upstreams=127.0.0.1:8080 dir=./run/nginx conns=256 ops="" pages=""
+port=8000 upstreams=127.0.0.1:8080 dir=./run/nginx conns=256 open="" ops="" pages=""
 usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
 die() { echo "nginx.sh: $*" >&2; exit 1; }
 cmd=${1:-}; [ $# -gt 0 ] && shift
@@ -28,24 +40,63 @@ while [ $# -gt 0 ]; do
     --upstreams) upstreams=$2; shift 2 ;;
     --dir) dir=$2; shift 2 ;;
     --conns-per-ip) conns=$2; shift 2 ;;
+    --open-conns-per-ip) open=$2; shift 2 ;;
     --ops-allow) ops=$2; shift 2 ;;
     --pages) pages=$(cd "$2" && pwd); shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) die "unknown option $1 (see --help)" ;;
   esac
 done
+open=${open:-$((4 * conns))}
 mkdir -p "$dir/tmp"; dir=$(cd "$dir" && pwd)
 
 install() {
-  command -v nginx >/dev/null && [ -f /usr/lib/nginx/modules/ngx_http_lua_module.so ] && return
-  echo "nginx.sh: installing nginx and libnginx-mod-http-lua from Debian"
-  apt_install nginx -- nginx-light libnginx-mod-http-lua
+  local m=/usr/lib/nginx/modules
+  command -v nginx >/dev/null && [ -f $m/ngx_http_lua_module.so ] && [ -f $m/ngx_stream_module.so ] && return
+  echo "nginx.sh: installing nginx, libnginx-mod-http-lua and libnginx-mod-stream from Debian"
+  apt_install nginx -- nginx-light libnginx-mod-http-lua libnginx-mod-stream
 }
 
 running() { kill -0 "$1" 2>/dev/null && ! grep -q '^[0-9]* ([^)]*) Z' "/proc/$1/stat" 2>/dev/null; }
+nginx_pid() { cat "$dir/nginx.pid" 2>/dev/null || cat "$dir/nginx.launch.pid" 2>/dev/null || true; }
+
+# sockets: make the directory of the http server's socket (see above),
+# record it in DIR/sockdir and print it.
+sockets() {
+  local s
+  if [ "$(id -u)" = 0 ]; then
+    s=$(mktemp -d /run/shardstock-edge.XXXXXX)
+    chown nobody:nogroup "$s"
+  else
+    s=$(mktemp -d "$dir/edge.XXXXXX")
+  fi
+  echo "$s" >"$dir/sockdir"
+  echo "$s"
+}
+
+# remove_sockets: delete the socket directory of the last start, whose
+# nginx has stopped.
+remove_sockets() {
+  local s; s=$(cat "$dir/sockdir" 2>/dev/null || true)
+  case "$s" in /run/shardstock-edge.*|"$dir"/edge.*) rm -rf -- "$s" ;; esac
+  rm -f "$dir/sockdir"
+}
+
+# answers: the http server answers through the stream proxy (a request
+# line it refuses with 400 itself: no coordinator is asked).
+answers() {
+  exec 3<>"/dev/tcp/127.0.0.1/$port" && printf 'x\r\n\r\n' >&3 || return 1
+  local line=""; read -r -t 2 line <&3 || true
+  [[ $line == HTTP/* ]]
+}
 
 start() {
   install
+  local p; p=$(nginx_pid)
+  if [ -n "$p" ] && running "$p"; then die "nginx already runs from $dir (pid $p): stop it first"; fi
+  remove_sockets # a killed nginx's
+  local sock user=""; sock=$(sockets)/http.sock
+  [ "$(id -u)" != 0 ] || user="user nobody nogroup;"
   local ups=""
   IFS=, read -r -a list <<<"$upstreams"
   for u in "${list[@]}"; do ups="$ups    server $u max_fails=1 fail_timeout=2s;"$'\n'; done
@@ -64,14 +115,15 @@ start() {
   IFS=, read -r -a nets <<<"$ops"
   for n in "${nets[@]}"; do [ -n "$n" ] && rules="$rules      allow $n;"$'\n'; done
   sed -e "s|@DIR@|$dir|g" -e "s|@PORT@|$port|g" -e "s|@LUA@|$here/nginx|g" -e "s|@CONNS_PER_IP@|$conns|g" \
+      -e "s|@OPEN_CONNS_PER_IP@|$open|g" -e "s|@SOCK@|$sock|g" -e "s|@USER@|$user|g" \
       -e "s|@OPS_ALLOW@|${ops:-nowhere}|g" "$here/nginx/nginx.conf.tmpl" \
     | awk -v ups="$ups" -v rules="$rules" -v pages="$pagecfg" '{ if ($0 == "@UPSTREAMS@") printf "%s", ups; else if ($0 == "@OPS_RULES@") printf "%s", rules; else if ($0 == "@PAGES@") printf "%s", pages; else print }' >"$dir/nginx.conf"
-  nginx -t -q -c "$dir/nginx.conf" -p "$dir" 2>"$dir/check.log" || { cat "$dir/check.log" >&2; die "bad config"; }
+  nginx -t -q -c "$dir/nginx.conf" -p "$dir" 2>"$dir/check.log" || { cat "$dir/check.log" >&2; remove_sockets; die "bad config"; }
   nohup nginx -c "$dir/nginx.conf" -p "$dir" >"$dir/nginx.out" 2>&1 &
   echo $! >"$dir/nginx.launch.pid"
   for _ in $(seq 1 80); do
-    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-      echo "nginx edge up on 127.0.0.1:$port in front of $upstreams"; return
+    if (answers) 2>/dev/null; then
+      echo "nginx edge up on 127.0.0.1:$port in front of $upstreams ($open connections per address, $conns requests in progress)"; return
     fi
     sleep 0.1
   done
@@ -80,12 +132,13 @@ start() {
 }
 
 stop() {
-  local p; p=$(cat "$dir/nginx.pid" 2>/dev/null || cat "$dir/nginx.launch.pid" 2>/dev/null || true)
-  [ -n "$p" ] && running "$p" || { echo "nginx not running"; return; }
+  local p; p=$(nginx_pid)
+  [ -n "$p" ] && running "$p" || { remove_sockets; echo "nginx not running"; return; }
   kill -QUIT "$p"
-  for _ in $(seq 1 50); do running "$p" || { echo "nginx stopped"; return; }; sleep 0.1; done
-  kill -9 "$p"; echo "nginx killed"
+  for _ in $(seq 1 50); do running "$p" || { stopped; echo "nginx stopped"; return; }; sleep 0.1; done
+  kill -9 "$p"; stopped; echo "nginx killed"
 }
+stopped() { rm -f "$dir/nginx.launch.pid"; remove_sockets; }
 
 case "$cmd" in
   install) install ;;

@@ -169,6 +169,8 @@ reset() {
     case "$yes" in y|Y|yes) ;; *) echo "nothing deleted"; return ;; esac
   fi
   stop_all --wait
+  # MariaDB's own files may be outside run/ (deploy/mariadb.sh: "Where the files are").
+  [ ! -d run/rocketmq/mariadb ] || with_mode rocketmq deploy/mariadb.sh remove >/dev/null
   rm -rf run/streams run/rocketmq
   echo "deleted run/streams and run/rocketmq"
 }

@@ -3,9 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
+	"os/exec"
+	"os/user"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -90,7 +94,7 @@ func TestMariaDBGrantsNoMoreThanNeeded(t *testing.T) {
 		}
 	}
 	if os.Geteuid() == 0 {
-		pid, err := os.ReadFile(filepath.Join(dir, "mariadb.pid"))
+		pid, err := os.ReadFile(filepath.Join(dir, "db", "mariadb.pid"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -139,4 +143,118 @@ func TestMariaDBOverTLS(t *testing.T) {
 		c := statusCounts(t, m, "tlsdb")
 		return c[shardstock.StatusAwaitingPayment] == 1, fmt.Sprint(c)
 	})
+}
+
+// TestMariaDBLeavesOthersDirectoriesAlone (issue 25, item 3): deploy/mariadb.sh
+// started as root changes the mode of no directory it did not make (it used
+// to open every parent of its data dir to others, turning a clone's /root
+// from 700 into 701), and the database answers all the same: under DIR/db
+// when the database's user can reach DIR, and otherwise in a directory made
+// for it outside the operator's tree, which DIR/db links to. The passwords
+// stay root's, 0600, in DIR.
+func TestMariaDBLeavesOthersDirectoriesAlone(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("deploy/mariadb.sh changes users and owners only as root")
+	}
+	if _, err := exec.LookPath("mariadbd"); err != nil {
+		if os.Getenv("SHARDSTOCK_TEST_REQUIRE_ALL") == "1" {
+			t.Fatal("mariadbd is not installed (deploy/mariadb.sh install)")
+		}
+		t.Skip("mariadbd is not installed (deploy/mariadb.sh install)")
+	}
+	for _, c := range []struct {
+		name   string
+		home   os.FileMode // the mode of the operator's directory the clone is in
+		linked bool        // whether DIR/db is a link out of the operator's tree
+	}{
+		{"a home closed to others, like /root", 0o700, true},
+		{"a home open to others", 0o755, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			// Not t.TempDir(): its parent is 0700.
+			home, err := os.MkdirTemp("", "shardstock-home-")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.RemoveAll(home) })
+			clone := filepath.Join(home, "clone")
+			if err := os.Chmod(home, c.home); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Mkdir(clone, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			before := directoryModes(t, clone)
+			dir, port := filepath.Join(clone, "run", "mariadb"), strings.Split(freeAddr(t), ":")[1]
+			script := func(args ...string) string { return mariadbScript(t, dir, port, args...) }
+			t.Cleanup(func() { script("remove") })
+			out := script("start")
+			if after := directoryModes(t, clone); !maps.Equal(before, after) {
+				t.Errorf("directories the script did not make changed:\nbefore %v\nafter  %v", before, after)
+			}
+			own, err := filepath.EvalSymlinks(filepath.Join(dir, "db"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if linked := !strings.HasPrefix(own, home+"/"); linked != c.linked || !strings.Contains(out, own) {
+				t.Errorf("the database's own directory is %s (linked out of %s: %v, want %v); start said %q", own, home, linked, c.linked, out)
+			}
+			if m := modeAndOwner(t, own); m != "drwx------ shardstock-db" {
+				t.Errorf("the database's own directory %s: %s; want drwx------ shardstock-db", own, m)
+			}
+			for f, want := range map[string]string{"": "drwx--x--x root", "shardstock.password": "-rw------- root", "shardstock_test.password": "-rw------- root"} {
+				if m := modeAndOwner(t, filepath.Join(dir, f)); m != want {
+					t.Errorf("DIR/%s: %s, want %s", f, m, want)
+				}
+			}
+			db := openDB(t, script("dsn"), nil)
+			if rows, err := db.Query(context.Background(), "SELECT CURRENT_USER()"); err != nil || len(rows) != 1 {
+				t.Fatalf("the application's user cannot log in: %v %v", rows, err)
+			}
+			if status := script("status"); !strings.Contains(status, "mariadb up") {
+				t.Fatalf("status: %q", status)
+			}
+		})
+	}
+}
+
+// mariadbScript runs deploy/mariadb.sh with DIR and PORT and returns what
+// it printed.
+func mariadbScript(t *testing.T, dir, port string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("bash", append([]string{filepath.Join(repoRoot(t), "deploy", "mariadb.sh")}, args...)...)
+	cmd.Env = append(os.Environ(), "SHARDSTOCK_MARIADB_DIR="+dir, "SHARDSTOCK_MARIADB_PORT="+port)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("mariadb.sh %v: %v\n%s", args, err, out)
+	}
+	if args[0] != "dsn" { // (a password)
+		t.Logf("mariadb.sh %v: %s", args, strings.TrimSpace(string(out)))
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// directoryModes maps dir and every directory on the way to it to its mode
+// and owner.
+func directoryModes(t *testing.T, dir string) map[string]string {
+	modes := map[string]string{}
+	for p := dir; ; p = filepath.Dir(p) {
+		modes[p] = modeAndOwner(t, p)
+		if p == "/" {
+			return modes
+		}
+	}
+}
+
+// modeAndOwner describes a file as ls does: "drwx------ root".
+func modeAndOwner(t *testing.T, path string) string {
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uid := fmt.Sprint(st.Sys().(*syscall.Stat_t).Uid)
+	if u, err := user.LookupId(uid); err == nil {
+		uid = u.Username
+	}
+	return fmt.Sprintf("%v %s", st.Mode(), uid)
 }
