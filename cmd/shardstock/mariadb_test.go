@@ -207,7 +207,11 @@ func TestMariaDBLeavesOthersDirectoriesAlone(t *testing.T) {
 					t.Errorf("DIR/%s: %s, want %s", f, m, want)
 				}
 			}
-			db := openDB(t, script("dsn"), nil)
+			cas, err := readCAs(strings.TrimSpace(script("ca")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			db := openDB(t, strings.TrimSpace(script("dsn")), cas)
 			if rows, err := db.Query(context.Background(), "SELECT CURRENT_USER()"); err != nil || len(rows) != 1 {
 				t.Fatalf("the application's user cannot log in: %v %v", rows, err)
 			}
