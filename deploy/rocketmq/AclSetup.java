@@ -1,7 +1,8 @@
 // Makes the Broker's users and ACLs (RocketMQ ACL 2.0) what deploy/rocketmq.sh
 // says they are, on every start: each user is created, or updated to its
-// current secret, and its ACL is replaced by the grants given here. It logs
-// in as the super user that broker.conf's initAuthenticationUser created.
+// current secret, and its ACL made exactly the grants given here (what is
+// already right is left alone). It logs in as the super user that
+// broker.conf's initAuthenticationUser created.
 // Secrets are read from files (USER:SECRET, one line), never from the
 // command line, which every local user can read in ps.
 //
@@ -18,14 +19,22 @@ import java.nio.file.Files;
 import java.nio.file.Paths;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.TreeSet;
 
 import org.apache.rocketmq.acl.common.AclClientRPCHook;
 import org.apache.rocketmq.acl.common.SessionCredentials;
+import org.apache.rocketmq.remoting.protocol.body.AclInfo;
 import org.apache.rocketmq.remoting.protocol.body.UserInfo;
 import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
 
 public final class AclSetup {
+    private static boolean changed;
+
     private AclSetup() {
     }
 
@@ -35,42 +44,42 @@ public final class AclSetup {
         }
         String namesrv = args[0], broker = args[1];
         String[] admin = credentials(args[2]);
+        // Each user's grants: resource -> actions.
+        Map<String, String[]> users = new LinkedHashMap<>();
+        Map<String, Map<String, List<String>>> grants = new LinkedHashMap<>();
+        String user = null;
+        for (int i = 3; i < args.length; i++) {
+            switch (args[i]) {
+                case "--user":
+                    String[] u = credentials(args[++i]);
+                    user = u[0];
+                    users.put(user, u);
+                    grants.put(user, new TreeMap<>());
+                    break;
+                case "--grant":
+                    if (user == null) {
+                        throw new IllegalArgumentException("--grant before --user");
+                    }
+                    List<String> resources = list(args[++i]), actions = list(args[++i]);
+                    for (String r : resources) {
+                        grants.get(user).put(r, actions);
+                    }
+                    break;
+                default:
+                    throw new IllegalArgumentException("unknown argument " + args[i]);
+            }
+        }
         DefaultMQAdminExt ext = new DefaultMQAdminExt(new AclClientRPCHook(new SessionCredentials(admin[0], admin[1])), 10000);
         ext.setNamesrvAddr(namesrv);
         ext.setInstanceName("shardstock-acl-setup-" + ProcessHandle.current().pid());
         ext.start();
         try {
-            String[] user = null;
-            boolean first = true;
-            for (int i = 3; i < args.length; i++) {
-                switch (args[i]) {
-                    case "--user":
-                        user = credentials(args[++i]);
-                        putUser(ext, broker, user);
-                        first = true;
-                        break;
-                    case "--grant":
-                        if (user == null) {
-                            throw new IllegalArgumentException("--grant before --user");
-                        }
-                        String subject = "User:" + user[0];
-                        if (first) {
-                            // Replace, not merge: drop what an earlier
-                            // start granted before granting anew.
-                            try {
-                                ext.deleteAcl(broker, subject, null);
-                            } catch (Exception e) {
-                                // none yet
-                            }
-                            first = false;
-                        }
-                        List<String> resources = list(args[++i]), actions = list(args[++i]);
-                        ext.createAcl(broker, subject, resources, actions, new ArrayList<>(), "Allow");
-                        System.out.println("rocketmq acl: " + user[0] + " may " + actions + " on " + resources);
-                        break;
-                    default:
-                        throw new IllegalArgumentException("unknown argument " + args[i]);
-                }
+            for (String name : users.keySet()) {
+                putUser(ext, broker, users.get(name));
+                putAcl(ext, broker, "User:" + name, grants.get(name));
+            }
+            if (!changed) {
+                System.out.println("rocketmq acl: users and grants as they were");
             }
         } finally {
             ext.shutdown();
@@ -86,9 +95,62 @@ public final class AclSetup {
         }
         if (existing == null) {
             ext.createUser(broker, user[0], user[1], "Normal");
-        } else {
+            System.out.println("rocketmq acl: user " + user[0] + " created");
+            changed = true;
+        } else if (!user[1].equals(existing.getPassword()) || !"Normal".equalsIgnoreCase(existing.getUserType())
+            || !"enable".equalsIgnoreCase(existing.getUserStatus())) {
             ext.updateUser(broker, user[0], user[1], "Normal", "enable");
+            System.out.println("rocketmq acl: user " + user[0] + " updated");
+            changed = true;
         }
+    }
+
+    // putAcl makes subject's ACL exactly the grants, without a moment in
+    // which a grant it keeps is missing (clients may be connected: a
+    // restart of the Broker alone): what differs is granted anew (the
+    // Broker's createAcl replaces a resource's entry), then what is no
+    // longer granted is deleted. An ACL already right is left alone.
+    private static void putAcl(DefaultMQAdminExt ext, String broker, String subject, Map<String, List<String>> want) throws Exception {
+        Map<String, String> have = new TreeMap<>();
+        try {
+            AclInfo acl = ext.getAcl(broker, subject);
+            if (acl != null && acl.getPolicies() != null) {
+                for (AclInfo.PolicyInfo p : acl.getPolicies()) {
+                    for (AclInfo.PolicyEntryInfo e : p.getEntries()) {
+                        have.put(e.getResource(), key(e.getActions(), e.getDecision(), e.getSourceIps()));
+                    }
+                }
+            }
+        } catch (Exception e) {
+            // none yet
+        }
+        for (Map.Entry<String, List<String>> g : want.entrySet()) {
+            if (!key(g.getValue(), "Allow", null).equals(have.get(g.getKey()))) {
+                ext.createAcl(broker, subject, new ArrayList<>(List.of(g.getKey())), g.getValue(), new ArrayList<>(), "Allow");
+                System.out.println("rocketmq acl: " + subject + " may " + g.getValue() + " on " + g.getKey());
+                changed = true;
+            }
+        }
+        for (String r : have.keySet()) {
+            if (!want.containsKey(r)) {
+                ext.deleteAcl(broker, subject, r);
+                System.out.println("rocketmq acl: " + subject + " no longer has " + r);
+                changed = true;
+            }
+        }
+    }
+
+    // key is a grant's comparable form: its actions (any order, any case),
+    // its decision, and that it names no source address.
+    private static String key(List<String> actions, String decision, List<String> sourceIps) {
+        TreeSet<String> a = new TreeSet<>();
+        if (actions != null) {
+            for (String s : actions) {
+                a.add(s.toLowerCase(Locale.ROOT));
+            }
+        }
+        boolean anyIp = sourceIps == null || sourceIps.isEmpty();
+        return a + " " + String.valueOf(decision).toLowerCase(Locale.ROOT) + (anyIp ? "" : " " + sourceIps);
     }
 
     // credentials reads USER:SECRET from the first line of a file.
