@@ -8,12 +8,36 @@
 #                                (--wait: until they exited); a start waits for a previous one
 #   deploy/rocketmq.sh stop-broker / start-broker    the Broker alone, stopped before it returns (outage drills)
 #   deploy/rocketmq.sh status    print what runs
+#   deploy/rocketmq.sh credentials coordinator|payment|admin
+#                                print that role's USER:SECRET (SHARDSTOCK_MQ_CREDENTIALS)
+#   deploy/rocketmq.sh credentials-file coordinator|payment|admin
+#                                print the file that holds them (--mq-credentials-file)
+#   deploy/rocketmq.sh url [coordinator|payment]
+#                                print rocketmq://USER:SECRET@127.0.0.1:9876 (SHARDSTOCK_MQ;
+#                                default coordinator)
+#   deploy/rocketmq.sh mqadmin ARGS...   RocketMQ's admin tool, logged in as the admin
+#
+# ACL (RocketMQ ACL 2.0: authentication and authorization on the Broker): every
+# request must be signed by a user, and a user may do only what it is granted.
+# Secrets are made up once, written to DIR/acl/ROLE.credentials (USER:SECRET,
+# mode 0600) and applied at every start (deploy/rocketmq/AclSetup.java):
+#   admin        shardstock-admin: the super user (users, ACLs, broker config; mqadmin)
+#   coordinator  shardstock-coordinator: publish, consume and create topics (any name:
+#                a namespace goes in front of shardstock's), consumer groups;
+#                nothing else (no broker config, users or ACLs)
+#   payment      shardstock-payment-centre: publish to shardstock_payments, nothing else
+#                (with SHARDSTOCK_RMQ_NAMESPACE=NAME: NAME_shardstock_payments)
+# The NameServer has no authentication in RocketMQ 5.3.3 (it serves routes);
+# it listens on SHARDSTOCK_RMQ_BIND like the Broker.
 #
 # environment:
 #   SHARDSTOCK_RMQ_CACHE  jar cache dir            (default ~/.cache/shardstock/rocketmq-5.3.3)
 #   SHARDSTOCK_RMQ_DIR    logs, config and store   (default ./run/rocketmq)
 #   SHARDSTOCK_RMQ_HEAP   Broker heap              (default 512m; the NameServer gets 256m)
 #   SHARDSTOCK_RMQ_BIND   address both listen on   (default 127.0.0.1; 0.0.0.0 for every interface)
+#   SHARDSTOCK_RMQ_ACL    on (default) or off: no authentication at all (to see what the ACL stops)
+#   SHARDSTOCK_RMQ_NAMESPACE  the namespace of SHARDSTOCK_MQ whose payments topic the
+#                         payment centre may publish to (default none)
 # Ports: NameServer 9876, Broker 10911 (plus 10909 and 10912, which the Broker derives),
 # all on SHARDSTOCK_RMQ_BIND (127.0.0.1): the HA port 10912 through
 # rocketmq/LoopbackHAService.java, which fetch compiles into a jar beside the others.
@@ -27,6 +51,9 @@ cache=${SHARDSTOCK_RMQ_CACHE:-$HOME/.cache/shardstock/rocketmq-5.3.3}
 dir=${SHARDSTOCK_RMQ_DIR:-./run/rocketmq}
 heap=${SHARDSTOCK_RMQ_HEAP:-512m}
 bind=${SHARDSTOCK_RMQ_BIND:-127.0.0.1}
+acl=${SHARDSTOCK_RMQ_ACL:-on}
+case "$acl" in on|off) ;; *) echo "rocketmq.sh: SHARDSTOCK_RMQ_ACL must be on or off, not '$acl'" >&2; exit 1 ;; esac
+payments_topic=${SHARDSTOCK_RMQ_NAMESPACE:+${SHARDSTOCK_RMQ_NAMESPACE}_}shardstock_payments
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
 
@@ -43,25 +70,56 @@ fetch() {
       || die "mvn could not fetch the jars"
     touch "$cache/.complete"
   fi
-  build_loopback_ha
+  build_jar
 }
 
-# build_loopback_ha compiles rocketmq/LoopbackHAService.java (the HA port
-# bound like the rest of the Broker) into a jar on the Broker's classpath,
-# again whenever the source changed.
-build_loopback_ha() {
-  local jar="$cache/shardstock-loopback-ha.jar" src="$here/rocketmq/LoopbackHAService.java" sum
-  sum=$(sha256sum "$src" | cut -d' ' -f1)
-  [ -f "$jar" ] && [ "$(cat "$cache/.loopback-ha" 2>/dev/null)" = "$sum" ] && return
+# build_jar compiles rocketmq/*.java (LoopbackHAService: the HA port bound
+# like the rest of the Broker; AclSetup: the users and ACLs) into a jar on
+# the Broker's classpath, again whenever a source changed.
+build_jar() {
+  local jar="$cache/shardstock-rocketmq.jar" sum
+  sum=$(cat "$here"/rocketmq/*.java | sha256sum | cut -d' ' -f1)
+  rm -f "$cache/shardstock-loopback-ha.jar" "$cache/.loopback-ha" # (its old name)
+  [ -f "$jar" ] && [ "$(cat "$cache/.shardstock-jar" 2>/dev/null)" = "$sum" ] && return
   command -v javac >/dev/null || die "javac (a JDK 17) is needed to build $jar"
   local tmp; tmp=$(mktemp -d)
-  javac -nowarn -cp "$cache/*" -d "$tmp" "$src" || { rm -rf "$tmp"; die "could not compile $src"; }
+  javac -nowarn -cp "$cache/*" -d "$tmp" "$here"/rocketmq/*.java || { rm -rf "$tmp"; die "could not compile $here/rocketmq/*.java"; }
   mkdir -p "$tmp/META-INF/service"
   echo io.shardstock.rocketmq.LoopbackHAService >"$tmp/META-INF/service/org.apache.rocketmq.store.ha.HAService"
   rm -f "$jar"
   (cd "$tmp" && jar cf "$jar" .) || { rm -rf "$tmp"; die "could not build $jar"; }
   rm -rf "$tmp"
-  echo "$sum" >"$cache/.loopback-ha"
+  echo "$sum" >"$cache/.shardstock-jar"
+}
+
+# credentials ROLE: the file holding ROLE's USER:SECRET, made up the first time.
+credentials() {
+  local f="$dir/acl/$1.credentials" user
+  case "$1" in
+    admin) user=shardstock-admin ;;
+    coordinator) user=shardstock-coordinator ;;
+    payment) user=shardstock-payment-centre ;;
+    *) die "no role '$1': admin, coordinator or payment" ;;
+  esac
+  if [ ! -s "$f" ]; then
+    mkdir -p "$dir/acl"
+    (umask 077; echo "$user:$(head -c 24 /dev/urandom | base64 | tr -d '/+=')" >"$f")
+  fi
+  echo "$f"
+}
+
+secret_of() { cut -d: -f2- "$(credentials "$1")"; }
+user_of() { cut -d: -f1 "$(credentials "$1")"; }
+
+# apply_acl: the users and their grants, as the admin (see the top).
+apply_acl() {
+  [ "$acl" = on ] || return 0
+  java -Xmx128m -Drocketmq.client.logRoot="$dir/logs" -Duser.home="$dir" -cp "$cache/*" io.shardstock.rocketmq.AclSetup \
+    127.0.0.1:9876 127.0.0.1:10911 "$(credentials admin)" \
+    --user "$(credentials coordinator)" --grant 'Topic:*' Pub,Sub,Create,Get --grant 'Group:*' Sub,Get \
+    --user "$(credentials payment)" --grant "Topic:$payments_topic" Pub \
+    >"$dir/logs/acl.out" 2>&1 || { tail -20 "$dir/logs/acl.out" >&2; die "could not set the Broker's users and ACLs"; }
+  sed 's/^/rocketmq.sh: /' "$dir/logs/acl.out" | grep 'acl:' || true
 }
 
 running() { kill -0 "$1" 2>/dev/null && ! grep -q '^[0-9]* ([^)]*) Z' "/proc/$1/stat" 2>/dev/null; }
@@ -113,6 +171,27 @@ mappedFileSizeConsumeQueue=300000
 deleteWhen=04
 fileReservedTime=24
 CONF
+  if [ "$acl" = on ]; then
+    local admin; admin=$(user_of admin)
+    cat >>"$dir/broker.conf" <<CONF
+authenticationEnabled=true
+authenticationProvider=org.apache.rocketmq.auth.authentication.provider.DefaultAuthenticationProvider
+authenticationMetadataProvider=org.apache.rocketmq.auth.authentication.provider.LocalAuthenticationMetadataProvider
+authorizationEnabled=true
+authorizationProvider=org.apache.rocketmq.auth.authorization.provider.DefaultAuthorizationProvider
+authorizationMetadataProvider=org.apache.rocketmq.auth.authorization.provider.LocalAuthorizationMetadataProvider
+initAuthenticationUser={"username":"$admin","password":"$(secret_of admin)"}
+innerClientAuthenticationCredentials={"accessKey":"$admin","secretKey":"$(secret_of admin)"}
+CONF
+  fi
+  write_tools_yml
+}
+
+# write_tools_yml: RocketMQ's admin tool reads the admin's credentials from
+# its home's conf/tools.yml (mqadmin below).
+write_tools_yml() {
+  mkdir -p "$dir/home/conf"
+  printf 'accessKey: %s\nsecretKey: %s\n' "$(user_of admin)" "$(secret_of admin)" >"$dir/home/conf/tools.yml"
 }
 
 start_namesrv() {
@@ -129,6 +208,7 @@ start_broker() {
   : >"$dir/logs/broker.out" 2>/dev/null || true
   jvm broker "$heap" org.apache.rocketmq.broker.BrokerStartup rmq.broker.logback.xml -c "$dir/broker.conf"
   wait_boot broker
+  apply_acl
 }
 
 # signal_stop NAME: SIGTERM, as RocketMQ's own mqshutdown does; the JVM's
@@ -156,6 +236,12 @@ case "${1:-}" in
         if [ "${2:-}" = --wait ]; then wait_gone broker; wait_gone namesrv; fi ;;
   start-broker) fetch; mkdir -p "$dir/logs"; wait_gone broker; start_broker ;;
   stop-broker) signal_stop broker; wait_gone broker ;;
+  credentials) [ -n "${2:-}" ] || die "credentials: which role? coordinator, payment or admin"; cat "$(credentials "$2")" ;;
+  credentials-file) [ -n "${2:-}" ] || die "credentials-file: which role? coordinator, payment or admin"; credentials "$2" ;;
+  url) r=${2:-coordinator}; [ "$r" != admin ] || die "url: coordinator or payment"
+       echo "rocketmq://$(cat "$(credentials "$r")")@127.0.0.1:9876" ;;
+  mqadmin) shift; fetch >/dev/null; write_tools_yml
+           exec java -Xmx256m -Drocketmq.home.dir="$dir/home" -Duser.home="$dir" -cp "$cache/*" org.apache.rocketmq.tools.command.MQAdminStartup "$@" ;;
   status) for n in namesrv broker; do if alive $n; then echo "$n up pid $(pid_of $n)"; else echo "$n down"; fi; done ;;
   ""|-h|--help|help) usage ;;
   *) die "unknown command $1 (see --help)" ;;

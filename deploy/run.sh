@@ -98,18 +98,21 @@ start() {
   command -v curl >/dev/null || { echo "run.sh: installing curl from Debian"; apt_install -- curl; }
   trap 'echo "run.sh: start failed; stopping what it started" >&2; undo_start' ERR
   start_service "$mode" redis.sh
-  local mq=streams db="sqlite:run/$mode/orders.db" dbca=
+  local mq=streams db="sqlite:run/$mode/orders.db" dbca= mqflags=()
   if [ "$mode" = rocketmq ]; then
     start_service "$mode" mariadb.sh
     start_service "$mode" rocketmq.sh
     mq=rocketmq://127.0.0.1:9876
+    # The coordinators' ACL user on the broker: its file, not its secret,
+    # goes on the command line.
+    mqflags=(--mq-credentials-file "$(with_mode "$mode" deploy/rocketmq.sh credentials-file coordinator)")
     db=$(with_mode "$mode" deploy/mariadb.sh dsn)
     dbca=$(with_mode "$mode" deploy/mariadb.sh ca)
   fi
   trap - ERR
   SHARDSTOCK_SHARDS=$(with_mode "$mode" deploy/redis.sh urls) SHARDSTOCK_ADMIN_TOKEN=$token SHARDSTOCK_HTTP_ADDR=$addr SHARDSTOCK_DEV=1 \
     SHARDSTOCK_MQ=$mq SHARDSTOCK_DB=$db SHARDSTOCK_DB_CA_FILE=$dbca SHARDSTOCK_SPOOL_DIR=run/$mode/spool \
-    bin/shardstock serve &
+    bin/shardstock serve "${mqflags[@]}" &
   pid=$!
   echo "$pid" >"$pidfile"
   trap 'kill -TERM "$pid" 2>/dev/null || true' INT TERM

@@ -7,16 +7,17 @@
 #
 # The command sees SHARDSTOCK_TEST_MYSQL (the test user, which may create
 # t_* and e2e_* databases), SHARDSTOCK_TEST_MYSQL_APP (the application's
-# user), SHARDSTOCK_TEST_ROCKETMQ and the
-# directories the deploy scripts use, so a test can stop and restart a
-# service for an outage drill. Redis masters are started by each test itself.
+# user), SHARDSTOCK_TEST_ROCKETMQ (the broker's URL with the coordinators'
+# ACL credentials), SHARDSTOCK_TEST_ROCKETMQ_PAYMENT (with the payment
+# centre's) and the directories the deploy scripts use, so a test can stop
+# and restart a service for an outage drill. Redis masters are started by
+# each test itself.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 run=$root/run/test
 mkdir -p "$run"
 export SHARDSTOCK_MARIADB_DIR=$run/mariadb SHARDSTOCK_MARIADB_PORT=${SHARDSTOCK_MARIADB_PORT:-3406}
 export SHARDSTOCK_RMQ_DIR=$run/rocketmq
-export SHARDSTOCK_TEST_ROCKETMQ="rocketmq://127.0.0.1:9876"
 export SHARDSTOCK_TEST_REQUIRE_ALL=1
 
 stop() {
@@ -30,4 +31,7 @@ SHARDSTOCK_TEST_MYSQL_APP=$("$root/deploy/mariadb.sh" dsn)
 SHARDSTOCK_TEST_MYSQL_CA=$SHARDSTOCK_MARIADB_DIR/tls/ca.crt
 export SHARDSTOCK_TEST_MYSQL SHARDSTOCK_TEST_MYSQL_APP SHARDSTOCK_TEST_MYSQL_CA
 "$root/deploy/rocketmq.sh" start
+SHARDSTOCK_TEST_ROCKETMQ=$("$root/deploy/rocketmq.sh" url coordinator)
+SHARDSTOCK_TEST_ROCKETMQ_PAYMENT=$("$root/deploy/rocketmq.sh" url payment)
+export SHARDSTOCK_TEST_ROCKETMQ SHARDSTOCK_TEST_ROCKETMQ_PAYMENT
 "$@"

@@ -45,11 +45,15 @@ type Config struct {
 	LogFormat      string
 	LogLevel       slog.Level
 	MQ             string // "streams" or rocketmq://host:port
-	DB             string // sqlite:PATH or mysql://...
-	PayTimeout     time.Duration
-	FailFastAge    time.Duration
-	OrderRate      float64
-	ClaimIdle      time.Duration
+	// MQCredentials sign the requests to the RocketMQ broker (its ACL):
+	// from SHARDSTOCK_MQ's user info or SHARDSTOCK_MQ_CREDENTIALS (or
+	// --mq-credentials-file); zero: unsigned.
+	MQCredentials messaging.Credentials
+	DB            string // sqlite:PATH or mysql://...
+	PayTimeout    time.Duration
+	FailFastAge   time.Duration
+	OrderRate     float64
+	ClaimIdle     time.Duration
 	// ArchiveAfter: products are archived this long after their window
 	// ended, once their orders are final; 0: never automatically.
 	ArchiveAfter time.Duration
@@ -106,7 +110,8 @@ var variables = []variable{
 	{"SHARDSTOCK_SHARD_TIMEOUT", "shard-timeout", "250ms", "deadline of one call on one shard", false},
 	{"SHARDSTOCK_COALESCE", "coalesce", "on", "on: concurrent script calls to one shard share one pipeline round trip; off: one round trip each", false},
 	{"SHARDSTOCK_START", "start", "home", "first shard a purchase reserves on: home (the buyer's home shard, hashed from the user id, which also keeps the buyer's per-user limit: one script execution per purchase) or random (the claim at home, then a random shard: two)", false},
-	{"SHARDSTOCK_MQ", "mq", "streams", "message transport: streams (Redis Streams on the shards) or rocketmq://HOST:9876[?broker=HOST:10911]", false},
+	{"SHARDSTOCK_MQ", "mq", "streams", "message transport: streams (Redis Streams on the shards) or rocketmq://HOST:9876[?broker=HOST:10911] (the broker's ACL credentials as ACCESSKEY:SECRETKEY@ only from the environment, or see SHARDSTOCK_MQ_CREDENTIALS)", false},
+	{"SHARDSTOCK_MQ_CREDENTIALS", "mq-credentials", "", "the RocketMQ broker's ACL user, ACCESSKEY:SECRETKEY (deploy/rocketmq.sh credentials coordinator prints them, and keeps them in a file for --mq-credentials-file)", true},
 	{"SHARDSTOCK_DB", "db", "sqlite:./data/orders.db", "order database: sqlite:PATH or mysql://user:pass@tcp(host:port)/db", false},
 	{"SHARDSTOCK_DB_CA_FILE", "db-ca-file", "", "PEM file of the CA that signs the MySQL/MariaDB server's certificate, for a DSN with ?tls=true (default: the system's roots)", false},
 	{"SHARDSTOCK_PAY_TIMEOUT", "pay-timeout", "15m", "unpaid orders are cancelled after this", false},
@@ -149,6 +154,11 @@ func parseConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (*
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["mq"] {
+		if u, err := url.Parse(*flags["SHARDSTOCK_MQ"]); err == nil && u.User != nil {
+			return nil, &configError{"SHARDSTOCK_MQ", "--mq carries credentials, which ps shows to every local user: put them in the environment (SHARDSTOCK_MQ or SHARDSTOCK_MQ_CREDENTIALS) or in --mq-credentials-file"}
+		}
+	}
 	vals := make(map[string]string, len(variables))
 	for _, v := range variables {
 		switch e := getenv(v.name); {
@@ -357,10 +367,8 @@ func (c *Config) parseLog(get func(string) string) error {
 }
 
 func (c *Config) parseOrders(get func(string) string) error {
-	if c.MQ != "streams" {
-		if _, err := messaging.ParseRocketMQ(c.MQ); err != nil {
-			return &configError{"SHARDSTOCK_MQ", "must be streams or rocketmq://HOST:PORT"}
-		}
+	if err := c.parseMQ(get); err != nil {
+		return err
 	}
 	if f := get("SHARDSTOCK_DB_CA_FILE"); f != "" {
 		pool, err := readCAs(f)
@@ -399,6 +407,36 @@ func (c *Config) parseOrders(get func(string) string) error {
 	}
 	c.OrderRate = r
 	return c.parseSpool(get)
+}
+
+// parseMQ checks the transport and where its credentials come from: the
+// URL's user info or SHARDSTOCK_MQ_CREDENTIALS, not both. No error repeats
+// a secret.
+func (c *Config) parseMQ(get func(string) string) error {
+	creds := get("SHARDSTOCK_MQ_CREDENTIALS")
+	if c.MQ == "streams" {
+		if creds != "" {
+			return &configError{"SHARDSTOCK_MQ_CREDENTIALS", "is set but SHARDSTOCK_MQ is streams: credentials are for a rocketmq:// broker"}
+		}
+		return nil
+	}
+	rc, err := messaging.ParseRocketMQ(c.MQ)
+	if err != nil {
+		if strings.Contains(err.Error(), "credentials") {
+			return &configError{"SHARDSTOCK_MQ", err.Error()}
+		}
+		return &configError{"SHARDSTOCK_MQ", "must be streams or rocketmq://[ACCESSKEY:SECRETKEY@]HOST:PORT"}
+	}
+	c.MQCredentials = rc.Credentials
+	if creds != "" {
+		if !rc.Credentials.IsZero() {
+			return &configError{"SHARDSTOCK_MQ_CREDENTIALS", "is set and SHARDSTOCK_MQ carries credentials too: set them in one place"}
+		}
+		if c.MQCredentials, err = messaging.ParseCredentials(creds); err != nil {
+			return &configError{"SHARDSTOCK_MQ_CREDENTIALS", err.Error()}
+		}
+	}
+	return nil
 }
 
 func (c *Config) parseSpool(get func(string) string) error {

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shardstock/shardstock/messaging"
 	"github.com/shardstock/shardstock/shard/shardtest"
 )
 
@@ -75,6 +76,13 @@ func TestConfigErrorsNameTheSetting(t *testing.T) {
 		{"bad timeout", with("SHARDSTOCK_SHARD_TIMEOUT", "fast"), nil, "SHARDSTOCK_SHARD_TIMEOUT"},
 		{"bad log format", with("SHARDSTOCK_LOG_FORMAT", "xml"), nil, "SHARDSTOCK_LOG_FORMAT"},
 		{"bad flag value", good, []string{"--shard-timeout", "0s"}, "SHARDSTOCK_SHARD_TIMEOUT"},
+		{"broker credentials for streams", with("SHARDSTOCK_MQ_CREDENTIALS", "ak:sk-secret"), nil, "SHARDSTOCK_MQ_CREDENTIALS"},
+		{"broker credentials twice", with2("SHARDSTOCK_MQ", "rocketmq://ak:sk-secret@127.0.0.1:9876", "SHARDSTOCK_MQ_CREDENTIALS", "ak:sk-secret"), nil, "SHARDSTOCK_MQ_CREDENTIALS"},
+		{"broker credentials without a secret", func() map[string]string {
+			return with2("SHARDSTOCK_MQ", "rocketmq://127.0.0.1:9876", "SHARDSTOCK_MQ_CREDENTIALS", "ak")
+		}(), nil, "SHARDSTOCK_MQ_CREDENTIALS"},
+		{"broker URL without a secret", with("SHARDSTOCK_MQ", "rocketmq://ak@127.0.0.1:9876"), nil, "SHARDSTOCK_MQ"},
+		{"broker credentials in a flag", good, []string{"--mq", "rocketmq://ak:sk-secret@127.0.0.1:9876"}, "SHARDSTOCK_MQ"},
 		{"stray argument", good, []string{"extra"}, "arguments"},
 	}
 	for _, tc := range cases {
@@ -84,6 +92,9 @@ func TestConfigErrorsNameTheSetting(t *testing.T) {
 			lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
 			if code != 2 || len(lines) != 1 || !strings.Contains(lines[0], tc.want) {
 				t.Fatalf("exit %d, stderr %q; want exit 2 and one line naming %s", code, stderr.String(), tc.want)
+			}
+			if strings.Contains(stderr.String(), "sk-secret") {
+				t.Fatalf("the error shows the secret: %q", stderr.String())
 			}
 		})
 	}
@@ -121,6 +132,29 @@ func TestConfigErrorsNameTheSetting(t *testing.T) {
 			t.Fatal("--admin-token accepted: a secret in a flag shows in ps")
 		}
 	})
+	t.Run("broker credentials from the environment or a file", func(t *testing.T) {
+		want := messaging.Credentials{AccessKey: "shardstock-coordinator", SecretKey: "s3cret"}
+		c, err := parseConfig(newFlagSet(), nil, env(with("SHARDSTOCK_MQ", "rocketmq://shardstock-coordinator:s3cret@127.0.0.1:9876?namespace=x")))
+		if err != nil || c.MQCredentials != want {
+			t.Fatalf("from the URL: %v %v", c, err)
+		}
+		c, err = parseConfig(newFlagSet(), nil, env(with2("SHARDSTOCK_MQ", "rocketmq://127.0.0.1:9876", "SHARDSTOCK_MQ_CREDENTIALS", "shardstock-coordinator:s3cret")))
+		if err != nil || c.MQCredentials != want {
+			t.Fatalf("from SHARDSTOCK_MQ_CREDENTIALS: %v %v", c, err)
+		}
+		f := t.TempDir() + "/coordinator.credentials"
+		os.WriteFile(f, []byte("shardstock-coordinator:s3cret\n"), 0o600)
+		c, err = parseConfig(newFlagSet(), []string{"--mq", "rocketmq://127.0.0.1:9876", "--mq-credentials-file", f}, env(good))
+		if err != nil || c.MQCredentials != want {
+			t.Fatalf("from --mq-credentials-file: %v %v", c, err)
+		}
+		if s := fmt.Sprintf("%v %+v %#v %s", want, want, want, want); strings.Contains(s, "s3cret") {
+			t.Fatalf("printed credentials show the secret: %s", s)
+		}
+		if _, err := parseConfig(newFlagSet(), []string{"--mq-credentials", "a:b"}, env(good)); err == nil {
+			t.Fatal("--mq-credentials accepted: a secret in a flag shows in ps")
+		}
+	})
 	t.Run("flag wins over variable", func(t *testing.T) {
 		c, err := parseConfig(newFlagSet(), []string{"--http-addr", "127.0.0.1:9999"}, env(good))
 		if err != nil || c.HTTPAddr != "127.0.0.1:9999" {
@@ -138,14 +172,15 @@ func TestHelp(t *testing.T) {
 	// Help goes to stdout (so | grep finds it) and never prints a secret
 	// or any other value the environment holds.
 	secrets := map[string]string{"SHARDSTOCK_ADMIN_TOKEN": "admin-secret-value-0123", "SHARDSTOCK_HMAC_SECRET": "hmac-secret-value",
-		"SHARDSTOCK_PAYMENT_SECRET": "payment-secret-value", "SHARDSTOCK_DB": "mysql://u:db-password@tcp(h:1)/d"}
+		"SHARDSTOCK_PAYMENT_SECRET": "payment-secret-value", "SHARDSTOCK_DB": "mysql://u:db-password@tcp(h:1)/d",
+		"SHARDSTOCK_MQ": "rocketmq://ak:mq-url-secret@127.0.0.1:9876", "SHARDSTOCK_MQ_CREDENTIALS": "ak:mq-credentials-secret"}
 	for _, args := range [][]string{{"serve", "--help"}, {"serve", "-h"}, {"loadgen", "--help"}} {
 		stdout.Reset()
 		stderr.Reset()
 		if code := run(args, env(secrets), &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "Usage") {
 			t.Fatalf("%v: exit %d, stdout %q, stderr %q", args, code, stdout.String(), stderr.String())
 		}
-		for _, v := range []string{"admin-secret-value", "hmac-secret-value", "payment-secret-value", "db-password"} {
+		for _, v := range []string{"admin-secret-value", "hmac-secret-value", "payment-secret-value", "db-password", "mq-url-secret", "mq-credentials-secret"} {
 			if strings.Contains(stdout.String()+stderr.String(), v) {
 				t.Fatalf("%v prints %q", args, v)
 			}

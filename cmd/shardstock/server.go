@@ -207,6 +207,9 @@ func (m *Main) openTransport(ctx context.Context) (order.Settler, error) {
 	}
 	rc, _ := messaging.ParseRocketMQ(m.cfg.MQ)
 	rc.Instance = messaging.ConsumerName()
+	if rc.Credentials.IsZero() {
+		rc.Credentials = m.cfg.MQCredentials
+	}
 	r, err := messaging.OpenRocketMQ(ctx, rc)
 	if err != nil {
 		return nil, fmt.Errorf("SHARDSTOCK_MQ: %w", err)

@@ -112,7 +112,8 @@ func streamsSettler(t *testing.T, r *shardtest.Redis, i int) func(*testing.T, sh
 }
 
 // topicSettler publishes settlements on the settlements topic, as anyone
-// who reaches the broker could.
+// holding the coordinators' broker credentials could (the broker's ACL
+// keeps out everyone else, the payment centre too: TestBrokerACL).
 func topicSettler(t *testing.T, mq string) func(*testing.T, shardstock.Settlement) {
 	r := rocketClient(t, mq, "test-forger")
 	return func(t *testing.T, st shardstock.Settlement) {
