@@ -321,7 +321,7 @@ func freeSeq(ctx context.Context, q dbtx, product, user string, limit int64) (in
 // or cancelled, which frees its seq) and marks it for settlement. It
 // reports whether this call made the change.
 func (s *Store) Transition(ctx context.Context, id, user, status string, now time.Time) (bool, error) {
-	res, err := s.db.ExecContext(ctx, `UPDATE orders
+	res, err := s.exec(ctx, `UPDATE orders
 		SET status = ?, seq = CASE WHEN ? = 'paid' THEN seq ELSE NULL END, settle_pending = 1,
 		    claim_pending = CASE WHEN ? = 'paid' THEN 0 ELSE 1 END, updated_at = ?
 		WHERE id = ? AND user_id = ? AND status = 'awaiting_payment'`,
@@ -337,7 +337,7 @@ func (s *Store) Transition(ctx context.Context, id, user, status string, now tim
 // deadline (pay_by) passed by now, and returns how many. Rows from before
 // pay_by keep the old rule: reserved before cutoff.
 func (s *Store) CancelExpired(ctx context.Context, cutoff, now time.Time) (int64, error) {
-	res, err := s.db.ExecContext(ctx, `UPDATE orders
+	res, err := s.exec(ctx, `UPDATE orders
 		SET status = 'cancelled', seq = NULL, settle_pending = 1, claim_pending = 1, updated_at = ?
 		WHERE status = 'awaiting_payment' AND (pay_by < ? OR (pay_by IS NULL AND reserved_at < ?))`,
 		now.UnixMilli(), now.UnixMilli(), cutoff.UnixMilli())
@@ -380,7 +380,7 @@ func (s *Store) orders(ctx context.Context, q string, args ...any) ([]shardstock
 // MarkSettled clears the settlement mark of order id if it is still in
 // status (a later change would have set it again).
 func (s *Store) MarkSettled(ctx context.Context, id, status string) error {
-	_, err := s.db.ExecContext(ctx, `UPDATE orders SET settle_pending = 0 WHERE id = ? AND status = ?`, id, status)
+	_, err := s.exec(ctx, `UPDATE orders SET settle_pending = 0 WHERE id = ? AND status = ?`, id, status)
 	if err != nil {
 		return fmt.Errorf("mark settled %s: %w", id, err)
 	}
@@ -400,7 +400,7 @@ func (s *Store) ClaimsPending(ctx context.Context, limit int) ([]shardstock.Orde
 
 // MarkClaimReturned records that order id's claim was given back.
 func (s *Store) MarkClaimReturned(ctx context.Context, id string) error {
-	if _, err := s.db.ExecContext(ctx, `UPDATE orders SET claim_pending = 0 WHERE id = ?`, id); err != nil {
+	if _, err := s.exec(ctx, `UPDATE orders SET claim_pending = 0 WHERE id = ?`, id); err != nil {
 		return fmt.Errorf("mark claim returned %s: %w", id, err)
 	}
 	return nil
@@ -416,7 +416,7 @@ func (s *Store) Resettle(ctx context.Context, product string, shards []int) (int
 	for _, sh := range shards {
 		args = append(args, sh)
 	}
-	res, err := s.db.ExecContext(ctx, `UPDATE orders SET settle_pending = 1
+	res, err := s.exec(ctx, `UPDATE orders SET settle_pending = 1
 		WHERE product_id = ? AND status IN ('paid', 'cancelled', 'failed') AND shard IN (`+placeholders(len(shards))+`)`, args...)
 	if err != nil {
 		return 0, fmt.Errorf("resettle %s: %w", product, err)

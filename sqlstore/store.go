@@ -256,6 +256,20 @@ func isLockConflict(err error) bool {
 	return errors.As(err, &me) && (me.Number == 1213 || me.Number == 1205)
 }
 
+// exec runs one write statement, again while MariaDB/MySQL rolls it back
+// for a lock conflict with a concurrent transaction (a deadlock with an
+// order batch, a lock wait timeout), up to five times in all: the statement
+// is atomic, so a rolled-back try changed nothing, and the conflict is the
+// database's, not the caller's (a payment must not answer 503 for it).
+func (s *Store) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	for attempt := 1; ; attempt++ {
+		res, err := s.db.ExecContext(ctx, q, args...)
+		if err == nil || !isLockConflict(err) || attempt == 5 || ctx.Err() != nil {
+			return res, err
+		}
+	}
+}
+
 // isDuplicate reports a unique-key violation.
 func isDuplicate(err error) bool {
 	var me *mysql.MySQLError

@@ -113,6 +113,13 @@ func TestChaos(t *testing.T) {
 		}
 		c.start(t)
 		t.Cleanup(c.stop)
+		t.Cleanup(func() { // a failed run keeps what the coordinators said
+			if t.Failed() {
+				if b, err := os.ReadFile(c.log); err == nil {
+					os.WriteFile(filepath.Join(artifacts(t), "chaos-coordinator-"+c.name+".log"), b, 0o600)
+				}
+			}
+		})
 		coords = append(coords, c)
 	}
 	a := "http://" + coords[0].addr
@@ -384,9 +391,10 @@ func TestChaos(t *testing.T) {
 		lockedSold += *s.Locked + *s.Sold
 		check(*s.Salable+*s.Locked+*s.Sold == *s.Alloc, "conservation on shard %d: salable %d + locked %d + sold %d = alloc %d",
 			s.Index, *s.Salable, *s.Locked, *s.Sold, *s.Alloc)
-		check(*s.Sold == paidByShard[s.Index].Paid && *s.Locked == paidByShard[s.Index].AwaitingPayment,
-			"convergence on shard %d: sold %d = paid orders %d, locked %d = awaiting orders %d",
-			s.Index, *s.Sold, paidByShard[s.Index].Paid, *s.Locked, paidByShard[s.Index].AwaitingPayment)
+		converged := *s.Sold == paidByShard[s.Index].Paid && *s.Locked == paidByShard[s.Index].AwaitingPayment
+		check(converged, "convergence on shard %d: sold %d = paid orders %d, locked %d = awaiting orders %d%s",
+			s.Index, *s.Sold, paidByShard[s.Index].Paid, *s.Locked, paidByShard[s.Index].AwaitingPayment,
+			unsettledHolds(t, r, rows, s.Index, converged))
 	}
 	wipedSold := *before.Shards[2].Alloc // at most what the wiped shard could have sold
 	check(lockedSold <= stock, "no oversell on the shards that kept their data: locked + sold %d <= stock %d", lockedSold, stock)
@@ -483,4 +491,27 @@ func getTicket(cl *http.Client, coords []*coordinator, ticket, user string) (map
 func decodeJSON(resp *http.Response, v any) {
 	defer resp.Body.Close()
 	json.NewDecoder(resp.Body).Decode(v)
+}
+
+// unsettledHolds names, for a shard that did not converge, the paid orders
+// held there whose hold is not sold on the shard, with the hold as it is.
+func unsettledHolds(t *testing.T, r *shardtest.Redis, rows testDB, shard int, converged bool) string {
+	if converged {
+		return ""
+	}
+	paid, err := rows.Query(context.Background(), `SELECT id FROM orders WHERE product_id = 'chaos' AND status = 'paid' AND shard = ?`, shard)
+	if err != nil {
+		return "; " + err.Error()
+	}
+	opt, _ := redis.ParseURL(r.URLs()[shard])
+	c := redis.NewClient(opt)
+	defer c.Close()
+	var odd []string
+	for _, row := range paid {
+		h, err := c.HGet(context.Background(), "ss:{p:chaos}:holds", row[0]).Result()
+		if !strings.HasPrefix(h, "S ") {
+			odd = append(odd, fmt.Sprintf("%s: hold %q %v", row[0], h, err))
+		}
+	}
+	return fmt.Sprintf("; paid orders not sold there: %v", odd)
 }

@@ -262,3 +262,46 @@ func modeAndOwner(t *testing.T, path string) string {
 	}
 	return fmt.Sprintf("%v %s", st.Mode(), uid)
 }
+
+// TestPaymentWaitsOutALockConflict: a payment whose UPDATE MariaDB rolls
+// back for a lock conflict (here a lock wait timeout of 1 s behind another
+// transaction holding the order's row for 1.5 s; in the chaos run, a
+// deadlock with an order batch) is tried again and lands, instead of
+// answering the buyer 503.
+func TestPaymentWaitsOutALockConflict(t *testing.T) {
+	dsn := freshMySQL(t)
+	store, err := sqlstore.Open(dsn + "?innodb_lock_wait_timeout=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	ctx := context.Background()
+	if err := store.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	ev := shardstock.ReservationEvent{ID: "01M8TVK5JNTY48244KRZ4MVVN0", UserID: "alice", ProductID: "lamp", Shard: 1, AtMS: now.UnixMilli()}
+	if _, err := store.Insert(ctx, ev, 1, shardstock.StatusAwaitingPayment, now, now.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	other := openDB(t, dsn, nil)
+	tx, err := other.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.ExecContext(ctx, `SELECT id FROM orders WHERE id = ? FOR UPDATE`, ev.ID); err != nil {
+		t.Fatal(err)
+	}
+	released := make(chan error, 1)
+	go func() { time.Sleep(1500 * time.Millisecond); released <- tx.Commit() }()
+	changed, err := store.Transition(ctx, ev.ID, ev.UserID, shardstock.StatusPaid, time.Now())
+	if err != nil || !changed {
+		t.Fatalf("pay behind a lock held past the lock wait timeout: changed %v, %v", changed, err)
+	}
+	if err := <-released; err != nil {
+		t.Fatal(err)
+	}
+	if o, err := store.Order(ctx, ev.ID); err != nil || o.Status != shardstock.StatusPaid {
+		t.Fatalf("order after the payment: %+v %v", o, err)
+	}
+}
