@@ -6,7 +6,8 @@
 #
 # Started as root, each master runs as the system user shardstock-redis
 # (created once), never as root, in its data dir DIR/PORT (mode 0700, its
-# own); otherwise as you.
+# own), reading its configuration DIR/PORT.conf (root's, 0600: it holds the
+# passwords) from its standard input; otherwise as you.
 #   deploy/redis.sh start  [options]        start the masters, wait until each answers PING
 #   deploy/redis.sh stop   [options]        shut them down (SHUTDOWN, then SIGKILL if needed)
 #   deploy/redis.sh kill   [options]        SIGKILL them (a crash: nothing answered is lost with
@@ -82,6 +83,7 @@ while [ $# -gt 0 ]; do
 done
 case "$fsync" in everysec|always) ;; *) die "--fsync must be everysec or always, not $fsync" ;; esac
 [ -n "$open" ] && [ -n "$acluser" ] && die "--open and --acl-user exclude each other"
+case "${acluser%%:*}" in default|admin|payments) die "--acl-user: '${acluser%%:*}' is one of the users redis.sh makes; name the coordinators' user otherwise" ;; esac
 [ -z "$open" ] && [ -n "$requirepass" ] && die "--requirepass is the default user's password; without --open nobody may log in as that user"
 IFS=, read -r -a port_list <<<"$ports"
 mkdir -p "$dir"
@@ -93,7 +95,21 @@ install() {
   apt_install redis-server -- redis-server redis-tools
 }
 
-pidof_port() { local f="$dir/$1/redis.pid"; [ -f "$f" ] && cat "$f" || true; }
+# pidof_port: the master's pid from its pid file. Run as root, the file is
+# in a directory the masters' OS user may write to, so its word is taken
+# only for a process of that user (or, if root wrote the file, a master an
+# earlier version started as root): a master that was broken into cannot
+# make this script signal another process (kill -9 -1: every process).
+pidof_port() {
+  local f="$dir/$1/redis.pid" pid
+  [ -f "$f" ] && [ ! -L "$f" ] || return 0
+  pid=$(head -c 20 "$f" | tr -d '[:space:]')
+  case "$pid" in ''|*[!0-9]*|0|1) return 0 ;; esac
+  if [ "$(id -u)" = 0 ] && [ "$(stat -c %u "$f")" != 0 ]; then
+    [ "$(awk '/^Uid:/ {print $2}' "/proc/$pid/status" 2>/dev/null)" = "$(stat -c %u "$f")" ] || return 0
+  fi
+  echo "$pid"
+}
 # running: some thread of the process is still alive. A daemonized redis
 # may be reaped late, or never, when PID 1 does not reap orphans, so a
 # zombie counts as gone; but after a SIGKILL the main thread can be a zombie
@@ -109,13 +125,18 @@ running() {
 }
 alive() { local pid; pid=$(pidof_port "$1"); [ -n "$pid" ] && running "$pid"; }
 
+# conf PORT: the master's configuration file, in DIR (root's when run as
+# root, and never the master's: its passwords are none of its business).
+conf() { echo "$dir/$1.conf"; }
+
 write_conf() { # port
-  local d="$dir/$1"
+  local d="$dir/$1" c; c=$(conf "$1")
   mkdir -p "$d"
+  rm -f "$d/redis.conf" # (where earlier versions kept it)
   # Written 0600 from the start: the password goes into it below.
-  rm -f "$d/redis.conf"
-  (umask 077 && : >"$d/redis.conf")
-  cat >>"$d/redis.conf" <<CONF
+  rm -f "$c"
+  (umask 077 && : >"$c")
+  cat >>"$c" <<CONF
 # written by deploy/redis.sh — one independent stock shard, no replicas
 port $(if [ -n "$tlsdir" ]; then echo 0; else echo "$1"; fi)
 bind 127.0.0.1
@@ -134,13 +155,11 @@ save ""
 maxmemory-policy noeviction
 CONF
   if [ -n "$tlsdir" ]; then
-    mkdir -p "$d/tls"
-    cp "$tlsdir/server.crt" "$tlsdir/server.key" "$tlsdir/ca.crt" "$d/tls/"
     printf 'tls-port %s\ntls-cert-file tls/server.crt\ntls-key-file tls/server.key\ntls-ca-cert-file tls/ca.crt\ntls-auth-clients no\n' \
-      "$1" >>"$d/redis.conf"
+      "$1" >>"$c"
   fi
   if [ -n "$open" ]; then
-    if [ -n "$requirepass" ]; then echo "requirepass $requirepass" >>"$d/redis.conf"; fi
+    if [ -n "$requirepass" ]; then echo "requirepass $requirepass" >>"$c"; fi
   else
     # The default user keeps every command, behind a password nobody knows
     # (only a hash of random bytes is written): Redis 7.0 replays the AOF's
@@ -152,14 +171,14 @@ CONF
     # takes FLUSHALL, FLUSHDB, KEYS, SORT, RESTORE, MIGRATE and INFO back out,
     # -@scripting every FUNCTION (FUNCTION FLUSH is a write); then the script
     # calls we make, TIME and INFO (memory and persistence figures) go back in.
-    cat >>"$d/redis.conf" <<CONF
+    cat >>"$c" <<CONF
 user default on #$(head -c 32 /dev/urandom | sha256sum | cut -d' ' -f1) ~* &* +@all
 user $(coordinator) on >$(coordinator_pass) resetkeys ~ss:* resetchannels -@all +@read +@write +@connection +@transaction -@dangerous -@admin -@scripting -@pubsub +evalsha +eval +script|load +script|exists +time +info
 user payments on >$(password payments) resetkeys ~ss:payments resetchannels -@all +xadd +ping +hello
 user admin on >$(password admin) ~* &* +@all
 CONF
   fi
-  chmod 600 "$d/redis.conf"
+  chmod 600 "$c"
 }
 
 # password NAME: user NAME's password, random, made once per DIR.
@@ -210,27 +229,38 @@ osuser() {
   echo shardstock-redis
 }
 
+# as_user USER CMD...: CMD as USER ("": as we are).
+as_user() {
+  local user=$1; shift
+  if [ -z "$user" ]; then "$@"; return; fi
+  setpriv --reuid="$user" --regid="$(id -g "$user")" --clear-groups "$@"
+}
+
 start_one() { # port
   if alive "$1"; then echo "shard :$1 already running (pid $(pidof_port "$1"))"; return; fi
   write_conf "$1"
-  local d="$dir/$1" user; user=$(osuser)
+  local d="$dir/$1" user c; user=$(osuser); c=$(conf "$1")
   if [ -n "$user" ]; then
-    # The master's files are its user's, also those a restore copied in as
-    # root; its configuration (the passwords) stays ours: it reads it from
-    # its standard input.
+    # The master's files are its user's alone, also those a restore copied
+    # in as root (chown and chmod -R follow no symbolic link). From here on
+    # root writes nothing into its directory: the master may have planted
+    # links there, so the TLS files are written by its user.
     chown -R "$user:$(id -gn "$user")" "$d"
-    chown root: "$d/redis.conf"
-    (cd "$d" && setpriv --reuid="$user" --regid="$(id -g "$user")" --clear-groups redis-server - <redis.conf 2>&1 | quiet)
-  else
-    (cd "$d" && redis-server - <redis.conf 2>&1 | quiet)
+    chmod -R go-rwx "$d"
   fi
+  if [ -n "$tlsdir" ]; then
+    tar -C "$tlsdir" -cf - server.crt server.key ca.crt |
+      (cd "$d" && as_user "$user" sh -c 'umask 077 && rm -rf tls && mkdir tls && tar -C tls --no-same-owner -xf -')
+  fi
+  # It reads its configuration (the passwords) from its standard input.
+  (cd "$d" && as_user "$user" redis-server - <"$c" 2>&1 | quiet)
   for _ in $(seq 1 100); do
     if [ "$(cli "$1" ping 2>/dev/null)" = PONG ]; then
       echo "shard :$1 up (pid $(pidof_port "$1"), data $dir/$1, appendfsync $fsync, as ${user:-$(id -un)})"; return
     fi
     sleep 0.05
   done
-  tail -5 "$dir/$1/redis.log" >&2 || true
+  [ -L "$dir/$1/redis.log" ] || tail -5 "$dir/$1/redis.log" >&2 || true
   die "shard :$1 did not answer PING within 5 s"
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -970,9 +971,33 @@ func TestMastersDoNotRunAsRoot(t *testing.T) {
 	if u, mode := owner(d); u != uid || mode != 0o700 {
 		t.Errorf("data dir: owner %s mode %v, want %s 0700", u, mode, uid)
 	}
-	if u, mode := owner(filepath.Join(d, "redis.conf")); u != "0" || mode != 0o600 {
-		t.Errorf("redis.conf: owner %s mode %v, want root's, 0600", u, mode)
+	if u, mode := owner(d + ".conf"); u != "0" || mode != 0o600 {
+		t.Errorf("its configuration: owner %s mode %v, want root's, 0600", u, mode)
 	}
+	if _, err := os.Lstat(filepath.Join(d, "redis.conf")); err == nil {
+		t.Error("a configuration (the passwords) in the master's own directory")
+	}
+	// Its pid file is its own to write: the script signals only a process
+	// of the masters' user, whatever the file says.
+	victim := exec.Command("sleep", "30")
+	if err := victim.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer victim.Process.Kill()
+	if err := os.WriteFile(filepath.Join(d, "redis.pid"), []byte(strconv.Itoa(victim.Process.Pid)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(filepath.Join(d, "redis.pid"), mustAtoi(t, uid), -1); err != nil {
+		t.Fatal(err)
+	}
+	r.Kill(0)
+	if err := victim.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Fatalf("the script signalled the pid a master's file named (pid %d, root's): %v", victim.Process.Pid, err)
+	}
+	if err := os.WriteFile(filepath.Join(d, "redis.pid"), pid, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	os.Chown(filepath.Join(d, "redis.pid"), mustAtoi(t, uid), -1)
 	// It writes its AOF, and reads it back after a crash.
 	set, p := openAndDefine(t, r.URLs(), shard.Config{Timeout: time.Second}, shardstock.Product{ID: "unpriv", Stock: 2})
 	if _, err := set.Reserve(context.Background(), p, "u1", "r1"); err != nil {
@@ -983,4 +1008,12 @@ func TestMastersDoNotRunAsRoot(t *testing.T) {
 	if c, err := set.Counters(context.Background(), 0, p.ID); err != nil || c.Locked != 1 {
 		t.Fatalf("after a restart: %+v %v, want the hold kept", c, err)
 	}
+}
+
+func mustAtoi(t *testing.T, s string) int {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

@@ -258,17 +258,24 @@ func isLockConflict(err error) bool {
 
 // exec runs one write statement, again while MariaDB/MySQL rolls it back
 // for a lock conflict with a concurrent transaction (a deadlock with an
-// order batch, a lock wait timeout), up to five times in all: the statement
-// is atomic, so a rolled-back try changed nothing, and the conflict is the
-// database's, not the caller's (a payment must not answer 503 for it).
+// order batch, a lock wait timeout): the statement is atomic, so a
+// rolled-back try changed nothing, and the conflict is the database's, not
+// the caller's (a payment must not answer 503 for it). Up to five tries,
+// and none begun after execRetryFor: a lock wait can last the server's
+// innodb_lock_wait_timeout (50 s by default), and a buyer's request must
+// end well within the HTTP server's write timeout.
 func (s *Store) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	start := time.Now()
 	for attempt := 1; ; attempt++ {
 		res, err := s.db.ExecContext(ctx, q, args...)
-		if err == nil || !isLockConflict(err) || attempt == 5 || ctx.Err() != nil {
+		if err == nil || !isLockConflict(err) || attempt == 5 || ctx.Err() != nil || time.Since(start) > execRetryFor {
 			return res, err
 		}
 	}
 }
+
+// execRetryFor bounds the time in which exec begins another try.
+const execRetryFor = 5 * time.Second
 
 // isDuplicate reports a unique-key violation.
 func isDuplicate(err error) bool {
