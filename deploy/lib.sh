@@ -39,3 +39,14 @@ apt_install() {
   umask "$mask"
   return "$rc"
 }
+
+# service_user NAME: the OS user a service the deploy scripts start runs as
+# when they run as root: the system user NAME (made once, no home, no
+# shell), never root; "" for a non-root caller (the service runs as it).
+service_user() {
+  [ "$(id -u)" = 0 ] || return 0
+  if ! id "$1" >/dev/null 2>&1; then
+    useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin "$1"
+  fi
+  echo "$1"
+}

@@ -88,13 +88,7 @@ password() {
 }
 
 # dbuser: the OS user mariadbd runs as ("" for the current, non-root user).
-dbuser() {
-  [ "$(id -u)" = 0 ] || return 0
-  if ! id shardstock-db >/dev/null 2>&1; then
-    useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin shardstock-db
-  fi
-  echo shardstock-db
-}
+dbuser() { service_user shardstock-db; }
 
 # certificates: a CA and a server certificate for 127.0.0.1, made once
 # under DIR/tls.

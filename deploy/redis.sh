@@ -219,16 +219,6 @@ cli() {
 # standard input (errors in it still show).
 quiet() { grep -v 'Reading config from stdin' || true; }
 
-# osuser: the OS user redis-server runs as ("" for the current, non-root
-# user): never root, like MariaDB (deploy/mariadb.sh).
-osuser() {
-  [ "$(id -u)" = 0 ] || return 0
-  if ! id shardstock-redis >/dev/null 2>&1; then
-    useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin shardstock-redis
-  fi
-  echo shardstock-redis
-}
-
 # as_user USER CMD...: CMD as USER ("": as we are).
 as_user() {
   local user=$1; shift
@@ -239,7 +229,7 @@ as_user() {
 start_one() { # port
   if alive "$1"; then echo "shard :$1 already running (pid $(pidof_port "$1"))"; return; fi
   write_conf "$1"
-  local d="$dir/$1" user c; user=$(osuser); c=$(conf "$1")
+  local d="$dir/$1" user c; user=$(service_user shardstock-redis); c=$(conf "$1")
   if [ -n "$user" ]; then
     # The master's files are its user's alone, also those a restore copied
     # in as root (chown and chmod -R follow no symbolic link). From here on
