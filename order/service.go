@@ -268,9 +268,14 @@ func (s *Service) admit(ctx context.Context, n int) error {
 			got, err := s.cfg.Budget.Take(ctx, min(n, s.limiter.Burst()))
 			if err == nil {
 				s.budgetDown.Store(false)
-				if n -= got; n > 0 && got == 0 {
-					// Empty: wait for about one token's worth.
-					t := time.NewTimer(max(time.Millisecond, time.Duration(float64(time.Second)/s.cfg.Rate)))
+				if n -= got; n > 0 {
+					// Short: wait about as long as the tokens still wanted
+					// take to come (1 ms to 100 ms), not one token's worth:
+					// each take is a script and, with appendfsync always,
+					// an fsync on the shard, and readers taking the few
+					// tokens of each millisecond were most of a busy sale's
+					// fsyncs there (make bench, 2026-12-02).
+					t := time.NewTimer(min(100*time.Millisecond, max(time.Millisecond, time.Duration(float64(n)*float64(time.Second)/s.cfg.Rate))))
 					select {
 					case <-ctx.Done():
 						t.Stop()

@@ -67,6 +67,7 @@ type batcher struct {
 	script  *redis.Script
 	timeout time.Duration
 	now     func() time.Time
+	gap     time.Duration  // Config.BatchGap
 	queue   chan *stepCall // nil: no coalescing, each step is its own call
 	stop    chan struct{}
 	done    chan struct{} // closed when the executor has returned
@@ -74,7 +75,7 @@ type batcher struct {
 }
 
 func newBatcher(sh *Shard, script *redis.Script, cfg Config) *batcher {
-	b := &batcher{sh: sh, script: script, timeout: cfg.Timeout, now: cfg.Now, onBatch: cfg.OnBatch}
+	b := &batcher{sh: sh, script: script, timeout: cfg.Timeout, gap: cfg.BatchGap, now: cfg.Now, onBatch: cfg.OnBatch}
 	if cfg.Coalesce {
 		b.queue, b.stop, b.done = make(chan *stepCall, 4096), make(chan struct{}), make(chan struct{})
 		go b.loop()
@@ -112,6 +113,10 @@ func (b *batcher) submit(ctx context.Context, st step) (string, error) {
 func (b *batcher) loop() {
 	defer close(b.done)
 	batch := make([]*stepCall, 0, maxBatch)
+	var sent time.Time // when the previous round trip left
+	busy := false      // it carried more than one step
+	gap := time.NewTimer(time.Hour)
+	gap.Stop()
 	for {
 		select {
 		case <-b.stop:
@@ -119,21 +124,49 @@ func (b *batcher) loop() {
 		case c := <-b.queue:
 			batch = b.addLive(batch[:0], c)
 		}
-	drain:
-		for len(batch) < maxBatch {
-			select {
-			case c := <-b.queue:
-				batch = b.addLive(batch, c)
-			default:
-				break drain
-			}
+		if wait := time.Until(sent.Add(b.gap)); busy && wait > 0 {
+			batch = b.fill(batch, gap, wait)
 		}
+		batch = b.drain(batch)
 		if len(batch) > 0 {
+			sent, busy = time.Now(), len(batch) > 1
 			ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
 			b.exec(ctx, batch)
 			cancel()
 		}
 	}
+}
+
+// drain adds the steps already waiting, up to maxBatch.
+func (b *batcher) drain(batch []*stepCall) []*stepCall {
+	for len(batch) < maxBatch {
+		select {
+		case c := <-b.queue:
+			batch = b.addLive(batch, c)
+		default:
+			return batch
+		}
+	}
+	return batch
+}
+
+// fill adds the steps that come within wait (the rest of the gap), up to
+// maxBatch: under load, fewer and fuller round trips, each a script
+// execution and, with appendfsync always, an fsync on the shard.
+func (b *batcher) fill(batch []*stepCall, gap *time.Timer, wait time.Duration) []*stepCall {
+	gap.Reset(wait)
+	defer gap.Stop()
+	for len(batch) < maxBatch {
+		select {
+		case c := <-b.queue:
+			batch = b.addLive(batch, c)
+		case <-gap.C:
+			return batch
+		case <-b.stop:
+			return batch
+		}
+	}
+	return batch
 }
 
 // addLive puts c in batch unless its caller left or its deadline passed

@@ -3,6 +3,7 @@ package shard
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -60,5 +61,85 @@ func TestBatcherDropsStepsWhoseCallerLeft(t *testing.T) {
 	}
 	if n, _ := sh.Client.HGet(ctx, k.stock, "locked").Int(); n != 3 {
 		t.Fatalf("locked = %d, want 3 (warm, first, after)", n)
+	}
+}
+
+// Under load (the previous round trip carried more than one step) a shard's
+// next round trip leaves no sooner than BatchGap after it; a step after a
+// lone one leaves at once.
+func TestBatcherSpacesRoundTripsUnderLoad(t *testing.T) {
+	const gap = 300 * time.Millisecond
+	r := shardtest.Start(t, 1)
+	opt, err := redis.ParseURL(r.URLs()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh := &Shard{Client: redis.NewClient(opt)}
+	t.Cleanup(func() { sh.Client.Close() })
+	ctx, k := context.Background(), keysFor("gap")
+	if err := sh.Client.HSet(ctx, k.stock, "salable", 100, "locked", 0, "limit", 1).Err(); err != nil {
+		t.Fatal(err)
+	}
+	type trip struct {
+		at    time.Time
+		steps int
+	}
+	trips := make(chan trip, 100)
+	b := newBatcher(sh, lua.NewScripts().Purchase, Config{Timeout: 5 * time.Second, Now: time.Now, Coalesce: true,
+		BatchGap: gap, OnBatch: func(n int) { trips <- trip{time.Now(), n} }})
+	t.Cleanup(b.close)
+	buy := func(user string) error {
+		st, err := b.submit(ctx, step{product: "gap", op: opPurchase, user: user, id: "r-" + user})
+		if err == nil && st != "ok" {
+			err = errors.New(st)
+		}
+		return err
+	}
+	next := func() trip {
+		select {
+		case tr := <-trips:
+			return tr
+		case <-time.After(5 * time.Second):
+			t.Fatal("no round trip")
+			return trip{}
+		}
+	}
+	if err := buy("warm"); err != nil {
+		t.Fatal(err)
+	}
+	warm := next()
+	if err := buy("lone"); err != nil {
+		t.Fatal(err)
+	}
+	if lone := next(); lone.at.Sub(warm.at) >= gap {
+		t.Fatalf("a step after a lone one waited %v", lone.at.Sub(warm.at))
+	}
+
+	// Load: one step in flight on a frozen shard, five piling up behind it.
+	r.Freeze(0)
+	errs := make(chan error, 7)
+	go func() { errs <- buy("first") }()
+	first := next()
+	for i := range 5 {
+		go func() { errs <- buy(fmt.Sprintf("pile%d", i)) }()
+	}
+	time.Sleep(100 * time.Millisecond)
+	r.Thaw(0)
+	pile := next()
+	if first.steps != 1 || pile.steps != 5 {
+		t.Fatalf("round trips of %d and %d steps, want 1 then 5", first.steps, pile.steps)
+	}
+	for range 6 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	// After a round trip of five, the next step waits out the gap.
+	go func() { errs <- buy("after") }()
+	if after := next(); after.at.Sub(pile.at) < gap || after.steps != 1 {
+		t.Fatalf("the step after a round trip of five left %v after it (%d steps), want >= %v", after.at.Sub(pile.at), after.steps, gap)
+	}
+	if err := <-errs; err != nil {
+		t.Fatal(err)
 	}
 }

@@ -76,6 +76,11 @@ type Config struct {
 	// Coalesce runs concurrent purchase steps bound for one shard as one
 	// script execution (batch.go); false: one execution per step.
 	Coalesce bool
+	// BatchGap spaces a shard's round trips under load (batch.go): while
+	// the previous one carried more than one step, the next leaves no
+	// sooner than BatchGap after it, with every step that came meanwhile.
+	// 0: each leaves as soon as the previous is answered.
+	BatchGap time.Duration
 	// OnBatch, if set, is told the number of purchase steps of every round
 	// trip (metrics).
 	OnBatch func(calls int)

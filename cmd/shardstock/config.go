@@ -64,6 +64,7 @@ type Config struct {
 	SpoolBytes   int64
 	Limits       flashsale.Limits
 	Coalesce     bool
+	BatchGap     time.Duration
 	Start        shard.Start
 	// GeneratedToken is true when Dev made up AdminToken.
 	GeneratedToken bool
@@ -109,6 +110,7 @@ var variables = []variable{
 	{"SHARDSTOCK_REDIS_CA_FILE", "redis-ca-file", "", "PEM file of the CA that signs the rediss:// shards' certificates (default: the system's roots)", false},
 	{"SHARDSTOCK_SHARD_TIMEOUT", "shard-timeout", "250ms", "deadline of one call on one shard", false},
 	{"SHARDSTOCK_COALESCE", "coalesce", "on", "on: concurrent script calls to one shard share one pipeline round trip; off: one round trip each", false},
+	{"SHARDSTOCK_BATCH_GAP", "batch-gap", "3ms", "under load, a shard's purchase round trips leave at most one per gap, each carrying every purchase that came meanwhile (fewer script executions and fsyncs); 0: each as soon as the previous is answered", false},
 	{"SHARDSTOCK_START", "start", "home", "first shard a purchase reserves on: home (the buyer's home shard, hashed from the user id, which also keeps the buyer's per-user limit: one script execution per purchase) or random (the claim at home, then a random shard: two)", false},
 	{"SHARDSTOCK_MQ", "mq", "streams", "message transport: streams (Redis Streams on the shards) or rocketmq://HOST:9876[?broker=HOST:10911] (the broker's ACL credentials as ACCESSKEY:SECRETKEY@ only from the environment, or see SHARDSTOCK_MQ_CREDENTIALS)", false},
 	{"SHARDSTOCK_MQ_CREDENTIALS", "mq-credentials", "", "the RocketMQ broker's ACL user, ACCESSKEY:SECRETKEY (deploy/rocketmq.sh credentials coordinator prints them, and keeps them in a file for --mq-credentials-file)", true},
@@ -469,6 +471,9 @@ func (c *Config) parseSpool(get func(string) string) error {
 	case "off":
 	default:
 		return &configError{"SHARDSTOCK_COALESCE", "must be on or off"}
+	}
+	if c.BatchGap, err = time.ParseDuration(get("SHARDSTOCK_BATCH_GAP")); err != nil || c.BatchGap < 0 || c.BatchGap > 100*time.Millisecond {
+		return &configError{"SHARDSTOCK_BATCH_GAP", "must be a Go duration from 0 to 100ms, like 3ms"}
 	}
 	if c.Start, err = shard.ParseStart(get("SHARDSTOCK_START")); err != nil {
 		return &configError{"SHARDSTOCK_START", "must be home or random"}

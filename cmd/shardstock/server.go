@@ -103,7 +103,7 @@ func (m *Main) Run(ctx context.Context) error {
 		m.metrics.RedisErrors.WithLabelValues(strconv.Itoa(i))
 	}
 	m.resyncs = make(chan resyncRequest, 256)
-	set, err := shard.Open(m.cfg.Shards, shard.Config{Timeout: m.cfg.ShardTimeout, RootCAs: m.cfg.RedisCAs, Logger: m.log, Coalesce: m.cfg.Coalesce, Start: m.cfg.Start, Ledger: m.store, EmptyTTL: m.cfg.EmptyTTL,
+	set, err := shard.Open(m.cfg.Shards, shard.Config{Timeout: m.cfg.ShardTimeout, RootCAs: m.cfg.RedisCAs, Logger: m.log, Coalesce: m.cfg.Coalesce, BatchGap: m.cfg.BatchGap, Start: m.cfg.Start, Ledger: m.store, EmptyTTL: m.cfg.EmptyTTL,
 		Resync: m.requestResync,
 		Health: m.metrics.CountErrors(m.health), OnFailover: m.metrics.Failovers.Inc,
 		OnBatch: func(n int) { m.metrics.PipelineCalls.Observe(float64(n)) }})
