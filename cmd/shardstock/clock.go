@@ -14,10 +14,10 @@ import (
 // its clock moved by that much, and reports the skew: a metric, /readyz,
 // and an alert past a second.
 
-// wallClock is the coordinator's own clock (Config.Clock; tests skew it).
+// wallClock is the coordinator's own clock (Config.Test.Clock; tests skew it).
 func (m *Main) wallClock() time.Time {
-	if m.cfg.Clock != nil {
-		return m.cfg.Clock()
+	if m.cfg.Test.Clock != nil {
+		return m.cfg.Test.Clock()
 	}
 	return time.Now()
 }

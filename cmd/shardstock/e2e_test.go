@@ -673,7 +673,7 @@ func TestHMACModeAndSignedPayments(t *testing.T) {
 // refused.
 func TestSlowClientCannotHoldAConnection(t *testing.T) {
 	r := shardtest.Start(t, 3)
-	m := startServer(t, r.URLs(), func(c *Config) { c.HeaderTimeout = 300 * time.Millisecond })
+	m := startServer(t, r.URLs(), func(c *Config) { c.Test.HeaderTimeout = 300 * time.Millisecond })
 	conn, err := net.Dial("tcp", strings.TrimPrefix(m.URL(), "http://"))
 	if err != nil {
 		t.Fatal(err)

@@ -263,7 +263,7 @@ func shardKeys(t *testing.T, r *shardtest.Redis, pattern string) int {
 // SHARDSTOCK_ARCHIVE_AFTER ago is archived by itself.
 func TestArchiveASettledSale(t *testing.T) {
 	r := shardtest.Start(t, 3)
-	m := startServer(t, r.URLs(), func(c *Config) { c.ArchiveAfter, c.ArchiveEvery = time.Second, 200*time.Millisecond })
+	m := startServer(t, r.URLs(), func(c *Config) { c.ArchiveAfter, c.Test.ArchiveEvery = time.Second, 200*time.Millisecond })
 	base := m.URL()
 	putProduct(t, base, "arc", fmt.Sprintf(`{"stock":30,"ends_at":%q}`, time.Now().Add(time.Hour).UTC().Format(time.RFC3339)))
 	archive := func() reply { return adminDo(t, "POST", base+"/admin/v1/products/arc/archive", "") }
@@ -433,7 +433,7 @@ func TestSessionsAreComplete(t *testing.T) {
 func TestOneClockForTheSale(t *testing.T) {
 	r := shardtest.Start(t, 3)
 	fast := func() time.Time { return time.Now().Add(30 * time.Second) }
-	m := startServer(t, r.URLs(), func(c *Config) { c.Clock = fast })
+	m := startServer(t, r.URLs(), func(c *Config) { c.Test.Clock = fast })
 	base := m.URL()
 	putProduct(t, base, "clk", fmt.Sprintf(`{"stock":10,"per_user_limit":10,"ends_at":%q}`, time.Now().Add(10*time.Second).UTC().Format(time.RFC3339Nano)))
 	waitFor(t, 10*time.Second, "the skew measured", func() (bool, string) {

@@ -340,8 +340,8 @@ func (h *history) startCoordinator(c int) *Main {
 		ShardTimeout: 250 * time.Millisecond, LogFormat: "text", LogLevel: 12, // quiet: the steps tell the story
 		MQ: "streams", DB: h.db, PayTimeout: 15 * time.Minute, FailFastAge: 1000 * time.Hour, // (the timeouts move the order clock by hours)
 		OrderRate: 100000,
-		ClaimIdle: 2 * time.Second, SpoolDir: fmt.Sprintf("%s/spool%d", h.dir, c), OrderClock: h.clock.now,
-		EmptyTTL: modelEmptyTTL}
+		ClaimIdle: 2 * time.Second, SpoolDir: fmt.Sprintf("%s/spool%d", h.dir, c),
+		Test: TestKnobs{OrderClock: h.clock.now, EmptyTTL: modelEmptyTTL}}
 	m := NewMain(cfg, io.Discard)
 	if err := m.Run(context.Background()); err != nil {
 		h.fail("start coordinator %d: %v", c, err)

@@ -154,7 +154,7 @@ func TestOrderPipeline(t *testing.T) {
 		t.Run(md.name, func(t *testing.T) {
 			r := shardtest.Start(t, 3)
 			clock := &offsetClock{}
-			m := startServer(t, r.URLs(), md.opts(t), func(c *Config) { c.OrderClock = clock.now; c.PayTimeout = 10 * time.Minute })
+			m := startServer(t, r.URLs(), md.opts(t), func(c *Config) { c.Test.OrderClock = clock.now; c.PayTimeout = 10 * time.Minute })
 			base := m.URL()
 			if rep := putProduct(t, base, "pipe", `{"stock":1200}`); rep.status != 201 {
 				t.Fatalf("define: %d %s", rep.status, rep.raw)

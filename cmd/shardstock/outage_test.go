@@ -167,7 +167,7 @@ func TestDatabaseStopped(t *testing.T) {
 func TestFailFast(t *testing.T) {
 	r := shardtest.Start(t, 3)
 	clock := &offsetClock{}
-	m := startServer(t, r.URLs(), func(c *Config) { c.OrderClock = clock.now; c.FailFastAge = 30 * time.Minute })
+	m := startServer(t, r.URLs(), func(c *Config) { c.Test.OrderClock = clock.now; c.FailFastAge = 30 * time.Minute })
 	base := m.URL()
 	putProduct(t, base, "ff", `{"stock":3}`)
 	clock.advance(31 * time.Minute) // the order service now sees every reservation as 31 minutes old

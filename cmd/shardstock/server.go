@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -89,7 +88,6 @@ func newLogger(cfg *Config, w io.Writer) *slog.Logger {
 // returns once the listener is open, or with the error that prevented it
 // (the caller then calls Close).
 func (m *Main) Run(ctx context.Context) error {
-	m.warnUnused()
 	if err := m.openStore(ctx); err != nil {
 		return err
 	}
@@ -103,7 +101,7 @@ func (m *Main) Run(ctx context.Context) error {
 		m.metrics.RedisErrors.WithLabelValues(strconv.Itoa(i))
 	}
 	m.resyncs = make(chan resyncRequest, 256)
-	set, err := shard.Open(m.cfg.Shards, shard.Config{Timeout: m.cfg.ShardTimeout, RootCAs: m.cfg.RedisCAs, Logger: m.log, Coalesce: m.cfg.Coalesce, BatchGap: m.cfg.BatchGap, Start: m.cfg.Start, Ledger: m.store, EmptyTTL: m.cfg.EmptyTTL,
+	set, err := shard.Open(m.cfg.Shards, shard.Config{Timeout: m.cfg.ShardTimeout, RootCAs: m.cfg.RedisCAs, Logger: m.log, Coalesce: m.cfg.Coalesce, BatchGap: m.cfg.BatchGap, Start: m.cfg.Start, Ledger: m.store, EmptyTTL: m.cfg.Test.EmptyTTL,
 		Resync: m.requestResync,
 		Health: m.metrics.CountErrors(m.health), OnFailover: m.metrics.Failovers.Inc,
 		OnBatch: func(n int) { m.metrics.PipelineCalls.Observe(float64(n)) }})
@@ -136,7 +134,7 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	m.orders = order.NewService(m.store, settler, set, order.Config{Claims: set, PayTimeout: m.cfg.PayTimeout,
-		FailFastAge: m.cfg.FailFastAge, Rate: m.cfg.OrderRate, Now: m.cfg.OrderClock, Logger: m.log, PaySecret: m.cfg.PaySecret,
+		FailFastAge: m.cfg.FailFastAge, Rate: m.cfg.OrderRate, Now: m.cfg.Test.OrderClock, Logger: m.log, PaySecret: m.cfg.PaySecret,
 		Budget:   orderBudget{set: set, rate: m.cfg.OrderRate},
 		OnIngest: func(st string) { m.metrics.OrdersIngested.WithLabelValues(st).Inc() }})
 	if err := m.openSpool(); err != nil {
@@ -310,7 +308,7 @@ func (b orderBudget) Take(ctx context.Context, want int) (int, error) {
 // and whose orders are final (every coordinator runs it; an archive is
 // idempotent).
 func (m *Main) archiveLoop(ctx context.Context) {
-	every := m.cfg.ArchiveEvery
+	every := m.cfg.Test.ArchiveEvery
 	if every <= 0 {
 		every = time.Minute
 	}
@@ -334,7 +332,7 @@ func (m *Main) listen() error {
 		return fmt.Errorf("SHARDSTOCK_HTTP_ADDR: %w", err)
 	}
 	m.listener = ln
-	headerTimeout := m.cfg.HeaderTimeout
+	headerTimeout := m.cfg.Test.HeaderTimeout
 	if headerTimeout <= 0 {
 		headerTimeout = 5 * time.Second
 	}
@@ -393,14 +391,6 @@ func (m *Main) realIP() echo.IPExtractor {
 
 // URL is the base URL the server listens on.
 func (m *Main) URL() string { return "http://" + m.listener.Addr().String() }
-
-func (m *Main) warnUnused() {
-	for _, name := range notYet {
-		if os.Getenv(name) != "" {
-			m.log.Warn("setting is not used by this version", "variable", name)
-		}
-	}
-}
 
 // Close stops serving (in-flight requests finish, up to 15 s), stops the
 // background loops and closes the broker connection, the shard clients, the
