@@ -122,7 +122,9 @@ func (m *Main) Run(ctx context.Context) error {
 			return out
 		}})
 	m.registry.MustRegister(&metrics.ShardCollector{Source: m.inv, Limits: m.inv, Breakers: m.breakerStates, Fences: m.fenceStates},
-		&metrics.OrderCollector{Orders: m.store, TTL: time.Second})
+		&metrics.OrderCollector{Orders: m.store, TTL: time.Second, Failed: func(err error) {
+			m.log.Warn("order counts for /metrics: the database did not answer; the last counts are shown", "err", err)
+		}})
 	if err := m.inv.RefreshControls(ctx); err != nil {
 		return fmt.Errorf("SHARDSTOCK_DB: product controls: %w", err)
 	}
@@ -246,7 +248,7 @@ func (m *Main) startLoops() error {
 		m.loops.Go(func() { m.spool.Run(ctx, m.buyers.Replay) })
 	}
 	outbox := &messaging.GroupReader{Clients: m.clients(), Streams: messaging.OutboxStreams,
-		ClaimIdle: m.cfg.ClaimIdle, Logger: m.log}
+		ClaimIdle: m.cfg.ClaimIdle, Logger: m.log, Count: outboxRead}
 	if m.rmq == nil {
 		outbox.Group, outbox.HandleBatch = "orders", messaging.ReservationBatchHandler(m.log, m.orders.IngestBatch)
 		settle := m.settleReader()
@@ -292,6 +294,16 @@ func (m *Main) publishLoop(ctx context.Context) {
 		}
 	}
 }
+
+// outboxRead is the most reservations read from one outbox at a time: one
+// order transaction, one acknowledgement. Against 100 (make bench's drain
+// of 160,000 reservations, 2026-12-02), 500 to 1,000 took SQLite from 37,000
+// to 49,000 orders/s and cut the coordinator's CPU per order from 23 to 15
+// us and the shards' from 10 to 5 (fewer commits, reads, acknowledgements
+// and fsyncs per order). MariaDB's own CPU per order moved from 30-40 us at
+// 100-300 to 47-115 at 1,000 (larger transactions on a table larger than its
+// buffer pool), hence not more.
+const outboxRead = 500
 
 // orderBudget is the cluster's order-creation rate, kept on the shards
 // (SHARDSTOCK_ORDER_RATE for all coordinators together).
