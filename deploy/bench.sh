@@ -155,31 +155,42 @@ wrkrun http://127.0.0.1:18091/api/v1/products/plenty/purchase "$server" deploy/b
 # stopped coordinator's last reads (up to 500 per outbox) wait for their
 # takeover (SHARDSTOCK_CLAIM_IDLE), so the drain is timed down to 2,000 left.
 backlog() { curl -sf 127.0.0.1:18091/metrics | awk '/^shardstock_outbox_backlog/ {s += $2} END {print s + 0}'; }
-# drainrun PRODUCT [DB_PID] -> "orders orders/s coordinator-us redis-us db-us"
+# drainrun PRODUCT PORTS [DB_PID] -> "orders orders/s coordinator-us redis-us db-us"
+# (on the masters at PORTS)
 drainrun() {
   local n0 n1 t0 t1 s0 s1 r0 r1 d0=0 d1=0
-  serve home "$ports" 1
+  measured=$2
+  serve home "$2" 1
   admin "$1" '{"stock":100000000,"per_user_limit":1}'
   wrk -t2 -c"$conns" -d"$dur" -s deploy/bench/purchase.lua "http://127.0.0.1:18091/api/v1/products/$1/purchase" -- "g$(date +%s%N)-" >>"$run/wrk.log"
   sleep 1
-  serve home "$ports" 1000000
-  n0=$(backlog); t0=$(date +%s%N); s0=$(ticks "$server"); r0=$(ticks $(redis_pids)); [ -n "${2:-}" ] && d0=$(ticks "$2")
+  serve home "$2" 1000000
+  n0=$(backlog); t0=$(date +%s%N); s0=$(ticks "$server"); r0=$(ticks $(redis_pids)); [ -n "${3:-}" ] && d0=$(ticks "$3")
   for _ in $(seq 1 1200); do n1=$(backlog); [ "$n1" -le 2000 ] && break; sleep 0.1; done
-  t1=$(date +%s%N); s1=$(ticks "$server"); r1=$(ticks $(redis_pids)); [ -n "${2:-}" ] && d1=$(ticks "$2")
+  t1=$(date +%s%N); s1=$(ticks "$server"); r1=$(ticks $(redis_pids)); [ -n "${3:-}" ] && d1=$(ticks "$3")
+  measured=$ports
   awk -v n=$((n0 - n1)) -v ns=$((t1 - t0)) -v s=$((s1 - s0)) -v r=$((r1 - r0)) -v d=$((d1 - d0)) -v tck="$tck" \
     'BEGIN { us = 1e6 / tck / n; printf "%d %.0f %.1f %.1f %.1f\n", n, n / (ns / 1e9), s * us, r * us, d * us }'
 }
 echo "bench: (g) the order writer on SQLite"
 drained
-read -r g_sq_n g_sq_rps g_sq_cs g_sq_cr _ < <(drainrun drain-sqlite)
+# (drainrun restarts the coordinator: not in a subshell, so $server follows)
+drainrun drain-sqlite "$ports" >"$rdir/g-sqlite"
+read -r g_sq_n g_sq_rps g_sq_cs g_sq_cr _ <"$rdir/g-sqlite"
 echo "bench: (g) the order writer on MariaDB"
 mariadb=3606
 export SHARDSTOCK_MARIADB_DIR=$run/mariadb SHARDSTOCK_MARIADB_PORT=$mariadb
 deploy/mariadb.sh start >/dev/null
 db=$(deploy/mariadb.sh dsn) db_ca=$(deploy/mariadb.sh ca)
-read -r g_my_n g_my_rps g_my_cs g_my_cr g_my_cd < <(drainrun drain-mariadb "$(cat "$run/mariadb/db/mariadb.pid")")
-drained
+# masters of its own: shards serve one catalog (database) only
+mports=18479,18579,18679
+deploy/redis.sh start --ports "$mports" --dir "$run/redis" >/dev/null
+drainrun drain-mariadb "$mports" "$(cat "$run/mariadb/db/mariadb.pid")" >"$rdir/g-mariadb"
+read -r g_my_n g_my_rps g_my_cs g_my_cr g_my_cd <"$rdir/g-mariadb"
 db= db_ca=
+serve home
+deploy/redis.sh kill --ports "$mports" --dir "$run/redis" >/dev/null 2>&1 || true
+deploy/mariadb.sh stop >/dev/null
 serve home
 # med FILE: the median of each column of FILE's rounds.
 med() { awk '{ for (i = 1; i <= NF; i++) v[i, NR] = $i; n = NR; f = NF }
