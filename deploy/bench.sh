@@ -219,12 +219,15 @@ for sp in "${scale_ports[@]}"; do
   echo "bench: (f) the purchase run on $n shard(s)"
   deploy/redis.sh start --ports "$sp" --dir "$run/redis" >/dev/null
   measured=$sp
+  # a database of its own: the main masters' catalog must not record these
+  # masters as its shards (the main ones would come back fenced, as restarted)
+  db=sqlite:$run/scale$n.db
   serve home "$sp"
   admin "scale$n" '{"stock":100000000,"per_user_limit":1}'
   wrkrun "http://127.0.0.1:18091/api/v1/products/scale$n/purchase" "$server" deploy/bench/purchase.lua >"$rdir/f$n"
   deploy/redis.sh kill --ports "$sp" --dir "$run/redis" >/dev/null 2>&1 || true
 done
-measured=$ports
+measured=$ports db=
 serve home
 read -r f1_rps _ f1_p99 f1_cs f1_cr _ f1_ex < "$rdir/f1"
 read -r f2_rps _ f2_p99 f2_cs f2_cr _ f2_ex < "$rdir/f2"

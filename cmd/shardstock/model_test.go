@@ -5,6 +5,8 @@ package main
 // stock add/remove, window changes, pause, archive, a burst of buyers) and
 // faults (shard kill, freeze, machine crash with the AOF cut back, wipe,
 // coordinator restart, a cut or slow link) with pgregory.net/rapid, runs each on two coordinators
+// (coordinator 0 with serve's defaults: concurrent purchase steps batched into one script
+// execution, round trips spaced by SHARDSTOCK_BATCH_GAP; coordinator 1 one execution per step)
 // sharing three real redis-servers and one database (SQLite, or MariaDB in
 // the second run), and checks the invariants of DESIGN.md against what the
 // history did: after every step the ones that must hold at every moment (no
@@ -336,10 +338,14 @@ func (h *history) close() {
 }
 
 func (h *history) startCoordinator(c int) *Main {
+	batched, gap := c == 0, time.Duration(0) // serve's defaults on coordinator 0 (the comment at the top)
+	if batched {
+		gap = 3 * time.Millisecond
+	}
 	cfg := &Config{HTTPAddr: "127.0.0.1:0", Shards: h.env.urls, AdminToken: testToken, UserAuth: "header",
 		ShardTimeout: 250 * time.Millisecond, LogFormat: "text", LogLevel: 12, // quiet: the steps tell the story
 		MQ: "streams", DB: h.db, PayTimeout: 15 * time.Minute, FailFastAge: 1000 * time.Hour, // (the timeouts move the order clock by hours)
-		OrderRate: 100000,
+		OrderRate: 100000, Coalesce: batched, BatchGap: gap,
 		ClaimIdle: 2 * time.Second, SpoolDir: fmt.Sprintf("%s/spool%d", h.dir, c),
 		Test: TestKnobs{OrderClock: h.clock.now, EmptyTTL: modelEmptyTTL}}
 	m := NewMain(cfg, io.Discard)

@@ -8,8 +8,12 @@
 #   deploy/chaos/chaos.sh shard-thaw PORT           SIGCONT a frozen shard
 #   deploy/chaos/chaos.sh shard-restart PORT        start a killed shard again from its AOF
 #   deploy/chaos/chaos.sh shard-wipe PORT           SIGKILL a shard, delete its data, start it empty
-#   deploy/chaos/chaos.sh shard-crash PORT [SECS]   a machine crash: the shard comes back from its AOF as it was SECS
-#                                                   (default 1) before, without the writes since (appendfsync everysec)
+#   deploy/chaos/chaos.sh shard-crash PORT [SECS]   a machine crash: the shard comes back from its AOF as the disk
+#                                                   kept it. With appendfsync always (deploy/redis.sh's default)
+#                                                   that is everything it answered: the AOF as it stood at the
+#                                                   crash (frozen, copied, killed). With SECS, or everysec (1 s),
+#                                                   as it was SECS before, without the writes since: what a
+#                                                   crash takes with everysec, or from a disk that lied about fsync
 #   deploy/chaos/chaos.sh broker-restart [SECS]     stop the RocketMQ broker, wait SECS (default 5), start it
 #   deploy/chaos/chaos.sh db-restart [SECS]         SIGKILL MariaDB, wait SECS (default 5), start it
 #   deploy/chaos/chaos.sh coordinator-kill [PID]    SIGKILL a coordinator process (default: make run's, by its
@@ -43,11 +47,31 @@ case "$action" in
   shard-crash)
     need "${1:-}"; d=$SHARDSTOCK_REDIS_DIR/$1
     [ -d "$d/appendonlydir" ] || { echo "chaos.sh: no AOF at $d/appendonlydir (set SHARDSTOCK_REDIS_DIR)" >&2; exit 1; }
-    rm -rf "$d/crash-copy"; cp -a "$d/appendonlydir" "$d/crash-copy"
-    say "shard :$1 AOF copied; crash in ${2:-1}s"; sleep "${2:-1}"
-    "$deploy/redis.sh" kill --ports "$1" >/dev/null
+    lose=${2:-}
+    if [ -z "$lose" ]; then
+      fsync=$("$deploy/redis.sh" cli "$1" CONFIG GET appendfsync | tail -1) ||
+        { echo "chaos.sh: cannot read shard :$1's appendfsync (CONFIG GET as its admin); give SECS" >&2; exit 1; }
+      [ "$fsync" = always ] || lose=1
+    fi
+    rm -rf "$d/crash-copy"
+    if [ -z "$lose" ]; then
+      # appendfsync always: a write is on disk before its answer leaves, so
+      # the disk holds at least every answered write. Frozen, the shard
+      # writes nothing more; its AOF as it stands is what the disk kept (and
+      # perhaps the turn it was in, whose answers had not left: as if the
+      # crash came a moment later).
+      "$deploy/redis.sh" freeze --ports "$1" >/dev/null
+      cp -a "$d/appendonlydir" "$d/crash-copy"
+      "$deploy/redis.sh" kill --ports "$1" >/dev/null
+      what="with appendfsync always, every answered write kept"
+    else
+      cp -a "$d/appendonlydir" "$d/crash-copy"
+      say "shard :$1 AOF copied; crash in ${lose}s"; sleep "$lose"
+      "$deploy/redis.sh" kill --ports "$1" >/dev/null
+      what="without its last ${lose}s"
+    fi
     rm -rf "$d/appendonlydir"; mv "$d/crash-copy" "$d/appendonlydir"
-    say "machine crash of shard :$1: restarted from its AOF without its last ${2:-1}s"; "$deploy/redis.sh" start --ports "$1" >/dev/null ;;
+    say "machine crash of shard :$1: restarted from its AOF $what"; "$deploy/redis.sh" start --ports "$1" >/dev/null ;;
   broker-restart)
     say "stop the RocketMQ broker"; "$deploy/rocketmq.sh" stop-broker
     sleep "${1:-5}"; say "start the RocketMQ broker"; "$deploy/rocketmq.sh" start-broker ;;
