@@ -80,8 +80,7 @@ wrkrun() {
   s0=$(ticks "$2"); r0=$(ticks $(redis_pids)); b0=$(busy); e0=$(execs)
   # Buyers are new in every run (a prefix of their ids per run): buyers of an
   # earlier run of the product are at their limit, and answering them measures
-  # limit answers, not purchases (the rounds after the first did, before
-  # 2026-12-02).
+  # limit answers, not purchases.
   out=$(wrk -t2 -c"$conns" -d"$dur" --latency ${3:+-s "$3"} "$1" -- "b$(date +%s%N)-")
   s1=$(ticks "$2"); r1=$(ticks $(redis_pids)); b1=$(busy); e1=$(execs)
   echo "$out" >>"$run/wrk.log"

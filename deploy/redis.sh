@@ -23,8 +23,8 @@
 # options (or the environment variable in brackets):
 #   --ports 6479,6579,6679   [SHARDSTOCK_REDIS_PORTS]  one master per port
 #   --dir ./run/redis        [SHARDSTOCK_REDIS_DIR]    data dirs: DIR/PORT/
-#   --fsync always|everysec  [SHARDSTOCK_REDIS_FSYNC]  AOF fsync policy, default always (see README:
-#                            persistence). everysec answers writes it has not handed to the
+#   --fsync always|everysec  [SHARDSTOCK_REDIS_FSYNC]  AOF fsync policy, default always (see DESIGN.md:
+#                            Persistence). everysec answers writes it has not handed to the
 #                            kernel yet while a background fsync is slow, so even a SIGKILL
 #                            loses answered purchases and the claims of the per-user limit
 #   --acl-user NAME:PASS     [SHARDSTOCK_REDIS_ACL_USER] the coordinators' user name and password,

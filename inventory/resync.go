@@ -33,8 +33,8 @@ import (
 // the value the real history ended with at every step: a take can only find
 // too few units when the shard and SQL disagree beyond a lost second. (Taking
 // first, a hold restored before the release of the unit it was sold from
-// found no unit, and a transfer replayed before its units were released
-// took none and was recorded as done.)
+// would find no unit, and a transfer replayed before its units were
+// released would take none and be recorded as done.)
 //
 // It then checks the shard against the transfer log: its allocation must be
 // what the split and the transfers gave it, and the product's allocations

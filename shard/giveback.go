@@ -13,7 +13,7 @@ import (
 // attempt got none, or its order was released) and will not be tried again
 // (an attempt the spool will replay keeps its claim: purchase.go). The queue lives in memory: a
 // coordinator that dies with claims in it leaves them (the per-user limit
-// errs on the side of refusing), which the README lists as a known limit.
+// errs on the side of refusing), which DESIGN.md lists as a known limit.
 
 // giveBackEvery is how often queued claims are tried again.
 var giveBackEvery = time.Second

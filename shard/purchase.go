@@ -199,7 +199,7 @@ func (s *Set) reserve(ctx context.Context, p *shardstock.Product, user, id strin
 	return idx, err
 }
 
-// stepOn runs one purchase step on shard i (attempt.run): errShardDown,
+// stepOn runs one purchase step on shard i (attempt.send): errShardDown,
 // unsent, when Health says the shard is down.
 func (s *Set) stepOn(ctx context.Context, i int, st step) (string, error) {
 	if !s.up(i) {

@@ -33,7 +33,7 @@ import (
 //
 // Units the lost shard reserved and never relayed are gone with it, and so
 // are their claims: those buyers got an answer for a unit that no longer
-// exists (the README's data-loss section). A hold written on another shard
+// exists (DESIGN.md, "A shard that lost its data"). A hold written on another shard
 // while the rebuild reads the holds can be missed; the order table's
 // (product, user, seq) key guards that window.
 

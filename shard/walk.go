@@ -13,9 +13,9 @@ import (
 )
 
 // The walk: one purchase's decisions, apart from Redis. It sees the shards
-// only through run, one purchase step on shard i (purchase.lua), so the
-// protocol is tested from tables of answers (walk_test.go) as well as on
-// real redis-servers (shard_test.go).
+// only through send (a stepFunc), one purchase step on shard i
+// (purchase.lua), so the protocol is tested from tables of answers
+// (walk_test.go) as well as on real redis-servers (shard_test.go).
 //
 // Unknown outcomes. A P or R step that was sent and not answered (its
 // deadline passed, its connection broke) may have run, or may still run

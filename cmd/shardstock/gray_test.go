@@ -84,7 +84,7 @@ func TestSlowShardThroughToxiproxy(t *testing.T) {
 // a buyer told "reserved" with that order id, no buyer told anything else
 // holds one, the units locked are exactly the buyers told "reserved", and
 // "sold out" is said only once every unit is held. Conservation holds on
-// every shard. The answers and the throughput are logged (the README's
+// every shard. The answers and the throughput are logged (docs/TESTING.md's
 // table of gray failures comes from a run without the race detector).
 func TestGrayFaultsThroughToxiproxy(t *testing.T) {
 	late := `{"name":"f","type":"latency","stream":"downstream","attributes":{"latency":300}}`

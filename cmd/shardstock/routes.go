@@ -69,8 +69,8 @@ func (m *Main) mount(e *echo.Echo) {
 	inv := inventory.Handlers{Service: m.inv}
 	rep := report.Handler{Store: m.store, Products: m.inv, Orders: m.store.CountByStatus}
 
-	// Buyers, identified by SHARDSTOCK_AUTH (a JWT, or X-User-ID from a
-	// trusted edge). Purchases are served in front of echo
+	// Buyers, identified as SHARDSTOCK_USER_AUTH says (an HS256 token, or
+	// X-User-ID from SHARDSTOCK_TRUSTED_PROXIES). Purchases are served in front of echo
 	// (flashsale.Handler.Purchases); the route keeps the router complete.
 	e.POST(flashsale.PurchaseRoute, buyers.PostPurchase)
 	e.GET("/api/v1/tickets/:ticket", buyers.GetTicket)

@@ -31,7 +31,8 @@ type setting struct {
 }
 
 // settings are every SHARDSTOCK_* variable serve reads, parsed in this
-// order; the README's configuration table lists the same names (a test).
+// order; the configuration table of docs/OPERATIONS.md lists the same
+// names (a test).
 var settings = []setting{
 	// Where it listens, and the shards.
 	{name: "SHARDSTOCK_HTTP_ADDR", flag: "http-addr", def: "127.0.0.1:8080", help: "listen address",
