@@ -226,6 +226,20 @@ for sp in "${scale_ports[@]}"; do
   wrkrun "http://127.0.0.1:18091/api/v1/products/scale$n/purchase" "$server" deploy/bench/purchase.lua >"$rdir/f$n"
   deploy/redis.sh kill --ports "$sp" --dir "$run/redis" >/dev/null 2>&1 || true
 done
+# (h) appendfsync always against everysec: the run of (c) on three fresh
+# masters of each kind, back to back (own databases, as (f)).
+for fs in always everysec; do
+  echo "bench: (h) the purchase run with appendfsync $fs"
+  hp=$([ "$fs" = always ] && echo 18579,18679,18779 || echo 18879,18979,19079)
+  SHARDSTOCK_REDIS_FSYNC=$fs deploy/redis.sh start --ports "$hp" --dir "$run/redis" >/dev/null
+  measured=$hp db=sqlite:$run/fsync-$fs.db
+  serve home "$hp"
+  admin "fsync-$fs" '{"stock":100000000,"per_user_limit":1}'
+  wrkrun "http://127.0.0.1:18091/api/v1/products/fsync-$fs/purchase" "$server" deploy/bench/purchase.lua >"$rdir/h-$fs"
+  deploy/redis.sh kill --ports "$hp" --dir "$run/redis" >/dev/null 2>&1 || true
+done
+read -r h1_rps _ h1_p99 h1_cs h1_cr _ h1_ex < "$rdir/h-always"
+read -r h2_rps _ h2_p99 h2_cs h2_cr _ h2_ex < "$rdir/h-everysec"
 measured=$ports db=
 serve home
 read -r f1_rps _ f1_p99 f1_cs f1_cr _ f1_ex < "$rdir/f1"
@@ -350,6 +364,16 @@ wait for their takeover):
 |---|---:|---:|---:|---:|---:|
 | SQLite (in the coordinator) | $g_sq_n | $g_sq_rps | $g_sq_cs | $g_sq_cr | — |
 | MariaDB (deploy/mariadb.sh, TLS) | $g_my_n | $g_my_rps | $g_my_cs | $g_my_cr | $g_my_cd |
+
+(h) \`appendfsync always\` (the default) against \`everysec\`: the run of (c) on three fresh masters of
+each, back to back (one run each):
+
+| appendfsync | purchases/s | p99 ms | Redis CPU µs / purchase | script executions / purchase | coordinator CPU µs / purchase |
+|---|---:|---:|---:|---:|---:|
+| always | $h1_rps | $h1_p99 | $h1_cr | $h1_ex | $h1_cs |
+| everysec | $h2_rps | $h2_p99 | $h2_cr | $h2_ex | $h2_cs |
+
+always ÷ everysec purchases/s: $(ratio "$h1_rps" "$h2_rps") (the default stays \`always\` while this is ≥ 0.90).
 
 (f) Shard scaling: the run of (c) on 1, 2 and 4 fresh masters (one run each; on two cores the
 throughput cannot show scaling, the work per purchase can):

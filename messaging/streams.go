@@ -63,7 +63,13 @@ type GroupReader struct {
 	// Block is how long one read waits for new entries. Default 500ms.
 	Block time.Duration
 	// Count is the most entries read per stream per call. Default 100.
-	Count  int64
+	Count int64
+	// Gather, if set, is how long a shard's loop waits after a read of new
+	// entries that found some but fewer than Count, so that entries gather
+	// for the next: fewer, fuller reads. Each read of new entries is a
+	// write on the shard (the group's delivery state), and each batch's
+	// acknowledgement another: with appendfsync always, an fsync each.
+	Gather time.Duration
 	Logger *slog.Logger
 	// OnError, if set, is called for every failure that leaves entries to
 	// retry (metrics).
@@ -130,6 +136,7 @@ type shardReader struct {
 	// stay pending (XPENDING shows them to operators; a restart retries
 	// them) and are skipped by this process.
 	parked map[string]bool
+	fresh  int // the most new entries one stream gave the round's read (Gather)
 }
 
 func (g *GroupReader) runShard(ctx context.Context, i int, c *redis.Client) {
@@ -137,11 +144,15 @@ func (g *GroupReader) runShard(ctx context.Context, i int, c *redis.Client) {
 		heldUntil: map[string]time.Time{}, holdBackoff: map[string]*ha.Backoff{}, parked: map[string]bool{},
 		backoff: ha.Backoff{Min: 50 * time.Millisecond, Max: 5 * time.Second}}
 	for ctx.Err() == nil {
+		r.fresh = 0
 		if err := r.round(ctx); err != nil && ctx.Err() == nil {
 			r.fail(ctx, err)
 			continue
 		}
 		r.backoff.Reset()
+		if g.Gather > 0 && r.fresh > 0 && r.fresh < int(g.Count) {
+			sleep(ctx, g.Gather)
+		}
 	}
 }
 
@@ -250,6 +261,9 @@ func (r *shardReader) read(ctx context.Context, streams []string, id string, blo
 		return fmt.Errorf("xreadgroup: %w", err)
 	}
 	for _, st := range res {
+		if id == ">" {
+			r.fresh = max(r.fresh, len(st.Messages))
+		}
 		if err := r.handle(ctx, st.Stream, st.Messages); err != nil {
 			return err
 		}

@@ -62,3 +62,61 @@ func TestTakeoverOfADeadConsumersEntries(t *testing.T) {
 		t.Fatalf("%d entries still pending", left.Count)
 	}
 }
+
+// With Gather, a read that found entries but fewer than Count is followed
+// by a wait, so that the entries added meanwhile leave in one batch; a full
+// read is followed at once.
+func TestGatherMakesFewerFullerReads(t *testing.T) {
+	const gather = 400 * time.Millisecond
+	r := shardtest.Start(t, 1)
+	opt, _ := redis.ParseURL(r.URLs()[0])
+	c := redis.NewClient(opt)
+	defer c.Close()
+	ctx := context.Background()
+	stream := "ss:{p:gather}:outbox"
+	add := func(n int) {
+		for range n {
+			if err := c.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: []any{"res", "x"}}).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	type batch struct {
+		at time.Time
+		n  int
+	}
+	batches := make(chan batch, 10)
+	g := &GroupReader{Clients: []*redis.Client{c}, Group: "orders", Consumer: "one", Count: 5, Gather: gather,
+		Streams: func(context.Context, int, *redis.Client) ([]string, error) { return []string{stream}, nil },
+		HandleBatch: func(_ context.Context, es []Entry) (int, error) {
+			batches <- batch{time.Now(), len(es)}
+			return len(es), nil
+		},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	add(2)
+	go g.Run(runCtx)
+	next := func() batch {
+		select {
+		case b := <-batches:
+			return b
+		case <-time.After(5 * time.Second):
+			t.Fatal("no batch")
+			return batch{}
+		}
+	}
+	first := next()
+	add(1)
+	time.Sleep(gather / 4)
+	add(1)
+	second := next()
+	if first.n != 2 || second.n != 2 || second.at.Sub(first.at) < gather {
+		t.Fatalf("batches of %d then %d, %v apart; want 2 then 2 (gathered), at least %v apart", first.n, second.n, second.at.Sub(first.at), gather)
+	}
+	add(5 + 1) // a full read (5), then the one left at once
+	full, rest := next(), next()
+	if full.n != 5 || rest.n != 1 || rest.at.Sub(full.at) >= gather {
+		t.Fatalf("batches of %d then %d, %v apart; want 5 then 1 without a wait", full.n, rest.n, rest.at.Sub(full.at))
+	}
+}

@@ -248,7 +248,7 @@ func (m *Main) startLoops() error {
 		m.loops.Go(func() { m.spool.Run(ctx, m.buyers.Replay) })
 	}
 	outbox := &messaging.GroupReader{Clients: m.clients(), Streams: messaging.OutboxStreams,
-		ClaimIdle: m.cfg.ClaimIdle, Logger: m.log, Count: outboxRead}
+		ClaimIdle: m.cfg.ClaimIdle, Logger: m.log, Count: outboxRead, Gather: outboxGather}
 	if m.rmq == nil {
 		outbox.Group, outbox.HandleBatch = "orders", messaging.ReservationBatchHandler(m.log, m.orders.IngestBatch)
 		settle := m.settleReader()
@@ -304,6 +304,12 @@ func (m *Main) publishLoop(ctx context.Context) {
 // 100-300 to 47-115 at 1,000 (larger transactions on a table larger than its
 // buffer pool), hence not more.
 const outboxRead = 500
+
+// outboxGather is how long the outbox reader waits after a read that was not
+// full: a reservation becomes an order up to this much later, and the reads
+// (each a write on the shard, and an fsync with appendfsync always, as is
+// each acknowledgement) carry more each.
+const outboxGather = 50 * time.Millisecond
 
 // orderBudget is the cluster's order-creation rate, kept on the shards
 // (SHARDSTOCK_ORDER_RATE for all coordinators together).
