@@ -340,7 +340,7 @@ func TestChaos(t *testing.T) {
 				missing = append(missing, id)
 			}
 		}
-		return len(missing) == 0, fmt.Sprintf("%d reservations without an order, e.g. %v", len(missing), first(missing))
+		return len(missing) == 0, fmt.Sprintf("%d reservations without an order, e.g. %s; faults: %s", len(missing), describe(want, first(missing)), strings.Join(faults, "; "))
 	})
 
 	// Pay half of what awaits payment; the rest times out.
@@ -429,6 +429,18 @@ func TestChaos(t *testing.T) {
 	}
 	os.WriteFile(filepath.Join(artifacts(t), "chaos-report.txt"), []byte(report.String()), 0o644)
 	t.Log("\n" + report.String())
+}
+
+// describe tells what the load driver saw of each reservation: its answer,
+// the shard and when.
+func describe(want map[string]response, ids []string) string {
+	var out []string
+	for _, id := range ids {
+		rp := want[id]
+		out = append(out, fmt.Sprintf("%s (%d, user %s, shard %v, ticket %q, answered %s)", id, rp.status, rp.user, rp.shard, rp.ticket,
+			rp.at.UTC().Format("15:04:05.000")))
+	}
+	return strings.Join(out, ", ")
 }
 
 func first(xs []string) []string {
