@@ -230,7 +230,7 @@ done
 # masters of each kind, back to back (own databases, as (f)).
 for fs in always everysec; do
   echo "bench: (h) the purchase run with appendfsync $fs"
-  hp=$([ "$fs" = always ] && echo 18579,18679,18779 || echo 18879,18979,19079)
+  hp=$([ "$fs" = always ] && echo 19179,19279,19379 || echo 19479,19579,19679) # ports no other run used
   SHARDSTOCK_REDIS_FSYNC=$fs deploy/redis.sh start --ports "$hp" --dir "$run/redis" >/dev/null
   measured=$hp db=sqlite:$run/fsync-$fs.db
   serve home "$hp"
