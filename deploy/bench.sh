@@ -34,7 +34,9 @@ go build -o bin/httpceiling ./cmd/httpceiling
 pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill -CONT "$p" 2>/dev/null || true; kill "$p" 2>/dev/null || true; done
-  deploy/redis.sh kill --ports "$ports" --dir "$run/redis" >/dev/null 2>&1 || true
+  # every master this script may start ((c), (g), (f), (h)), also after a failure
+  deploy/redis.sh kill --ports "$ports,18479,18579,18679,17779,17879,17979,18079,18179,18279,18379,19179,19279,19379,19479,19579,19679" \
+    --dir "$run/redis" >/dev/null 2>&1 || true
   if [ -n "$mariadb" ]; then SHARDSTOCK_MARIADB_DIR=$run/mariadb SHARDSTOCK_MARIADB_PORT=$mariadb deploy/mariadb.sh stop >/dev/null 2>&1 || true; fi
 }
 mariadb=
