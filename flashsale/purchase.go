@@ -53,7 +53,7 @@ type Reserver interface {
 // HeaderIdentity trusts the X-User-ID header. Use it only behind a gateway
 // that authenticates buyers and sets the header itself.
 func HeaderIdentity(r *http.Request) (string, error) {
-	u := r.Header.Get("X-User-Id") // X-User-ID, in the canonical form Get needs no copy for
+	u := r.Header.Get(api.UserIDHeader) // canonical: Get needs no copy
 	if !shardstock.ValidID(u) {
 		return "", unauthorized("X-User-ID must be 1-64 characters of [A-Za-z0-9_-]")
 	}
@@ -210,9 +210,7 @@ type Reserved struct {
 	Shard   int    `json:"shard"`
 }
 
-// PurchaseRoute is the purchase's route; Purchases matches its paths.
-const PurchaseRoute = purchasePrefix + ":id" + purchaseSuffix
-
+// api.PurchasePath's paths, as Purchases matches them.
 const (
 	purchasePrefix = "/api/v1/products/"
 	purchaseSuffix = "/purchase"
@@ -258,9 +256,9 @@ func (h *Handler) ServePurchase(w http.ResponseWriter, r *http.Request, id strin
 	status := http.StatusInternalServerError
 	defer func() {
 		if p := recover(); p != nil {
-			status = api.WriteError(w, r, PurchaseRoute, fmt.Errorf("panic: %v", p), h.cfg.Logger)
+			status = api.WriteError(w, r, api.PurchasePath, fmt.Errorf("panic: %v", p), h.cfg.Logger)
 		}
-		api.LogRequest(h.cfg.Logger, r, PurchaseRoute, status, start, rid)
+		api.LogRequest(h.cfg.Logger, r, api.PurchasePath, status, start, rid)
 	}()
 	found := false // the product is in the catalog: its outcome is worth recording
 	status, err := h.purchase(w, r, id, &found)
@@ -278,7 +276,7 @@ func (h *Handler) ServePurchase(w http.ResponseWriter, r *http.Request, id strin
 		h.cfg.Observe(product, outcome, time.Since(start))
 	}
 	if err != nil && !errors.Is(err, errQueued) {
-		status = api.WriteError(w, r, PurchaseRoute, err, h.cfg.Logger)
+		status = api.WriteError(w, r, api.PurchasePath, err, h.cfg.Logger)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/shardstock/shardstock"
+	"github.com/shardstock/shardstock/api"
 	"github.com/shardstock/shardstock/spool"
 )
 
@@ -265,5 +266,12 @@ func TestReplayObeysPauseAndArchive(t *testing.T) {
 				t.Fatalf("replay %+v after %d walks, want %s %s after %d", r, res.walks, tc.wantStatus, tc.code, tc.wantWalks)
 			}
 		})
+	}
+}
+
+// Purchases matches the paths of the route the router mounts.
+func TestPurchasesMatchesThePurchasePath(t *testing.T) {
+	if got := purchasePrefix + ":id" + purchaseSuffix; got != api.PurchasePath {
+		t.Fatalf("Purchases matches %s, the router mounts %s", got, api.PurchasePath)
 	}
 }
