@@ -65,7 +65,7 @@ func (m *Main) mount(e *echo.Echo) {
 		m.pages = flashsale.NewPages(m.inv, m.store, nil)
 	}
 	buyers, pages := m.buyers, m.pages
-	orders := order.Handlers{Service: m.orders, Identity: m.identity()}
+	orders := order.Handlers{Orders: m.orders, Callbacks: m.orders, Identity: m.identity()}
 	inv := inventory.Handlers{Service: m.inv}
 	rep := report.Handler{Store: m.store, Products: m.inv, Orders: m.store.CountByStatus}
 
