@@ -3,7 +3,7 @@
 // to honour it — the error body, the one table of error codes to HTTP
 // statuses, the buyer identity type, the admin bearer check, request ids
 // and logs, and strict JSON decoding of request bodies — and the JSON
-// API's paths, and headers (routes.go), defined once for
+// API's paths, headers and request bodies (routes.go), defined once for
 // the server and its clients. It imports only the domain.
 package api
 

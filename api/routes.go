@@ -71,3 +71,43 @@ func Path(pattern string, params ...string) string {
 	}
 	return strings.Join(segs, "/")
 }
+
+// ProductDefinition is the body of PUT AdminProductPath; the id is the
+// path's.
+type ProductDefinition struct {
+	Stock        int64        `json:"stock"`
+	PerUserLimit int64        `json:"per_user_limit"`
+	StartsAt     OptionalTime `json:"starts_at"`
+	EndsAt       OptionalTime `json:"ends_at"`
+	Title        string       `json:"title"`
+	PriceCents   int64        `json:"price_cents"`
+}
+
+// SaleWindow is the body of PATCH AdminProductPath: the window's new
+// start, end, or both (nil: unchanged).
+type SaleWindow struct {
+	StartsAt *OptionalTime `json:"starts_at,omitempty"`
+	EndsAt   *OptionalTime `json:"ends_at,omitempty"`
+}
+
+// StockChange is the body of POST AdminStockPath: units to put on sale
+// (Add) or take back (Remove).
+type StockChange struct {
+	Add    int64 `json:"add,omitempty"`
+	Remove int64 `json:"remove,omitempty"`
+}
+
+// ShardDrain is the body of POST AdminDrainPath: take the shard out of
+// rotation (Drained nil or true) or put it back (false).
+type ShardDrain struct {
+	Drained *bool `json:"drained,omitempty"`
+}
+
+// SessionDefinition is the body of PUT AdminSessionPath; the id is the
+// path's.
+type SessionDefinition struct {
+	Title    string       `json:"title"`
+	StartsAt OptionalTime `json:"starts_at"`
+	EndsAt   OptionalTime `json:"ends_at"`
+	Products []string     `json:"products"`
+}

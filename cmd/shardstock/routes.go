@@ -66,7 +66,7 @@ func (m *Main) mount(e *echo.Echo) {
 	}
 	buyers, pages := m.buyers, m.pages
 	orders := order.Handlers{Orders: m.orders, Callbacks: m.orders, Identity: m.identity()}
-	inv := inventory.Handlers{Service: m.inv}
+	inv := inventory.Handlers{Products: m.inv, Sessions: m.inv, Sales: m.inv, Stock: m.inv, Reconciler: m.inv, Views: m.inv}
 	rep := report.Handler{Store: m.store, Products: m.inv, Orders: m.store.CountByStatus}
 
 	// Buyers, identified as SHARDSTOCK_USER_AUTH says (an HS256 token, or
