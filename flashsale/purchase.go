@@ -33,6 +33,12 @@ type Products interface {
 	Product(ctx context.Context, id string) (*shardstock.Product, error)
 }
 
+// ProductCache says whether Products has product id without a read
+// (inventory.Service).
+type ProductCache interface {
+	Cached(id string) (*shardstock.Product, bool)
+}
+
 // Reserver holds one unit for a buyer (shard.Set) and returns the shard.
 // ReserveRetryable is Reserve for a purchase the spool will try again with
 // the same id if it ends ErrUnavailable (its per-user claim stays for the
@@ -68,6 +74,11 @@ func NewOrderID() string { return ulid.Make().String() }
 // Config wires a Handler. Products, Reserver and Identity are required.
 type Config struct {
 	Products Products
+	// Cache, if set, is Products' cache: with buyer limits set, a purchase
+	// of a product not in it (a new or made-up id) first costs the buyer
+	// their own tokens, before Products reads the catalog. Nil: no purchase
+	// is limited before the catalog read.
+	Cache    ProductCache
 	Reserver Reserver
 	Identity api.Identity
 	Now      func() time.Time // default time.Now
@@ -299,8 +310,8 @@ func (h *Handler) purchase(w http.ResponseWriter, r *http.Request, id string, fo
 	// id) first costs the buyer their own tokens, so a flood of random ids
 	// is limited before it reaches SQL.
 	var pre []*rate.Reservation
-	if pk, ok := h.cfg.Products.(cachedProducts); ok && h.limiter.any() {
-		if _, hit := pk.Cached(id); !hit {
+	if h.cfg.Cache != nil && h.limiter.any() {
+		if _, hit := h.cfg.Cache.Cached(id); !hit {
 			var err error
 			if pre, err = h.admitBuyer(w, r, user, now); err != nil {
 				return 0, err
@@ -411,12 +422,6 @@ func (h *Handler) clientIP(r *http.Request) string {
 		return h.realIP(r)
 	}
 	return ""
-}
-
-// cachedProducts is a Products that says whether it has id without a read
-// (inventory.Service).
-type cachedProducts interface {
-	Cached(id string) (*shardstock.Product, bool)
 }
 
 func (h *Handler) limited(w http.ResponseWriter, scope string, retry time.Duration) error {
