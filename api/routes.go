@@ -7,8 +7,8 @@ import (
 )
 
 // The JSON API's paths, as echo patterns, defined once:
-// cmd/shardstock/routes.go mounts them and openapi.yaml
-// documents them (TestOpenAPIMatchesTheRoutes).
+// cmd/shardstock/routes.go mounts them, package client calls them, and
+// openapi.yaml documents them (TestOpenAPIMatchesTheRoutes).
 const (
 	PurchasePath = "/api/v1/products/:id/purchase"
 	TicketPath   = "/api/v1/tickets/:ticket"

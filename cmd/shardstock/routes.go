@@ -59,7 +59,8 @@ func (m *Main) router() *echo.Echo {
 
 // mount lists every route the server answers, with who may call it: the
 // one place to look for a URL's handler. The JSON API's paths are api's
-// (api/routes.go); api/openapi.yaml describes the same routes (TestOpenAPIMatchesTheRoutes checks both ways).
+// (api/routes.go), which package client calls; api/openapi.yaml describes
+// the same routes (TestOpenAPIMatchesTheRoutes checks both ways).
 func (m *Main) mount(e *echo.Echo) {
 	if m.pages == nil {
 		m.pages = flashsale.NewPages(m.inv, m.store, nil)
