@@ -2,8 +2,9 @@
 // (openapi.yaml, served at /openapi.yaml) and the pieces every handler uses
 // to honour it — the error body, the one table of error codes to HTTP
 // statuses, the buyer identity type, the admin bearer check, request ids
-// and logs, and strict JSON decoding of request bodies. It imports only the
-// domain.
+// and logs, and strict JSON decoding of request bodies — and the JSON
+// API's paths, headers and request bodies (routes.go), defined once for
+// the server and its clients. It imports only the domain.
 package api
 
 import (

@@ -33,6 +33,12 @@ type Products interface {
 	Product(ctx context.Context, id string) (*shardstock.Product, error)
 }
 
+// ProductCache says whether Products has product id without a read
+// (inventory.Service).
+type ProductCache interface {
+	Cached(id string) (*shardstock.Product, bool)
+}
+
 // Reserver holds one unit for a buyer (shard.Set) and returns the shard.
 // ReserveRetryable is Reserve for a purchase the spool will try again with
 // the same id if it ends ErrUnavailable (its per-user claim stays for the
@@ -53,7 +59,7 @@ type Reserver interface {
 // HeaderIdentity trusts the X-User-ID header. Use it only behind a gateway
 // that authenticates buyers and sets the header itself.
 func HeaderIdentity(r *http.Request) (string, error) {
-	u := r.Header.Get("X-User-Id") // X-User-ID, in the canonical form Get needs no copy for
+	u := r.Header.Get(api.UserIDHeader) // canonical: Get needs no copy
 	if !shardstock.ValidID(u) {
 		return "", unauthorized("X-User-ID must be 1-64 characters of [A-Za-z0-9_-]")
 	}
@@ -68,6 +74,11 @@ func NewOrderID() string { return ulid.Make().String() }
 // Config wires a Handler. Products, Reserver and Identity are required.
 type Config struct {
 	Products Products
+	// Cache, if set, is Products' cache: with buyer limits set, a purchase
+	// of a product not in it (a new or made-up id) first costs the buyer
+	// their own tokens, before Products reads the catalog. Nil: no purchase
+	// is limited before the catalog read.
+	Cache    ProductCache
 	Reserver Reserver
 	Identity api.Identity
 	Now      func() time.Time // default time.Now
@@ -210,9 +221,7 @@ type Reserved struct {
 	Shard   int    `json:"shard"`
 }
 
-// PurchaseRoute is the purchase's route; Purchases matches its paths.
-const PurchaseRoute = purchasePrefix + ":id" + purchaseSuffix
-
+// api.PurchasePath's paths, as Purchases matches them.
 const (
 	purchasePrefix = "/api/v1/products/"
 	purchaseSuffix = "/purchase"
@@ -258,9 +267,9 @@ func (h *Handler) ServePurchase(w http.ResponseWriter, r *http.Request, id strin
 	status := http.StatusInternalServerError
 	defer func() {
 		if p := recover(); p != nil {
-			status = api.WriteError(w, r, PurchaseRoute, fmt.Errorf("panic: %v", p), h.cfg.Logger)
+			status = api.WriteError(w, r, api.PurchasePath, fmt.Errorf("panic: %v", p), h.cfg.Logger)
 		}
-		api.LogRequest(h.cfg.Logger, r, PurchaseRoute, status, start, rid)
+		api.LogRequest(h.cfg.Logger, r, api.PurchasePath, status, start, rid)
 	}()
 	found := false // the product is in the catalog: its outcome is worth recording
 	status, err := h.purchase(w, r, id, &found)
@@ -278,7 +287,7 @@ func (h *Handler) ServePurchase(w http.ResponseWriter, r *http.Request, id strin
 		h.cfg.Observe(product, outcome, time.Since(start))
 	}
 	if err != nil && !errors.Is(err, errQueued) {
-		status = api.WriteError(w, r, PurchaseRoute, err, h.cfg.Logger)
+		status = api.WriteError(w, r, api.PurchasePath, err, h.cfg.Logger)
 	}
 }
 
@@ -301,8 +310,8 @@ func (h *Handler) purchase(w http.ResponseWriter, r *http.Request, id string, fo
 	// id) first costs the buyer their own tokens, so a flood of random ids
 	// is limited before it reaches SQL.
 	var pre []*rate.Reservation
-	if pk, ok := h.cfg.Products.(cachedProducts); ok && h.limiter.any() {
-		if _, hit := pk.Cached(id); !hit {
+	if h.cfg.Cache != nil && h.limiter.any() {
+		if _, hit := h.cfg.Cache.Cached(id); !hit {
 			var err error
 			if pre, err = h.admitBuyer(w, r, user, now); err != nil {
 				return 0, err
@@ -413,12 +422,6 @@ func (h *Handler) clientIP(r *http.Request) string {
 		return h.realIP(r)
 	}
 	return ""
-}
-
-// cachedProducts is a Products that says whether it has id without a read
-// (inventory.Service).
-type cachedProducts interface {
-	Cached(id string) (*shardstock.Product, bool)
 }
 
 func (h *Handler) limited(w http.ResponseWriter, scope string, retry time.Duration) error {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/shardstock/shardstock"
+	"github.com/shardstock/shardstock/api"
 	"github.com/shardstock/shardstock/spool"
 )
 
@@ -265,5 +266,56 @@ func TestReplayObeysPauseAndArchive(t *testing.T) {
 				t.Fatalf("replay %+v after %d walks, want %s %s after %d", r, res.walks, tc.wantStatus, tc.code, tc.wantWalks)
 			}
 		})
+	}
+}
+
+// missingCatalog defines no product and counts its reads.
+type missingCatalog struct{ reads int }
+
+func (c *missingCatalog) Product(context.Context, string) (*shardstock.Product, error) {
+	c.reads++
+	return nil, shardstock.ErrNotFound
+}
+
+// emptyCache holds nothing.
+type emptyCache struct{}
+
+func (emptyCache) Cached(string) (*shardstock.Product, bool) { return nil, false }
+
+// With a ProductCache, a purchase of a product not in it costs the buyer
+// their own tokens before the catalog is read: one buyer's flood of made-up
+// ids reaches the catalog only as often as their limit allows. Without
+// one, every purchase reads the catalog.
+func TestUncachedProductsCostTheBuyerBeforeTheCatalog(t *testing.T) {
+	cases := []struct {
+		name      string
+		cache     ProductCache
+		wantReads int
+	}{
+		{"with a cache", emptyCache{}, 1},
+		{"without a cache", nil, 10},
+	}
+	now := time.Unix(1_700_000_000, 0)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cat := &missingCatalog{}
+			h := NewHandler(Config{Products: cat, Cache: tc.cache, Reserver: benchReserver{}, Identity: HeaderIdentity,
+				Limits: Limits{User: 1}, Now: func() time.Time { return now }})
+			for i := range 10 {
+				r, _ := http.NewRequest(http.MethodPost, "http://t/api/v1/products/madeup"+string(rune('a'+i))+"/purchase", nil)
+				r.Header.Set("X-User-ID", "flooder")
+				h.Purchases(http.NotFoundHandler()).ServeHTTP(httptest.NewRecorder(), r)
+			}
+			if cat.reads != tc.wantReads {
+				t.Fatalf("the catalog was read %d times for 10 made-up ids, want %d", cat.reads, tc.wantReads)
+			}
+		})
+	}
+}
+
+// Purchases matches the paths of the route the router mounts.
+func TestPurchasesMatchesThePurchasePath(t *testing.T) {
+	if got := purchasePrefix + ":id" + purchaseSuffix; got != api.PurchasePath {
+		t.Fatalf("Purchases matches %s, the router mounts %s", got, api.PurchasePath)
 	}
 }

@@ -342,6 +342,32 @@ func (s *Service) DefineSession(ctx context.Context, ss shardstock.Session) (boo
 	return created, nil
 }
 
+// Sessions lists every session, by start. Errors: ErrUnavailable.
+func (s *Service) Sessions(ctx context.Context) ([]shardstock.Session, error) {
+	ss, err := s.catalog.Sessions(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
+	}
+	return ss, nil
+}
+
+// DeleteSession removes session id; its products keep selling only in a
+// window of their own or of their other sessions. Errors: ErrNotFound,
+// ErrUnavailable.
+func (s *Service) DeleteSession(ctx context.Context, id string) error {
+	found, err := s.catalog.DeleteSession(ctx, id)
+	if err != nil {
+		return fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
+	}
+	if !found {
+		return shardstock.ErrNotFound
+	}
+	if err := s.RefreshControls(ctx); err != nil { // this coordinator stops obeying its window at once
+		return fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
+	}
+	return nil
+}
+
 // Product returns the definition of product id from the catalog (cached).
 // Errors: ErrNotFound; ErrUnavailable when the catalog cannot answer.
 func (s *Service) Product(ctx context.Context, id string) (*shardstock.Product, error) {

@@ -1,7 +1,7 @@
 package inventory
 
 import (
-	"fmt"
+	"context"
 	"net/http"
 	"strconv"
 	"time"
@@ -12,10 +12,69 @@ import (
 	"github.com/shardstock/shardstock/api"
 )
 
+// ProductAdmin defines products and reads their status (Service).
+type ProductAdmin interface {
+	Define(ctx context.Context, p shardstock.Product) (created bool, err error)
+	Status(ctx context.Context, id string) (*ProductStatus, error)
+	Statuses(ctx context.Context) ([]*ProductStatus, error)
+}
+
+// SessionAdmin lists, defines and removes sale sessions (Service).
+type SessionAdmin interface {
+	Sessions(ctx context.Context) ([]shardstock.Session, error)
+	DefineSession(ctx context.Context, ss shardstock.Session) (created bool, err error)
+	DeleteSession(ctx context.Context, id string) error
+}
+
+// SaleAdmin steers a sale's life: the kill switch, the window, the archive
+// (Service).
+type SaleAdmin interface {
+	Pause(ctx context.Context, id string, paused bool) (*ProductStatus, error)
+	MoveWindow(ctx context.Context, id string, starts, ends *time.Time) (*ProductStatus, error)
+	Archive(ctx context.Context, id string) (*ProductStatus, error)
+}
+
+// StockAdmin moves units: on and off sale, between shards, off a shard
+// (Service).
+type StockAdmin interface {
+	ChangeStock(ctx context.Context, id string, add, remove int64, key string) (*ProductStatus, error)
+	Rebalance(ctx context.Context, product string) (*Rebalance, error)
+	Drain(ctx context.Context, shard int, drained bool) (map[string]int64, error)
+}
+
+// Reconciler compares a product's shards with SQL (Service).
+type Reconciler interface {
+	Reconcile(ctx context.Context, product string, fix bool) (*Reconciliation, error)
+}
+
+// Views are the read-only views: a product's stock for buyers, the shards
+// for operators (Service).
+type Views interface {
+	Stock(ctx context.Context, id string) (*StockView, error)
+	Shards(ctx context.Context) []ShardHealth
+}
+
+var (
+	_ ProductAdmin = (*Service)(nil)
+	_ SessionAdmin = (*Service)(nil)
+	_ SaleAdmin    = (*Service)(nil)
+	_ StockAdmin   = (*Service)(nil)
+	_ Reconciler   = (*Service)(nil)
+	_ Views        = (*Service)(nil)
+)
+
 // Handlers are the inventory's HTTP handlers: the admin API (mounted behind
-// api.AdminAuth) and the buyers' stock view. The routes that mount them are
-// listed in one place, cmd/shardstock/routes.go.
-type Handlers struct{ *Service }
+// api.AdminAuth) and the buyers' stock view. Each field is the part of the
+// inventory its handlers call. The routes that mount them are listed in
+// one place, cmd/shardstock/routes.go.
+type Handlers struct {
+	Products   ProductAdmin
+	Sessions   SessionAdmin
+	Sales      SaleAdmin
+	Stock      StockAdmin
+	Reconciler Reconciler
+	Views      Views
+}
 
 // productID is the path's product id; a malformed one is not found.
 func productID(c echo.Context) (string, error) {
@@ -27,12 +86,12 @@ func productID(c echo.Context) (string, error) {
 }
 
 // PostPause turns the kill switch on (an empty body).
-func (s Handlers) PostPause(c echo.Context) error { return s.pause(c, true) }
+func (h Handlers) PostPause(c echo.Context) error { return h.pause(c, true) }
 
 // PostResume turns the kill switch off (an empty body).
-func (s Handlers) PostResume(c echo.Context) error { return s.pause(c, false) }
+func (h Handlers) PostResume(c echo.Context) error { return h.pause(c, false) }
 
-func (s Handlers) pause(c echo.Context, paused bool) error {
+func (h Handlers) pause(c echo.Context, paused bool) error {
 	id, err := productID(c)
 	if err != nil {
 		return err
@@ -40,52 +99,42 @@ func (s Handlers) pause(c echo.Context, paused bool) error {
 	if err := api.Decode(c, &struct{}{}, true); err != nil {
 		return err
 	}
-	st, err := s.Pause(c.Request().Context(), id, paused)
+	st, err := h.Sales.Pause(c.Request().Context(), id, paused)
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, st)
-}
-
-type stockBody struct {
-	Add    int64 `json:"add"`
-	Remove int64 `json:"remove"`
 }
 
 // PostStock adds or takes back units; an Idempotency-Key header makes a
 // retried call change nothing more.
-func (s Handlers) PostStock(c echo.Context) error {
+func (h Handlers) PostStock(c echo.Context) error {
 	id, err := productID(c)
 	if err != nil {
 		return err
 	}
-	var b stockBody
+	var b api.StockChange
 	if err := api.Decode(c, &b, false); err != nil {
 		return err
 	}
-	key := c.Request().Header.Get("Idempotency-Key")
+	key := c.Request().Header.Get(api.IdempotencyKeyHeader)
 	if len(key) > 200 {
 		return shardstock.Invalid("Idempotency-Key must be at most 200 characters")
 	}
-	st, err := s.ChangeStock(c.Request().Context(), id, b.Add, b.Remove, key)
+	st, err := h.Stock.ChangeStock(c.Request().Context(), id, b.Add, b.Remove, key)
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, st)
 }
 
-type windowBody struct {
-	StartsAt *api.OptionalTime `json:"starts_at"`
-	EndsAt   *api.OptionalTime `json:"ends_at"`
-}
-
 // PatchProduct moves the sale window.
-func (s Handlers) PatchProduct(c echo.Context) error {
+func (h Handlers) PatchProduct(c echo.Context) error {
 	id, err := productID(c)
 	if err != nil {
 		return err
 	}
-	var b windowBody
+	var b api.SaleWindow
 	if err := api.Decode(c, &b, false); err != nil {
 		return err
 	}
@@ -99,7 +148,7 @@ func (s Handlers) PatchProduct(c echo.Context) error {
 	if b.EndsAt != nil {
 		ends = &b.EndsAt.Time
 	}
-	st, err := s.MoveWindow(c.Request().Context(), id, starts, ends)
+	st, err := h.Sales.MoveWindow(c.Request().Context(), id, starts, ends)
 	if err != nil {
 		return err
 	}
@@ -108,7 +157,7 @@ func (s Handlers) PatchProduct(c echo.Context) error {
 
 // PostArchive archives a product whose sale is over and settled: SQL keeps
 // its totals and its keys leave every shard (an empty body).
-func (s Handlers) PostArchive(c echo.Context) error {
+func (h Handlers) PostArchive(c echo.Context) error {
 	id, err := productID(c)
 	if err != nil {
 		return err
@@ -116,7 +165,7 @@ func (s Handlers) PostArchive(c echo.Context) error {
 	if err := api.Decode(c, &struct{}{}, true); err != nil {
 		return err
 	}
-	st, err := s.Archive(c.Request().Context(), id)
+	st, err := h.Sales.Archive(c.Request().Context(), id)
 	if err != nil {
 		return err
 	}
@@ -125,7 +174,7 @@ func (s Handlers) PostArchive(c echo.Context) error {
 
 // PostRebalance moves salable units between shards toward an even spread
 // (an empty body).
-func (s Handlers) PostRebalance(c echo.Context) error {
+func (h Handlers) PostRebalance(c echo.Context) error {
 	id := c.Param("id")
 	if !shardstock.ValidID(id) {
 		return shardstock.ErrNotFound
@@ -133,30 +182,26 @@ func (s Handlers) PostRebalance(c echo.Context) error {
 	if err := api.Decode(c, &struct{}{}, true); err != nil {
 		return err
 	}
-	rep, err := s.Rebalance(c.Request().Context(), id)
+	rep, err := h.Stock.Rebalance(c.Request().Context(), id)
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, rep)
 }
 
-type drainBody struct {
-	Drained *bool `json:"drained"`
-}
-
 // PostDrain takes a shard out of rotation ({"drained": true}, the default) or
 // puts it back ({"drained": false}).
-func (s Handlers) PostDrain(c echo.Context) error {
+func (h Handlers) PostDrain(c echo.Context) error {
 	idx, err := strconv.Atoi(c.Param("index"))
 	if err != nil {
 		return shardstock.ErrNotFound
 	}
-	var b drainBody
+	var b api.ShardDrain
 	if err := api.Decode(c, &b, true); err != nil {
 		return err
 	}
 	drained := b.Drained == nil || *b.Drained
-	moved, err := s.Drain(c.Request().Context(), idx, drained)
+	moved, err := h.Stock.Drain(c.Request().Context(), idx, drained)
 	if err != nil {
 		return err
 	}
@@ -164,17 +209,17 @@ func (s Handlers) PostDrain(c echo.Context) error {
 }
 
 // GetReconcile reports a product's drift between the shards and SQL.
-func (s Handlers) GetReconcile(c echo.Context) error { return s.reconcile(c, false) }
+func (h Handlers) GetReconcile(c echo.Context) error { return h.reconcile(c, false) }
 
 // PostReconcile reports the drift and fixes what is safe to fix.
-func (s Handlers) PostReconcile(c echo.Context) error { return s.reconcile(c, true) }
+func (h Handlers) PostReconcile(c echo.Context) error { return h.reconcile(c, true) }
 
-func (s Handlers) reconcile(c echo.Context, fix bool) error {
+func (h Handlers) reconcile(c echo.Context, fix bool) error {
 	id := c.Param("id")
 	if !shardstock.ValidID(id) {
 		return shardstock.ErrNotFound
 	}
-	r, err := s.Reconcile(c.Request().Context(), id, fix)
+	r, err := h.Reconciler.Reconcile(c.Request().Context(), id, fix)
 	if err != nil {
 		return err
 	}
@@ -182,12 +227,12 @@ func (s Handlers) reconcile(c echo.Context, fix bool) error {
 }
 
 // GetStock is the buyers' view of a product's stock, never cached.
-func (s Handlers) GetStock(c echo.Context) error {
+func (h Handlers) GetStock(c echo.Context) error {
 	id := c.Param("id")
 	if !shardstock.ValidID(id) {
 		return shardstock.ErrNotFound
 	}
-	v, err := s.Stock(c.Request().Context(), id)
+	v, err := h.Views.Stock(c.Request().Context(), id)
 	if err != nil {
 		return err
 	}
@@ -196,44 +241,28 @@ func (s Handlers) GetStock(c echo.Context) error {
 }
 
 // GetProducts lists every product's status.
-func (s Handlers) GetProducts(c echo.Context) error {
-	ctx := c.Request().Context()
-	ids, err := s.catalog.ProductIDs(ctx)
+func (h Handlers) GetProducts(c echo.Context) error {
+	out, err := h.Products.Statuses(c.Request().Context())
 	if err != nil {
-		return fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
-	}
-	out := make([]*ProductStatus, 0, len(ids))
-	for _, id := range ids {
-		st, err := s.Status(ctx, id)
-		if err != nil {
-			return err
-		}
-		out = append(out, st)
+		return err
 	}
 	return c.JSON(http.StatusOK, out)
 }
 
-type sessionBody struct {
-	Title    string           `json:"title"`
-	StartsAt api.OptionalTime `json:"starts_at"`
-	EndsAt   api.OptionalTime `json:"ends_at"`
-	Products []string         `json:"products"`
-}
-
 // GetSessions lists every session, by start.
-func (s Handlers) GetSessions(c echo.Context) error {
-	ss, err := s.catalog.Sessions(c.Request().Context())
+func (h Handlers) GetSessions(c echo.Context) error {
+	ss, err := h.Sessions.Sessions(c.Request().Context())
 	if err != nil {
-		return fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
+		return err
 	}
 	return c.JSON(http.StatusOK, ss)
 }
 
 // GetSession answers one session.
-func (s Handlers) GetSession(c echo.Context) error {
-	ss, err := s.catalog.Sessions(c.Request().Context())
+func (h Handlers) GetSession(c echo.Context) error {
+	ss, err := h.Sessions.Sessions(c.Request().Context())
 	if err != nil {
-		return fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
+		return err
 	}
 	for _, x := range ss {
 		if x.ID == c.Param("id") {
@@ -245,7 +274,7 @@ func (s Handlers) GetSession(c echo.Context) error {
 
 // DeleteSession removes a session; its products keep selling only in a
 // window of their own or of their other sessions.
-func (s Handlers) DeleteSession(c echo.Context) error {
+func (h Handlers) DeleteSession(c echo.Context) error {
 	id := c.Param("id")
 	if !shardstock.ValidID(id) {
 		return shardstock.ErrNotFound
@@ -253,28 +282,20 @@ func (s Handlers) DeleteSession(c echo.Context) error {
 	if err := api.Decode(c, &struct{}{}, true); err != nil {
 		return err
 	}
-	ctx := c.Request().Context()
-	found, err := s.catalog.DeleteSession(ctx, id)
-	if err != nil {
-		return fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
-	}
-	if !found {
-		return shardstock.ErrNotFound
-	}
-	if err := s.RefreshControls(ctx); err != nil {
-		return fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
+	if err := h.Sessions.DeleteSession(c.Request().Context(), id); err != nil {
+		return err
 	}
 	return c.NoContent(http.StatusNoContent)
 }
 
 // PutSession defines a session (201) or changes it (200).
-func (s Handlers) PutSession(c echo.Context) error {
-	var b sessionBody
+func (h Handlers) PutSession(c echo.Context) error {
+	var b api.SessionDefinition
 	if err := api.Decode(c, &b, false); err != nil {
 		return err
 	}
 	ss := shardstock.Session{ID: c.Param("id"), Title: b.Title, StartsAt: b.StartsAt.UTC(), EndsAt: b.EndsAt.UTC(), Products: b.Products}
-	created, err := s.DefineSession(c.Request().Context(), ss)
+	created, err := h.Sessions.DefineSession(c.Request().Context(), ss)
 	if err != nil {
 		return err
 	}
@@ -284,35 +305,25 @@ func (s Handlers) PutSession(c echo.Context) error {
 	return c.JSON(http.StatusOK, ss)
 }
 
-// productBody is the PUT body; the id comes from the path.
-type productBody struct {
-	Stock        int64            `json:"stock"`
-	PerUserLimit int64            `json:"per_user_limit"`
-	StartsAt     api.OptionalTime `json:"starts_at"`
-	EndsAt       api.OptionalTime `json:"ends_at"`
-	Title        string           `json:"title"`
-	PriceCents   int64            `json:"price_cents"`
-}
-
 // PutProduct defines a product (201); the same definition again answers
 // 200, a different one 409.
-func (s Handlers) PutProduct(c echo.Context) error {
+func (h Handlers) PutProduct(c echo.Context) error {
 	id := c.Param("id")
 	if !shardstock.ValidID(id) {
 		return shardstock.Invalid("product id must be 1-64 characters of [A-Za-z0-9_-]")
 	}
-	var b productBody
+	var b api.ProductDefinition
 	if err := api.Decode(c, &b, false); err != nil {
 		return err
 	}
-	created, err := s.Define(c.Request().Context(), shardstock.Product{
+	created, err := h.Products.Define(c.Request().Context(), shardstock.Product{
 		ID: id, Stock: b.Stock, PerUserLimit: b.PerUserLimit,
 		StartsAt: b.StartsAt.Time, EndsAt: b.EndsAt.Time, Title: b.Title, PriceCents: b.PriceCents,
 	})
 	if err != nil {
 		return err
 	}
-	st, err := s.Status(c.Request().Context(), id)
+	st, err := h.Products.Status(c.Request().Context(), id)
 	if err != nil {
 		return err
 	}
@@ -323,12 +334,12 @@ func (s Handlers) PutProduct(c echo.Context) error {
 }
 
 // GetProduct answers a product's status, shard by shard.
-func (s Handlers) GetProduct(c echo.Context) error {
+func (h Handlers) GetProduct(c echo.Context) error {
 	id := c.Param("id")
 	if !shardstock.ValidID(id) {
 		return shardstock.ErrNotFound
 	}
-	st, err := s.Status(c.Request().Context(), id)
+	st, err := h.Products.Status(c.Request().Context(), id)
 	if err != nil {
 		return err
 	}
@@ -336,6 +347,6 @@ func (s Handlers) GetProduct(c echo.Context) error {
 }
 
 // GetShards answers the shard overview.
-func (s Handlers) GetShards(c echo.Context) error {
-	return c.JSON(http.StatusOK, s.Shards(c.Request().Context()))
+func (h Handlers) GetShards(c echo.Context) error {
+	return c.JSON(http.StatusOK, h.Views.Shards(c.Request().Context()))
 }

@@ -32,6 +32,24 @@ type ProductStatus struct {
 	Shards   []ShardStock      `json:"shards"`
 }
 
+// Statuses reads every product in the catalog, as Status does. Errors:
+// ErrUnavailable, and Status's.
+func (s *Service) Statuses(ctx context.Context) ([]*ProductStatus, error) {
+	ids, err := s.catalog.ProductIDs(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
+	}
+	out := make([]*ProductStatus, 0, len(ids))
+	for _, id := range ids {
+		st, err := s.Status(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
+
 // Status reads product id on every shard at once. Totals sum the shards
 // that answered. Errors: ErrNotFound, ErrUnavailable (from Product).
 func (s *Service) Status(ctx context.Context, id string) (*ProductStatus, error) {

@@ -1,6 +1,7 @@
 package order
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
@@ -9,20 +10,32 @@ import (
 	"github.com/shardstock/shardstock/api"
 )
 
+// Orders are the buyer's calls on their own orders (Service).
+type Orders interface {
+	Get(ctx context.Context, id, user string) (*shardstock.Order, error)
+	Pay(ctx context.Context, id, user string, success bool) (*shardstock.Order, error)
+	Cancel(ctx context.Context, id, user string) (*shardstock.Order, error)
+}
+
+// Callbacks check a payment callback before it is applied (Service):
+// its signature over the raw body, then what the signed body binds.
+type Callbacks interface {
+	CheckCallbackSignature(body []byte, signature string) error
+	CheckCallback(ctx context.Context, id, user string, cb PaymentCallback) error
+}
+
+var (
+	_ Orders    = (*Service)(nil)
+	_ Callbacks = (*Service)(nil)
+)
+
 // Handlers are the buyer's order calls over HTTP; Identity says who the
 // caller is. The routes that mount them are listed in one place,
 // cmd/shardstock/routes.go.
 type Handlers struct {
-	Service  *Service
-	Identity api.Identity
-}
-
-// checkSignature verifies the callback's signature in constant time.
-func (h Handlers) checkSignature(c echo.Context, body []byte) error {
-	if !h.Service.signedBy(body, c.Request().Header.Get("X-Signature")) {
-		return &shardstock.Error{Code: shardstock.ErrUnauthorized.Code, Message: "the payment callback signature (X-Signature) is missing or wrong"}
-	}
-	return nil
+	Orders    Orders
+	Callbacks Callbacks
+	Identity  api.Identity
 }
 
 // caller checks the order id format and the caller's identity.
@@ -41,7 +54,7 @@ func (h Handlers) Get(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	o, err := h.Service.Get(c.Request().Context(), id, user)
+	o, err := h.Orders.Get(c.Request().Context(), id, user)
 	if err != nil {
 		return err
 	}
@@ -56,30 +69,38 @@ func (h Handlers) PostPay(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	body, err := api.ReadBody(c)
+	b, err := h.paymentResult(c)
 	if err != nil {
 		return err
 	}
-	if err := h.checkSignature(c, body); err != nil {
+	if err := h.Callbacks.CheckCallback(c.Request().Context(), id, user, b.PaymentCallback); err != nil {
 		return err
 	}
-	var b PaymentResult
-	if err := api.DecodeBody(c, body, &b, false); err != nil {
-		return err
-	}
-	if b.Result != "success" && b.Result != "fail" {
-		return shardstock.Invalid(`result must be "success" or "fail"`)
-	}
-	if len(h.Service.cfg.PaySecret) > 0 {
-		if err := h.Service.checkCallback(c.Request().Context(), id, user, b.PaymentCallback); err != nil {
-			return err
-		}
-	}
-	o, err := h.Service.Pay(c.Request().Context(), id, user, b.Result == "success")
+	o, err := h.Orders.Pay(c.Request().Context(), id, user, b.Result == "success")
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusAccepted, o)
+}
+
+// paymentResult reads the callback's body: signed (401), then a
+// PaymentResult (400, 415).
+func (h Handlers) paymentResult(c echo.Context) (PaymentResult, error) {
+	var b PaymentResult
+	body, err := api.ReadBody(c)
+	if err != nil {
+		return b, err
+	}
+	if err := h.Callbacks.CheckCallbackSignature(body, c.Request().Header.Get(api.SignatureHeader)); err != nil {
+		return b, err
+	}
+	if err := api.DecodeBody(c, body, &b, false); err != nil {
+		return b, err
+	}
+	if b.Result != "success" && b.Result != "fail" {
+		return b, shardstock.Invalid(`result must be "success" or "fail"`)
+	}
+	return b, nil
 }
 
 // PostCancel cancels the caller's order awaiting payment (an empty body).
@@ -91,7 +112,7 @@ func (h Handlers) PostCancel(c echo.Context) error {
 	if err := api.Decode(c, &struct{}{}, true); err != nil {
 		return err
 	}
-	o, err := h.Service.Cancel(c.Request().Context(), id, user)
+	o, err := h.Orders.Cancel(c.Request().Context(), id, user)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,9 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/shardstock/shardstock/api"
+	"github.com/shardstock/shardstock/client"
 )
 
 const adminUsage = `Usage: shardstock admin [--url URL] [--json] COMMAND [ARGS]
@@ -59,30 +62,35 @@ func admin(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	if base == "" {
 		base = "http://127.0.0.1:8080"
 	}
-	c := adminClient{base: strings.TrimSuffix(base, "/"), token: getenv("SHARDSTOCK_ADMIN_TOKEN"),
-		http: &http.Client{Timeout: 60 * time.Second}}
+	c := &client.Client{URL: strings.TrimSuffix(base, "/"), Token: getenv("SHARDSTOCK_ADMIN_TOKEN"),
+		HTTP: &http.Client{Timeout: 60 * time.Second}}
 	rest := fs.Args()
 	if len(rest) == 0 {
 		fmt.Fprint(stderr, adminUsage)
 		return 2
 	}
-	req, show, err := adminRequest(rest)
+	cmd, err := adminRequest(rest)
 	if err != nil {
 		fmt.Fprintf(stderr, "shardstock: admin: %v (see shardstock admin --help)\n", err)
 		return 2
 	}
-	body, status, err := c.do(req)
+	body, err := cmd.call(context.Background(), c)
+	var refused *client.Error
+	if errors.As(err, &refused) {
+		fmt.Fprintf(stderr, "shardstock: admin: %s: %d %s: %s\n", rest[0], refused.Status, refused.Code, refused.Message)
+		return 1
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "shardstock: admin: %v\n", err)
 		return 1
 	}
-	if status >= 300 {
-		var e struct{ Error, Message string }
-		json.Unmarshal(body, &e)
-		fmt.Fprintf(stderr, "shardstock: admin: %s: %d %s: %s\n", rest[0], status, e.Error, e.Message)
-		return 1
-	}
-	if *asJSON || show == nil {
+	return showAnswer(stdout, stderr, body, cmd.show, *asJSON)
+}
+
+// showAnswer prints an answer: as it came with asJSON or without a show,
+// else through show.
+func showAnswer(stdout, stderr io.Writer, body []byte, show func(io.Writer, []byte) error, asJSON bool) int {
+	if asJSON || show == nil {
 		stdout.Write(body)
 		if !bytes.HasSuffix(body, []byte("\n")) {
 			fmt.Fprintln(stdout)
@@ -96,105 +104,124 @@ func admin(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	return 0
 }
 
-type adminCall struct {
-	method, path, body string
-	header             map[string]string
+// adminCommand is a command line's call and how to show its answer (nil:
+// as it came).
+type adminCommand struct {
+	call func(context.Context, *client.Client) (json.RawMessage, error)
+	show func(io.Writer, []byte) error
 }
 
-// adminRequest maps a command line to its call and how to show the answer
-// (nil: as it came).
-func adminRequest(args []string) (adminCall, func(io.Writer, []byte) error, error) {
+// adminRequest maps a command line to its call and how to show the answer.
+func adminRequest(args []string) (adminCommand, error) {
 	need := func(n int) error {
 		if len(args) < n+1 {
 			return fmt.Errorf("%s needs %d argument(s)", args[0], n)
 		}
 		return nil
 	}
-	product := func() string { return "/admin/v1/products/" + args[1] }
 	switch args[0] {
-	case "status":
-		if len(args) > 1 {
-			return adminCall{method: "GET", path: product()}, showProduct, nil
-		}
-		return adminCall{method: "GET", path: "/admin/v1/products"}, showProducts, nil
-	case "shards":
-		return adminCall{method: "GET", path: "/admin/v1/shards"}, showShards, nil
-	case "pause", "resume", "archive", "rebalance":
+	case "status", "shards":
+		return adminRead(args), nil
+	case "pause", "resume", "archive", "rebalance", "reconcile":
 		if err := need(1); err != nil {
-			return adminCall{}, nil, err
+			return adminCommand{}, err
 		}
-		show := showProduct
-		if args[0] == "rebalance" {
-			show = nil
-		}
-		return adminCall{method: "POST", path: product() + "/" + args[0]}, show, nil
+		return adminOnProduct(args[0], args[1]), nil
 	case "add", "remove":
 		if err := need(2); err != nil {
-			return adminCall{}, nil, err
+			return adminCommand{}, err
 		}
-		n, err := strconv.ParseInt(args[2], 10, 64)
-		if err != nil || n <= 0 {
-			return adminCall{}, nil, fmt.Errorf("%s: %q is not a positive number of units", args[0], args[2])
-		}
-		call := adminCall{method: "POST", path: product() + "/stock", body: fmt.Sprintf(`{%q:%d}`, args[0], n)}
-		if len(args) > 3 {
-			call.header = map[string]string{"Idempotency-Key": args[3]}
-		}
-		return call, showProduct, nil
+		return adminStock(args)
 	case "end":
 		if err := need(1); err != nil {
-			return adminCall{}, nil, err
+			return adminCommand{}, err
 		}
-		at := time.Now().UTC().Format(time.RFC3339Nano)
-		if len(args) > 2 {
-			if _, err := time.Parse(time.RFC3339, args[2]); err != nil {
-				return adminCall{}, nil, fmt.Errorf("end: %q is not an RFC 3339 time", args[2])
-			}
-			at = args[2]
-		}
-		return adminCall{method: "PATCH", path: product(), body: fmt.Sprintf(`{"ends_at":%q}`, at)}, showProduct, nil
+		return adminEnd(args)
 	case "drain", "undrain":
 		if err := need(1); err != nil {
-			return adminCall{}, nil, err
+			return adminCommand{}, err
 		}
-		if _, err := strconv.Atoi(args[1]); err != nil {
-			return adminCall{}, nil, fmt.Errorf("%s: %q is not a shard index", args[0], args[1])
-		}
-		return adminCall{method: "POST", path: "/admin/v1/shards/" + args[1] + "/drain",
-			body: fmt.Sprintf(`{"drained":%t}`, args[0] == "drain")}, nil, nil
-	case "reconcile":
-		if err := need(1); err != nil {
-			return adminCall{}, nil, err
-		}
-		return adminCall{method: "GET", path: product() + "/reconcile"}, nil, nil
+		return adminDrain(args)
 	}
-	return adminCall{}, nil, fmt.Errorf("unknown command %q", args[0])
+	return adminCommand{}, fmt.Errorf("unknown command %q", args[0])
 }
 
-type adminClient struct {
-	base, token string
-	http        *http.Client
+// adminRead is status [PRODUCT] and shards.
+func adminRead(args []string) adminCommand {
+	switch {
+	case args[0] == "shards":
+		return adminCommand{call: func(ctx context.Context, c *client.Client) (json.RawMessage, error) {
+			return c.Shards(ctx)
+		}, show: showShards}
+	case len(args) > 1:
+		return adminCommand{call: func(ctx context.Context, c *client.Client) (json.RawMessage, error) {
+			return c.Product(ctx, args[1])
+		}, show: showProduct}
+	}
+	return adminCommand{call: func(ctx context.Context, c *client.Client) (json.RawMessage, error) {
+		return c.Products(ctx)
+	}, show: showProducts}
 }
 
-func (c adminClient) do(call adminCall) ([]byte, int, error) {
-	req, err := http.NewRequestWithContext(context.Background(), call.method, c.base+call.path, strings.NewReader(call.body))
+// adminOnProduct is a command whose only argument is a product.
+func adminOnProduct(name, product string) adminCommand {
+	calls := map[string]func(*client.Client, context.Context, string) (json.RawMessage, error){
+		"pause": (*client.Client).Pause, "resume": (*client.Client).Resume, "archive": (*client.Client).Archive,
+		"rebalance": (*client.Client).Rebalance, "reconcile": (*client.Client).Reconcile,
+	}
+	show := showProduct
+	if name == "rebalance" || name == "reconcile" {
+		show = nil
+	}
+	return adminCommand{call: func(ctx context.Context, c *client.Client) (json.RawMessage, error) {
+		return calls[name](c, ctx, product)
+	}, show: show}
+}
+
+// adminStock is add and remove: PRODUCT N [KEY].
+func adminStock(args []string) (adminCommand, error) {
+	n, err := strconv.ParseInt(args[2], 10, 64)
+	if err != nil || n <= 0 {
+		return adminCommand{}, fmt.Errorf("%s: %q is not a positive number of units", args[0], args[2])
+	}
+	change := api.StockChange{Add: n}
+	if args[0] == "remove" {
+		change = api.StockChange{Remove: n}
+	}
+	key := ""
+	if len(args) > 3 {
+		key = args[3]
+	}
+	return adminCommand{call: func(ctx context.Context, c *client.Client) (json.RawMessage, error) {
+		return c.ChangeStock(ctx, args[1], change, key)
+	}, show: showProduct}, nil
+}
+
+// adminEnd is end PRODUCT [RFC3339]: the window ends then (default: now).
+func adminEnd(args []string) (adminCommand, error) {
+	at := time.Now().UTC()
+	if len(args) > 2 {
+		t, err := time.Parse(time.RFC3339, args[2])
+		if err != nil {
+			return adminCommand{}, fmt.Errorf("end: %q is not an RFC 3339 time", args[2])
+		}
+		at = t
+	}
+	w := api.SaleWindow{EndsAt: &api.OptionalTime{Time: at}}
+	return adminCommand{call: func(ctx context.Context, c *client.Client) (json.RawMessage, error) {
+		return c.MoveWindow(ctx, args[1], w)
+	}, show: showProduct}, nil
+}
+
+// adminDrain is drain and undrain SHARD.
+func adminDrain(args []string) (adminCommand, error) {
+	shard, err := strconv.Atoi(args[1])
 	if err != nil {
-		return nil, 0, err
+		return adminCommand{}, fmt.Errorf("%s: %q is not a shard index", args[0], args[1])
 	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	if call.body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for k, v := range call.header {
-		req.Header.Set(k, v)
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return nil, 0, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	return body, resp.StatusCode, err
+	return adminCommand{call: func(ctx context.Context, c *client.Client) (json.RawMessage, error) {
+		return c.Drain(ctx, shard, args[0] == "drain")
+	}}, nil
 }
 
 // adminProduct is what the tables show of a product view.

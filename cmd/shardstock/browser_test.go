@@ -186,7 +186,7 @@ func TestSalePageAtTheEdgeInBrowser(t *testing.T) {
 	end := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
 	_, edge := pagesAtTheEdge(t, fmt.Sprintf(`{"stock":9,"title":"Desk lamp","starts_at":%q,"ends_at":%q}`, start, end))
 	for path, want := range map[string]string{"/static/sale.js": "javascript", "/static/style.css": "text/css", "/products/lamp": "text/html"} {
-		resp, err := client.Get(edge + path)
+		resp, err := testHTTP.Get(edge + path)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -49,7 +49,7 @@ func startServer(t testing.TB, urls []string, opts ...func(*Config)) *Main {
 	return m
 }
 
-var client = &http.Client{
+var testHTTP = &http.Client{
 	Timeout:   10 * time.Second,
 	Transport: &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 128, IdleConnTimeout: time.Minute},
 }
@@ -72,7 +72,7 @@ func do(t testing.TB, method, url, body string, headers ...string) reply {
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}
-	resp, err := client.Do(req)
+	resp, err := testHTTP.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, url, err)
 	}
@@ -571,7 +571,7 @@ func doRaw(t *testing.T, method, url string, headers ...string) rawReply {
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}
-	resp, err := client.Do(req)
+	resp, err := testHTTP.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,8 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/time/rate"
+
+	"github.com/shardstock/shardstock/client"
 )
 
 // loadConfig is what loadgen is told.
@@ -100,7 +102,8 @@ func loadgen(args []string, getenv func(string) string, stdout, stderr io.Writer
 func runLoad(ctx context.Context, c loadConfig, stderr io.Writer) *loadReport {
 	ctx, cancel := context.WithTimeout(ctx, c.duration)
 	defer cancel()
-	cl := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: c.conns, MaxConnsPerHost: c.conns}}
+	cl := &client.Client{URL: c.url, Token: c.token, HTTP: &http.Client{Timeout: 10 * time.Second,
+		Transport: &http.Transport{MaxIdleConnsPerHost: c.conns, MaxConnsPerHost: c.conns}}}
 	var (
 		next, sent, transportErrs, soldOutRun atomic.Int64
 		mu                                    sync.Mutex // guards lat and statuses
@@ -128,7 +131,9 @@ func runLoad(ctx context.Context, c loadConfig, stderr io.Writer) *loadReport {
 				// client's timeout bounds it): cutting it off would count
 				// the run's own end as a transport error and leave its
 				// outcome unknown.
-				status, took, err := buyOnce(context.WithoutCancel(ctx), cl, c.url, c.product, fmt.Sprintf("lg-%d", (n-1)%int64(c.buyers)))
+				t0 := time.Now()
+				status, err := cl.Purchase(context.WithoutCancel(ctx), c.product, fmt.Sprintf("lg-%d", (n-1)%int64(c.buyers)))
+				took := time.Since(t0)
 				sent.Add(1)
 				bar.Add(1)
 				if err != nil {
@@ -153,7 +158,7 @@ func runLoad(ctx context.Context, c loadConfig, stderr io.Writer) *loadReport {
 	rep := &loadReport{Mode: c.mode, Requests: sent.Load(), Errors: transportErrs.Load(), Seconds: secs,
 		Throughput: float64(sent.Load()) / secs, Latency: percentiles(lat), Statuses: statuses, OK: true}
 	if c.token != "" {
-		rep.Invariants, rep.OK = checkInvariants(cl, c.url, c.product, c.token)
+		rep.Invariants, rep.OK = checkInvariants(context.WithoutCancel(ctx), cl, c.product)
 	}
 	return rep
 }
@@ -169,22 +174,6 @@ func newBar(c loadConfig, w io.Writer) *progressbar.ProgressBar {
 	return progressbar.NewOptions64(total, progressbar.OptionSetWriter(w), progressbar.OptionSetDescription("purchases ("+c.mode+")"),
 		progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionThrottle(200*time.Millisecond),
 		progressbar.OptionClearOnFinish())
-}
-
-func buyOnce(ctx context.Context, cl *http.Client, base, product, user string) (int, time.Duration, error) {
-	req, err := http.NewRequestWithContext(ctx, "POST", base+"/api/v1/products/"+product+"/purchase", nil)
-	if err != nil {
-		return 0, 0, err
-	}
-	req.Header.Set("X-User-ID", user)
-	t0 := time.Now()
-	resp, err := cl.Do(req)
-	if err != nil {
-		return 0, 0, err
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return resp.StatusCode, time.Since(t0), nil
 }
 
 func percentiles(lat []time.Duration) map[string]float64 {
@@ -206,14 +195,15 @@ func percentiles(lat []time.Duration) map[string]float64 {
 
 // checkInvariants reads the product through the admin API: no oversell and
 // conservation on every shard that answers.
-func checkInvariants(cl *http.Client, base, product, token string) ([]string, bool) {
-	req, _ := http.NewRequest("GET", base+"/admin/v1/products/"+product, nil)
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := cl.Do(req)
+func checkInvariants(ctx context.Context, cl *client.Client, product string) ([]string, bool) {
+	body, err := cl.Product(ctx, product)
+	var refused *client.Error
+	if errors.As(err, &refused) {
+		return []string{fmt.Sprintf("admin API answered %d", refused.Status)}, false
+	}
 	if err != nil {
 		return []string{"admin API: " + err.Error()}, false
 	}
-	defer resp.Body.Close()
 	var st struct {
 		Stock  int64 `json:"stock"`
 		Shards []struct {
@@ -222,8 +212,8 @@ func checkInvariants(cl *http.Client, base, product, token string) ([]string, bo
 			Salable, Locked, Sold, Alloc *int64
 		} `json:"shards"`
 	}
-	if resp.StatusCode != 200 || json.NewDecoder(resp.Body).Decode(&st) != nil {
-		return []string{fmt.Sprintf("admin API answered %d", resp.StatusCode)}, false
+	if json.Unmarshal(body, &st) != nil {
+		return []string{"admin API answered 200"}, false
 	}
 	var lines []string
 	ok := true

@@ -277,7 +277,7 @@ func waitReady(t *testing.T, base string) {
 func readyWithin(base string, d time.Duration) (time.Duration, bool) {
 	start := time.Now()
 	for time.Since(start) < d {
-		if resp, err := client.Get(base + "/readyz"); err == nil {
+		if resp, err := testHTTP.Get(base + "/readyz"); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
 				return time.Since(start), true

@@ -58,26 +58,27 @@ func (m *Main) router() *echo.Echo {
 }
 
 // mount lists every route the server answers, with who may call it: the
-// one place to look for a URL's handler. api/openapi.yaml describes the
-// same routes (TestOpenAPIMatchesTheRoutes checks both ways).
+// one place to look for a URL's handler. The JSON API's paths are api's
+// (api/routes.go), which package client calls; api/openapi.yaml describes
+// the same routes (TestOpenAPIMatchesTheRoutes checks both ways).
 func (m *Main) mount(e *echo.Echo) {
 	if m.pages == nil {
 		m.pages = flashsale.NewPages(m.inv, m.store, nil)
 	}
 	buyers, pages := m.buyers, m.pages
-	orders := order.Handlers{Service: m.orders, Identity: m.identity()}
-	inv := inventory.Handlers{Service: m.inv}
+	orders := order.Handlers{Orders: m.orders, Callbacks: m.orders, Identity: m.identity()}
+	inv := inventory.Handlers{Products: m.inv, Sessions: m.inv, Sales: m.inv, Stock: m.inv, Reconciler: m.inv, Views: m.inv}
 	rep := report.Handler{Store: m.store, Products: m.inv, Orders: m.store.CountByStatus}
 
 	// Buyers, identified as SHARDSTOCK_USER_AUTH says (an HS256 token, or
 	// X-User-ID from SHARDSTOCK_TRUSTED_PROXIES). Purchases are served in front of echo
 	// (flashsale.Handler.Purchases); the route keeps the router complete.
-	e.POST(flashsale.PurchaseRoute, buyers.PostPurchase)
-	e.GET("/api/v1/tickets/:ticket", buyers.GetTicket)
-	e.GET("/api/v1/products/:id/stock", inv.GetStock)
-	e.GET("/api/v1/orders/:id", orders.Get)
-	e.POST("/api/v1/orders/:id/pay", orders.PostPay)
-	e.POST("/api/v1/orders/:id/cancel", orders.PostCancel)
+	e.POST(api.PurchasePath, buyers.PostPurchase)
+	e.GET(api.TicketPath, buyers.GetTicket)
+	e.GET(api.StockPath, inv.GetStock)
+	e.GET(api.OrderPath, orders.Get)
+	e.POST(api.PayPath, orders.PostPay)
+	e.POST(api.CancelPath, orders.PostCancel)
 
 	// Pages, for anyone; the operators' page reads the admin API.
 	e.GET("/", pages.Index)
@@ -90,27 +91,27 @@ func (m *Main) mount(e *echo.Echo) {
 	e.GET("/edge/limits", buyers.GetEdgeLimits)
 
 	// Operators: the admin API, behind SHARDSTOCK_ADMIN_TOKEN.
-	admin := e.Group("/admin/v1", api.AdminAuth(m.cfg.AdminToken))
-	admin.GET("/products", inv.GetProducts)
-	admin.PUT("/products/:id", inv.PutProduct)
-	admin.GET("/products/:id", inv.GetProduct)
-	admin.PATCH("/products/:id", inv.PatchProduct)
-	admin.POST("/products/:id/pause", inv.PostPause)
-	admin.POST("/products/:id/resume", inv.PostResume)
-	admin.POST("/products/:id/stock", inv.PostStock)
-	admin.POST("/products/:id/archive", inv.PostArchive)
-	admin.POST("/products/:id/rebalance", inv.PostRebalance)
-	admin.GET("/products/:id/reconcile", inv.GetReconcile)
-	admin.POST("/products/:id/reconcile", inv.PostReconcile)
-	admin.GET("/products/:id/report", rep.GetReport)
-	admin.GET("/products/:id/report/:chart", rep.GetChart)
-	admin.GET("/sessions", inv.GetSessions)
-	admin.PUT("/sessions/:id", inv.PutSession)
-	admin.GET("/sessions/:id", inv.GetSession)
-	admin.DELETE("/sessions/:id", inv.DeleteSession)
-	admin.GET("/shards", inv.GetShards)
-	admin.POST("/shards/:index/drain", inv.PostDrain)
-	admin.POST("/shards/:index/resync", m.postResync)
+	admin := e.Group(api.AdminBase, api.AdminAuth(m.cfg.AdminToken))
+	admin.GET(api.AdminProductsPath, inv.GetProducts)
+	admin.PUT(api.AdminProductPath, inv.PutProduct)
+	admin.GET(api.AdminProductPath, inv.GetProduct)
+	admin.PATCH(api.AdminProductPath, inv.PatchProduct)
+	admin.POST(api.AdminPausePath, inv.PostPause)
+	admin.POST(api.AdminResumePath, inv.PostResume)
+	admin.POST(api.AdminStockPath, inv.PostStock)
+	admin.POST(api.AdminArchivePath, inv.PostArchive)
+	admin.POST(api.AdminRebalancePath, inv.PostRebalance)
+	admin.GET(api.AdminReconcilePath, inv.GetReconcile)
+	admin.POST(api.AdminReconcilePath, inv.PostReconcile)
+	admin.GET(api.AdminReportPath, rep.GetReport)
+	admin.GET(api.AdminChartPath, rep.GetChart)
+	admin.GET(api.AdminSessionsPath, inv.GetSessions)
+	admin.PUT(api.AdminSessionPath, inv.PutSession)
+	admin.GET(api.AdminSessionPath, inv.GetSession)
+	admin.DELETE(api.AdminSessionPath, inv.DeleteSession)
+	admin.GET(api.AdminShardsPath, inv.GetShards)
+	admin.POST(api.AdminDrainPath, inv.PostDrain)
+	admin.POST(api.AdminResyncPath, m.postResync)
 
 	// Profiles during a sale, behind the admin token:
 	// go tool pprof -http=: -H "Authorization: Bearer $TOKEN" http://HOST/admin/debug/pprof/profile?seconds=20

@@ -144,7 +144,7 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	m.report = report.NewRecorder(m.store, m.inv.Salable, nil, m.log)
 	m.pages = flashsale.NewPages(m.inv, m.store, nil)
-	m.buyers = flashsale.NewHandler(flashsale.Config{Products: m.inv, Reserver: m.set, Identity: m.identity(), RealIP: m.realIP(),
+	m.buyers = flashsale.NewHandler(flashsale.Config{Products: m.inv, Cache: m.inv, Reserver: m.set, Identity: m.identity(), RealIP: m.realIP(),
 		Now: m.saleClock, MaxInFlight: m.cfg.MaxInFlight,
 		Observe: m.observePurchase, Spool: m.spoolPort(), Logger: m.log,
 		Limits: m.cfg.Limits, OnLimited: func(s string) { m.metrics.RateLimited.WithLabelValues(s).Inc() },
