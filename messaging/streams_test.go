@@ -14,16 +14,25 @@ import (
 	"github.com/shardstock/shardstock/shard/shardtest"
 )
 
+// oneShard starts one master and returns a client of it.
+func oneShard(t *testing.T) *redis.Client {
+	r := shardtest.Start(t, 1)
+	opt, err := redis.ParseURL(r.URLs()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := redis.NewClient(opt)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 // TestTakeoverOfADeadConsumersEntries (issue 14, item 3): entries a dead
 // consumer read and never acknowledged are taken over by a live one batch
 // after batch, without waiting ClaimIdle/2 between batches. Measured:
 // 40,000 entries of one stream, batches of 100, ClaimIdle 1s.
 func TestTakeoverOfADeadConsumersEntries(t *testing.T) {
 	const n = 40000
-	r := shardtest.Start(t, 1)
-	opt, _ := redis.ParseURL(r.URLs()[0])
-	c := redis.NewClient(opt)
-	defer c.Close()
+	c := oneShard(t)
 	ctx := context.Background()
 	stream := "ss:{p:takeover}:outbox"
 	c.XGroupCreateMkStream(ctx, stream, "orders", "0")
@@ -68,10 +77,7 @@ func TestTakeoverOfADeadConsumersEntries(t *testing.T) {
 // read is followed at once.
 func TestGatherMakesFewerFullerReads(t *testing.T) {
 	const gather = 400 * time.Millisecond
-	r := shardtest.Start(t, 1)
-	opt, _ := redis.ParseURL(r.URLs()[0])
-	c := redis.NewClient(opt)
-	defer c.Close()
+	c := oneShard(t)
 	ctx := context.Background()
 	stream := "ss:{p:gather}:outbox"
 	add := func(n int) {

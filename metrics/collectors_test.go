@@ -18,6 +18,16 @@ type counter struct {
 
 func (c *counter) CountAllByStatus(context.Context) (map[string]int64, error) { return c.counts, c.err }
 
+// threePaid is the exposition of counts with three paid orders.
+const threePaid = `
+# HELP shardstock_orders Order rows by status.
+# TYPE shardstock_orders gauge
+shardstock_orders{status="awaiting_payment"} 0
+shardstock_orders{status="cancelled"} 0
+shardstock_orders{status="failed"} 0
+shardstock_orders{status="paid"} 3
+`
+
 // A count the database does not answer leaves the scrape whole: the last
 // counts read, or none, never an error that fails every other metric.
 func TestOrderCountsThatFailDoNotFailTheScrape(t *testing.T) {
@@ -33,26 +43,12 @@ func TestOrderCountsThatFailDoNotFailTheScrape(t *testing.T) {
 		t.Fatalf("no counts read yet: %d metrics, %v; want the other one alone", n, err)
 	}
 	db.counts, db.err = map[string]int64{"paid": 3}, nil
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
-# HELP shardstock_orders Order rows by status.
-# TYPE shardstock_orders gauge
-shardstock_orders{status="awaiting_payment"} 0
-shardstock_orders{status="cancelled"} 0
-shardstock_orders{status="failed"} 0
-shardstock_orders{status="paid"} 3
-`), "shardstock_orders"); err != nil {
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(threePaid), "shardstock_orders"); err != nil {
 		t.Fatal(err)
 	}
 	db.counts, db.err = nil, errors.New("timeout")
 	time.Sleep(time.Millisecond)
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
-# HELP shardstock_orders Order rows by status.
-# TYPE shardstock_orders gauge
-shardstock_orders{status="awaiting_payment"} 0
-shardstock_orders{status="cancelled"} 0
-shardstock_orders{status="failed"} 0
-shardstock_orders{status="paid"} 3
-`), "shardstock_orders"); err != nil {
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(threePaid), "shardstock_orders"); err != nil {
 		t.Fatalf("after a failed count: %v (want the last counts)", err)
 	}
 	if len(failed) != 2 {

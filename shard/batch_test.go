@@ -13,10 +13,9 @@ import (
 	"github.com/shardstock/shardstock/shard/shardtest"
 )
 
-// A step whose caller gave up while it waited behind a round trip on a
-// frozen shard is not sent when the shard answers again: nobody would learn
-// its outcome.
-func TestBatcherDropsStepsWhoseCallerLeft(t *testing.T) {
+// batcherOnOneShard starts one master with product's stock (salable
+// units, limit 1) and a coalescing batcher on it with cfg's gap and OnBatch.
+func batcherOnOneShard(t *testing.T, product string, salable int, cfg Config) (*shardtest.Redis, *Shard, *batcher) {
 	r := shardtest.Start(t, 1)
 	opt, err := redis.ParseURL(r.URLs()[0])
 	if err != nil {
@@ -24,12 +23,21 @@ func TestBatcherDropsStepsWhoseCallerLeft(t *testing.T) {
 	}
 	sh := &Shard{Client: redis.NewClient(opt)}
 	t.Cleanup(func() { sh.Client.Close() })
-	ctx, k := context.Background(), keysFor("drop")
-	if err := sh.Client.HSet(ctx, k.stock, "salable", 10, "locked", 0, "limit", 1).Err(); err != nil {
+	if err := sh.Client.HSet(context.Background(), keysFor(product).stock, "salable", salable, "locked", 0, "limit", 1).Err(); err != nil {
 		t.Fatal(err)
 	}
-	b := newBatcher(sh, lua.NewScripts().Purchase, Config{Timeout: 5 * time.Second, Now: time.Now, Coalesce: true})
+	cfg.Timeout, cfg.Now, cfg.Coalesce = 5*time.Second, time.Now, true
+	b := newBatcher(sh, lua.NewScripts().Purchase, cfg)
 	t.Cleanup(b.close)
+	return r, sh, b
+}
+
+// A step whose caller gave up while it waited behind a round trip on a
+// frozen shard is not sent when the shard answers again: nobody would learn
+// its outcome.
+func TestBatcherDropsStepsWhoseCallerLeft(t *testing.T) {
+	r, sh, b := batcherOnOneShard(t, "drop", 10, Config{})
+	ctx, k := context.Background(), keysFor("drop")
 	buy := func(ctx context.Context, user string) (string, error) {
 		return b.submit(ctx, step{product: "drop", op: opPurchase, user: user, id: "r-" + user})
 	}
@@ -69,25 +77,13 @@ func TestBatcherDropsStepsWhoseCallerLeft(t *testing.T) {
 // lone one leaves at once.
 func TestBatcherSpacesRoundTripsUnderLoad(t *testing.T) {
 	const gap = 300 * time.Millisecond
-	r := shardtest.Start(t, 1)
-	opt, err := redis.ParseURL(r.URLs()[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	sh := &Shard{Client: redis.NewClient(opt)}
-	t.Cleanup(func() { sh.Client.Close() })
-	ctx, k := context.Background(), keysFor("gap")
-	if err := sh.Client.HSet(ctx, k.stock, "salable", 100, "locked", 0, "limit", 1).Err(); err != nil {
-		t.Fatal(err)
-	}
 	type trip struct {
 		at    time.Time
 		steps int
 	}
 	trips := make(chan trip, 100)
-	b := newBatcher(sh, lua.NewScripts().Purchase, Config{Timeout: 5 * time.Second, Now: time.Now, Coalesce: true,
-		BatchGap: gap, OnBatch: func(n int) { trips <- trip{time.Now(), n} }})
-	t.Cleanup(b.close)
+	r, _, b := batcherOnOneShard(t, "gap", 100, Config{BatchGap: gap, OnBatch: func(n int) { trips <- trip{time.Now(), n} }})
+	ctx := context.Background()
 	buy := func(user string) error {
 		st, err := b.submit(ctx, step{product: "gap", op: opPurchase, user: user, id: "r-" + user})
 		if err == nil && st != "ok" {

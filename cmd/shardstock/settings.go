@@ -178,20 +178,21 @@ func redactURL(u string) string {
 }
 
 func parseBatchGap(c *Config, v string) error {
-	d, err := time.ParseDuration(v)
-	if err != nil || d < 0 || d > 100*time.Millisecond {
-		return errors.New("must be a Go duration from 0 to 100ms, like 3ms")
-	}
-	c.BatchGap = d
-	return nil
+	return durationWithin(&c.BatchGap, v, 0, 100*time.Millisecond, "must be a Go duration from 0 to 100ms, like 3ms")
 }
 
 func parseShardTimeout(c *Config, v string) error {
+	return durationWithin(&c.ShardTimeout, v, time.Millisecond, time.Minute, "must be a Go duration between 1ms and 1m, like 250ms")
+}
+
+// durationWithin parses a Go duration from lo to hi into dst; problem is
+// the answer otherwise.
+func durationWithin(dst *time.Duration, v string, lo, hi time.Duration, problem string) error {
 	d, err := time.ParseDuration(v)
-	if err != nil || d < time.Millisecond || d > time.Minute {
-		return errors.New("must be a Go duration between 1ms and 1m, like 250ms")
+	if err != nil || d < lo || d > hi {
+		return errors.New(problem)
 	}
-	c.ShardTimeout = d
+	*dst = d
 	return nil
 }
 
