@@ -12,6 +12,9 @@ type Controls struct {
 	WindowSet        bool
 	StartsAt, EndsAt time.Time
 	Archive          ArchiveState
+	// Version counts the changes of the product's controls (the catalog's
+	// row version): of two reads, the one with the higher Version is newer.
+	Version int64
 }
 
 // ArchiveState is how far a product's archive got.
@@ -30,9 +33,18 @@ func (c Controls) Apply(p Product) Product {
 	p.Paused = c.Paused
 	p.Archived = c.Archive != ArchiveNone
 	if c.WindowSet {
-		p.StartsAt, p.EndsAt = c.StartsAt, c.EndsAt
+		p.StartsAt, p.EndsAt, p.WindowVersion = c.StartsAt, c.EndsAt, c.Version
 	}
 	return p
+}
+
+// UnixMS is t in unix milliseconds, 0 for the zero time (no bound, in a
+// window).
+func UnixMS(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
 }
 
 // ShardTotals are one shard's counters of a product, kept by the archive.

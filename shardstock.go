@@ -40,6 +40,10 @@ type Product struct {
 	// archive (A sale's life), read from the catalog.
 	Paused   bool `json:"-"`
 	Archived bool `json:"-"`
+	// WindowVersion is the catalog's version of an operator's window
+	// (Controls.Version; 0: the definition's window): the shards keep the
+	// newest version any coordinator wrote (shard.Set.SetWindow).
+	WindowVersion int64 `json:"-"`
 	// Moved, when set, says how this coordinator's shard list differs from
 	// ShardAddrs: its stock is on other masters than the ones this
 	// coordinator would use, so it answers ErrUnavailable for it.

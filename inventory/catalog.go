@@ -42,7 +42,7 @@ type Shards interface {
 	TransferIn(ctx context.Context, i int, product, id string, units int64, from int) error
 	RestoreHold(ctx context.Context, i int, o shardstock.Order, atMS int64) (bool, error)
 	RepairRegister(ctx context.Context, p *shardstock.Product, i int) error
-	SetWindow(ctx context.Context, i int, product string, startsMS, endsMS int64) error
+	SetWindow(ctx context.Context, i int, p *shardstock.Product) (changed bool, err error)
 	DeleteProduct(ctx context.Context, i int, product string) error
 }
 
@@ -275,7 +275,7 @@ func (s *Service) allocate(ctx context.Context, p shardstock.Product, def string
 	for i := 0; i < n; i++ {
 		_, err := s.shards.Init(ctx, i, p.ID, shard.Allocation{
 			Alloc: alloc[i], Limit: p.PerUserLimit,
-			StartsMS: unixMS(p.StartsAt), EndsMS: unixMS(p.EndsAt),
+			StartsMS: shardstock.UnixMS(p.StartsAt), EndsMS: shardstock.UnixMS(p.EndsAt),
 			Definition: def, Epoch: epoch, Initialised: known[i],
 		})
 		switch {
@@ -304,13 +304,6 @@ func spreadOffset(id string, n int) int {
 	h := fnv.New32a()
 	h.Write([]byte(id))
 	return int(h.Sum32() % uint32(n))
-}
-
-func unixMS(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixMilli()
 }
 
 func newEpoch() string {

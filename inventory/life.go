@@ -166,8 +166,9 @@ func (s *Service) Pause(ctx context.Context, id string, paused bool) (*ProductSt
 // or ends it early; starts (nil: unchanged) may move only while the sale
 // has not started. A zero time is no bound. It is recorded in the catalog,
 // then written to every shard of the product (the scripts judge by it); a
-// shard that cannot answer gets it at its next resync, and the call answers
-// ErrUnavailable (a repeat completes it).
+// shard that cannot answer gets it at its next resync, or from the first
+// purchase it refuses for the window (shard.Set.Reserve), and the call
+// answers ErrUnavailable (a repeat completes it).
 func (s *Service) MoveWindow(ctx context.Context, id string, starts, ends *time.Time) (*ProductStatus, error) {
 	if s.cfg.Controls == nil {
 		return nil, errNoControls
@@ -199,9 +200,13 @@ func (s *Service) MoveWindow(ctx context.Context, id string, starts, ends *time.
 	if err := s.RefreshControls(ctx); err != nil {
 		return nil, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
 	}
+	cur, err := s.Product(ctx, id) // as recorded, with its version (a change made meanwhile is newer)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
+	}
 	var errs error
 	for i := range p.Shards(len(s.shards.Addrs())) {
-		err := s.shards.SetWindow(ctx, i, id, unixMS(next.StartsAt), unixMS(next.EndsAt))
+		_, err := s.shards.SetWindow(ctx, i, cur)
 		if err != nil && !errors.Is(err, shard.ErrNotOnShard) {
 			errs = errors.Join(errs, err)
 		}

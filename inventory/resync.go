@@ -161,7 +161,7 @@ func (s *Service) resyncProduct(ctx context.Context, i int, id string, ts []shar
 		return err
 	}
 	if c, ok := s.controlsOf(id); ok && c.WindowSet { // a PATCH the shard may have missed
-		if err := s.shards.SetWindow(ctx, i, id, unixMS(p.StartsAt), unixMS(p.EndsAt)); err != nil && !errors.Is(err, shard.ErrNotOnShard) {
+		if _, err := s.shards.SetWindow(ctx, i, p); err != nil && !errors.Is(err, shard.ErrNotOnShard) {
 			return err
 		}
 	}

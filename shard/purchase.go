@@ -116,6 +116,32 @@ func (s *Set) KnownSoldOut(p *shardstock.Product) bool {
 	return s.empty.known(p.ID, p.Shards(len(s.shards)), s.cfg.Now())
 }
 
+// windowBehind is called when shard i refused a purchase of p for its sale
+// window. The shards judge by their copy of the window, which an
+// operator's change may not have reached (the shard was down, or a resync
+// wrote an older copy after it). When this coordinator's catalog says the
+// sale is open at asOf (zero: now), it writes its window to shard i, and
+// reports whether the shard's copy was behind (changed): then the refusal
+// was not the truth, and the purchase is asked again. A coordinator whose
+// catalog is older than the shard's copy changes nothing (the version).
+func (s *Set) windowBehind(ctx context.Context, p *shardstock.Product, i int, asOf time.Time) bool {
+	if asOf.IsZero() {
+		asOf = s.cfg.Now()
+	}
+	if p.WindowVersion == 0 || p.Open(asOf) != nil {
+		return false
+	}
+	changed, err := s.SetWindow(ctx, i, p)
+	if err != nil {
+		return false
+	}
+	if changed {
+		s.cfg.Logger.Warn("a shard's sale window was behind the catalog's: written, and the purchase asked again", "shard", i, "product", p.ID,
+			"starts_at", p.StartsAt, "ends_at", p.EndsAt, "version", p.WindowVersion)
+	}
+	return changed
+}
+
 // shardsOf is how many shards p lives on, or ErrUnavailable when this
 // coordinator has fewer (it was started with a shorter SHARDSTOCK_SHARDS).
 func (s *Set) shardsOf(p *shardstock.Product) (int, error) {
@@ -163,7 +189,7 @@ func (s *Set) reserve(ctx context.Context, p *shardstock.Product, user, id strin
 		return -1, shardstock.ErrSoldOut
 	}
 	a := attempt{send: s.stepOn, product: p.ID, user: user, id: id, n: n,
-		home: s.home(user, n).Index, skip: skip, doubt: doubt, onFailover: s.cfg.OnFailover}
+		home: s.home(user, n).Index, skip: skip, doubt: doubt, onFailover: s.cfg.OnFailover, closedAt: -1}
 	a.first = a.home
 	if s.cfg.Start == StartRandom {
 		a.first = s.cfg.Rand(n)
@@ -184,6 +210,10 @@ func (s *Set) reserve(ctx context.Context, p *shardstock.Product, user, id strin
 			a.fail(a.home, fmt.Errorf("per-user limit register: %w", rerr))
 			err = fmt.Errorf("%w: the buyer's home shard cannot vouch for the per-user limit: %w", shardstock.ErrUnavailable, a.errs.ErrorOrNil())
 		}
+	}
+	for k := 0; k < a.n && a.closedAt >= 0 && s.windowBehind(ctx, p, a.closedAt, asOf); k++ { // that shard's copy was behind: ask again
+		a.again()
+		idx, err = a.walk(ctx)
 	}
 	for i := range a.n {
 		switch {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/shardstock/shardstock"
 )
 
 // Errors of the hold scripts.
@@ -216,17 +218,22 @@ func (s *Set) TransferIn(ctx context.Context, i int, product, id string, units i
 // or the shard lost its data).
 var ErrNotOnShard = errors.New("product not on this shard")
 
-// SetWindow moves product's sale window on shard i (the scripts judge
-// purchases by it); 0 is no bound. Errors: ErrNotOnShard, transport errors.
-func (s *Set) SetWindow(ctx context.Context, i int, product string, startsMS, endsMS int64) error {
-	v, err := s.runScript(ctx, s.shards[i], s.scripts.Window, []string{keysFor(product).stock}, startsMS, endsMS)
+// SetWindow writes p's sale window (StartsAt, EndsAt, at WindowVersion) to
+// shard i, where the scripts judge purchases by it; a zero time is no
+// bound. changed is false when the shard had that window already, or a
+// newer version of it (lua/window.lua). Errors: ErrNotOnShard, transport
+// errors.
+func (s *Set) SetWindow(ctx context.Context, i int, p *shardstock.Product) (changed bool, err error) {
+	v, err := s.runScript(ctx, s.shards[i], s.scripts.Window, []string{keysFor(p.ID).stock},
+		shardstock.UnixMS(p.StartsAt), shardstock.UnixMS(p.EndsAt), p.WindowVersion)
 	if err != nil {
-		return fmt.Errorf("shard %d: window: %w", i, err)
+		return false, fmt.Errorf("shard %d: window: %w", i, err)
 	}
-	if n, _ := v.(int64); n == 0 {
-		return fmt.Errorf("shard %d: %w", i, ErrNotOnShard)
+	n, _ := v.(int64)
+	if n == 0 {
+		return false, fmt.Errorf("shard %d: %w", i, ErrNotOnShard)
 	}
-	return nil
+	return n == 1, nil
 }
 
 // DeleteProduct removes every key of product from shard i (its archive):

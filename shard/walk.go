@@ -77,12 +77,14 @@ type attempt struct {
 	claimed        bool   // the home recorded the claim
 	uncertain      bool   // a claim step went unanswered, or a shard is in doubt: the claim stays
 	final          bool   // the answer will not change on a retry (window closed, sold out)
+	closedAt       int    // the shard that refused for its window, -1: none
 	errs           *multierror.Error
 }
 
 // again resets what a walk found, for a second walk of the same attempt.
 func (a *attempt) again() {
 	a.tried, a.emptied, a.empties, a.errs = 0, 0, 0, nil
+	a.final, a.closedAt = false, -1
 }
 
 // walk decides the purchase: the shard that holds the unit, or the error.
@@ -260,10 +262,10 @@ func (a *attempt) refused(i int, status string) error {
 	case "limit":
 		return shardstock.ErrLimitReached
 	case "not_started":
-		a.final = true
+		a.final, a.closedAt = true, i
 		return shardstock.ErrNotStarted
 	case "ended":
-		a.final = true
+		a.final, a.closedAt = true, i
 		return shardstock.ErrEnded
 	}
 	a.fail(i, fmt.Errorf("unexpected purchase status %q", status))

@@ -11,7 +11,7 @@ import (
 // ProductControls returns the operator's changes to every product that has
 // any (product_controls).
 func (s *Store) ProductControls(ctx context.Context) (map[string]shardstock.Controls, error) {
-	rows, err := s.read.QueryContext(ctx, `SELECT product_id, paused, window_set, starts_ms, ends_ms, archived FROM product_controls`)
+	rows, err := s.read.QueryContext(ctx, `SELECT product_id, paused, window_set, starts_ms, ends_ms, archived, version FROM product_controls`)
 	if err != nil {
 		return nil, fmt.Errorf("product controls: %w", err)
 	}
@@ -21,13 +21,13 @@ func (s *Store) ProductControls(ctx context.Context) (map[string]shardstock.Cont
 		var (
 			id                      string
 			paused, windowSet, arch int
-			starts, ends            int64
+			starts, ends, version   int64
 		)
-		if err := rows.Scan(&id, &paused, &windowSet, &starts, &ends, &arch); err != nil {
+		if err := rows.Scan(&id, &paused, &windowSet, &starts, &ends, &arch, &version); err != nil {
 			return nil, fmt.Errorf("product controls: %w", err)
 		}
 		out[id] = shardstock.Controls{Paused: paused == 1, WindowSet: windowSet == 1,
-			StartsAt: msTime(starts), EndsAt: msTime(ends), Archive: shardstock.ArchiveState(arch)}
+			StartsAt: msTime(starts), EndsAt: msTime(ends), Archive: shardstock.ArchiveState(arch), Version: version}
 	}
 	return out, rows.Err()
 }
@@ -37,13 +37,6 @@ func msTime(ms int64) time.Time {
 		return time.Time{}
 	}
 	return time.UnixMilli(ms).UTC()
-}
-
-func timeMS(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixMilli()
 }
 
 // SetPaused records the kill switch of product id.
@@ -57,7 +50,7 @@ func (s *Store) SetPaused(ctx context.Context, id string, paused bool) error {
 
 // SetWindow records product id's window as moved by the operator.
 func (s *Store) SetWindow(ctx context.Context, id string, starts, ends time.Time) error {
-	return s.updateControls(ctx, id, `window_set = 1, starts_ms = ?, ends_ms = ?`, timeMS(starts), timeMS(ends))
+	return s.updateControls(ctx, id, `window_set = 1, starts_ms = ?, ends_ms = ?`, shardstock.UnixMS(starts), shardstock.UnixMS(ends))
 }
 
 // SetArchive records how far product id's archive got.

@@ -92,10 +92,10 @@ func TestProductControlsKeepCaseApart(t *testing.T) {
 				id       string
 				controls shardstock.Controls
 			}{
-				{"lamp", shardstock.Controls{Paused: true}},
-				{"Lamp", shardstock.Controls{}},
-				{"Vase", shardstock.Controls{Archive: shardstock.ArchiveDone}},
-				{"vase", shardstock.Controls{}},
+				{"lamp", shardstock.Controls{Paused: true, Version: 1}}, // (one change each)
+				{"Lamp", shardstock.Controls{Version: 1}},
+				{"Vase", shardstock.Controls{Archive: shardstock.ArchiveDone, Version: 1}},
+				{"vase", shardstock.Controls{Version: 1}},
 			} {
 				got, ok := c[want.id]
 				if !ok || got != want.controls {
