@@ -20,16 +20,16 @@ func newEmptyMarks(ttl time.Duration) *emptyMarks {
 	return &emptyMarks{ttl: ttl, until: make(map[string][]time.Time)}
 }
 
-// plan returns the shards to skip for product (bit i set: skip shard i) and
-// whether every one of the n shards is marked, i.e. the product is sold out
-// here without asking Redis. Expired marks are re-armed for this caller,
-// which then probes those shards (their bits are clear).
-func (e *emptyMarks) plan(product string, n int, now time.Time) (skip uint64, soldOut bool) {
+// plan returns the shards to skip for product (bit i set: skip shard i),
+// the shards whose marks ran out and were re-armed for this caller, which
+// then probes them (probe; see settle), and whether every one of the n
+// shards is marked, i.e. the product is sold out here without asking Redis.
+func (e *emptyMarks) plan(product string, n int, now time.Time) (skip, probe uint64, soldOut bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	u := e.until[product]
 	if u == nil {
-		return 0, false
+		return 0, 0, false
 	}
 	soldOut = true
 	for i, t := range u {
@@ -40,10 +40,11 @@ func (e *emptyMarks) plan(product string, n int, now time.Time) (skip uint64, so
 			skip |= 1 << i
 		default:
 			u[i] = now.Add(e.ttl)
+			probe |= 1 << i
 			soldOut = false
 		}
 	}
-	return skip, soldOut && len(u) == n
+	return skip, probe, soldOut && len(u) == n
 }
 
 // known reports whether every one of the n shards is marked empty for
@@ -63,25 +64,33 @@ func (e *emptyMarks) known(product string, n int, now time.Time) bool {
 	return true
 }
 
-// mark records that shard i of n answered "sold out" for product.
-func (e *emptyMarks) mark(product string, i, n int, now time.Time) {
+// settle records what an attempt learnt: the shards that answered
+// "sold out" (emptied) are marked; a probed shard that did not (it sold a
+// unit, refused for another reason, or did not answer) loses the mark
+// plan re-armed for the probe, so no purchase is told "sold out" on a
+// shard that could not say so now.
+func (e *emptyMarks) settle(product string, n int, emptied, probe uint64, now time.Time) {
+	if emptied == 0 && probe == 0 {
+		return
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	u := e.until[product]
 	if u == nil {
+		if emptied == 0 {
+			return
+		}
 		u = make([]time.Time, n)
 		e.until[product] = u
 	}
-	u[i] = now.Add(e.ttl)
-}
-
-// unmark clears the mark of shard i for product: it just sold a unit.
-func (e *emptyMarks) unmark(product string, i int) {
-	e.mu.Lock()
-	if u := e.until[product]; u != nil {
-		u[i] = time.Time{}
+	for i := range u {
+		switch {
+		case emptied&(1<<i) != 0:
+			u[i] = now.Add(e.ttl)
+		case probe&(1<<i) != 0:
+			u[i] = time.Time{}
+		}
 	}
-	e.mu.Unlock()
 }
 
 // forget drops the marks of product: units came back (a release, a new

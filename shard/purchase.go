@@ -184,7 +184,7 @@ func (s *Set) reserve(ctx context.Context, p *shardstock.Product, user, id strin
 	if err != nil {
 		return -1, err
 	}
-	skip, soldOut := s.empty.plan(p.ID, n, s.cfg.Now())
+	skip, probe, soldOut := s.empty.plan(p.ID, n, s.cfg.Now())
 	if soldOut && doubt == 0 { // with a doubt, the id may hold a unit on a shard marked empty
 		return -1, shardstock.ErrSoldOut
 	}
@@ -215,14 +215,7 @@ func (s *Set) reserve(ctx context.Context, p *shardstock.Product, user, id strin
 		a.again()
 		idx, err = a.walk(ctx)
 	}
-	for i := range a.n {
-		switch {
-		case a.emptied&(1<<i) != 0:
-			s.empty.mark(p.ID, i, n, s.cfg.Now())
-		case i == idx && err == nil && skip != 0:
-			s.empty.unmark(p.ID, i)
-		}
-	}
+	s.empty.settle(p.ID, n, a.emptied, probe, s.cfg.Now())
 	if err != nil && a.claimed && !a.uncertain && (!keep || a.final) {
 		s.unclaim(ctx, p, user, id)
 	}

@@ -558,6 +558,35 @@ func TestSoldOutFastPathMakesNoRedisCall(t *testing.T) {
 	}
 }
 
+// TestAProbeThatFailsLeavesNoSoldOutMark: when the sold-out marks run out,
+// the next purchase probes the shards, and their marks are re-armed for the
+// probe so that purchases meanwhile keep skipping them. A shard that does
+// not answer the probe (here it is down) keeps no mark: the purchases after
+// it are told that a shard cannot answer, never "sold out" on an answer
+// older than EmptyTTL (a unit may have come back there since).
+func TestAProbeThatFailsLeavesNoSoldOutMark(t *testing.T) {
+	f := newFixture(t, 3)
+	p := f.define(shardstock.Product{ID: "gone", Stock: 3})
+	for k := 0; k < 3; k++ {
+		if _, _, err := f.reserve(p, fmt.Sprintf("b%d", k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for k := 0; k < 3; k++ { // enough to mark every shard empty
+		f.reserve(p, fmt.Sprintf("late%d", k))
+	}
+	if _, _, err := f.reserve(p, "marked"); !errors.Is(err, shardstock.ErrSoldOut) {
+		t.Fatalf("every shard marked: %v, want ErrSoldOut", err)
+	}
+	f.redis.Kill(0)
+	f.advance(2 * time.Second) // the marks run out
+	for k := 0; k < 3; k++ {
+		if _, _, err := f.reserve(p, fmt.Sprintf("after%d", k)); !errors.Is(err, shardstock.ErrUnavailable) || errors.Is(err, shardstock.ErrSoldOut) {
+			t.Fatalf("purchase %d after the marks ran out, shard 0 down: %v, want ErrUnavailable", k, err)
+		}
+	}
+}
+
 func TestFailoverWhenAShardDies(t *testing.T) {
 	bothStarts(t, testFailoverWhenAShardDies)
 }
