@@ -28,23 +28,6 @@ import (
 // coordinator and Redis. A shard serves its commands one at a time anyway.
 const maxBatch = 128
 
-// Step ops (purchase.lua).
-const (
-	opPurchase = "P" // claim, then reserve here (the buyer's home)
-	opClaim    = "C" // claim only
-	opReserve  = "R" // reserve only; the claim is held at the home
-	opUnclaim  = "U" // give the claim back
-)
-
-// step is one purchase step of one product on one shard.
-type step struct {
-	product  string
-	op       string
-	user, id string
-	asOf     string // unix ms the sale window is checked at; "": now
-	gen      string // the void generation a P or R step is sent for (walk.go); "": none
-}
-
 type stepCall struct {
 	ctx      context.Context // the caller's: once done, the step is not sent
 	deadline time.Time       // the step's own deadline: once past, it is not sent
