@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -200,7 +199,7 @@ func (b *batcher) exec(ctx context.Context, batch []*stepCall) {
 	for i := range groups {
 		g := &groups[i]
 		v, err := g.cmd.Result()
-		if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+		if noScript(err) {
 			v, err = b.script.Eval(ctx, b.sh.Client, g.keys(), g.args(now, shard)...).Result()
 		}
 		g.deliver(v, err)
