@@ -53,7 +53,7 @@ import (
 type stepFunc func(ctx context.Context, i int, st step) (string, error)
 
 // errNoRegister: the buyer's home has no per-user limit register for the
-// product (it lost its data); Set.reserve rebuilds it.
+// product (it lost its data); the decision asks for it to be rebuilt.
 var errNoRegister = errors.New("no per-user limit register at the buyer's home")
 
 // maxResolves bounds the resolve-and-ask-again rounds on one shard within
@@ -65,9 +65,9 @@ const maxResolves = 2
 type decision struct {
 	shard int   // the shard that holds the unit; -1: none
 	err   error // with shard -1, the buyer's answer (an *shardstock.InDoubt names the shards in doubt)
-	// giveBack: give the claim back at the home. Only a claim that was
-	// recorded, with no step of it in doubt, of a purchase that is over:
-	// not tried again, or answered what no retry would change.
+	// giveBack: give the claim back at the home. It was recorded, no step
+	// is in doubt, and the purchase is over: it will not be tried again,
+	// or a retry would not change its answer (sold out, window closed).
 	giveBack bool
 	emptied  uint64 // shards that answered empty: mark them (emptyMarks.settle)
 	unmark   uint64 // shards probed (their marks re-armed for this attempt) that did not answer empty: clear the marks
@@ -121,7 +121,8 @@ func (a *attempt) walk(ctx context.Context) decision {
 
 // rebuilt decides after the caller tried to rebuild the home's register:
 // without it (err) the per-user limit cannot be vouched for; with it the
-// purchase is walked again, and a home still without one is lost.
+// purchase is walked again, and a home still without one is not rebuilt
+// twice.
 func (a *attempt) rebuilt(ctx context.Context, err error) decision {
 	if err != nil {
 		return a.decide(-1, a.homeFailed(fmt.Errorf("rebuild: %w", err)))
