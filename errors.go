@@ -80,3 +80,23 @@ func DoubtOf(err error) uint64 {
 	}
 	return 0
 }
+
+// Permanent marks err as one no retry can fix: a message that can never be
+// applied (a reservation of a product the catalog does not have, a refused
+// payment). It is the one "do not try again" class: a consumer that would
+// deliver the message again, or a retry loop, sets it aside for an
+// operator instead (parks or dead-letters it). The mark keeps err's text,
+// and errors.Is still finds err.
+func Permanent(err error) error { return &permanent{err} }
+
+// IsPermanent reports whether err, or an error it wraps, was marked
+// Permanent.
+func IsPermanent(err error) bool {
+	var p *permanent
+	return errors.As(err, &p)
+}
+
+type permanent struct{ err error }
+
+func (e *permanent) Error() string { return e.err.Error() }
+func (e *permanent) Unwrap() error { return e.err }

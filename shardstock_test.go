@@ -157,3 +157,19 @@ func TestTitleLengthInCharacters(t *testing.T) {
 		}
 	}
 }
+
+func TestPermanentIsOneClassThroughWrapping(t *testing.T) {
+	refused := shardstock.Permanent(errors.New("payment message refused"))
+	err := fmt.Errorf("order o1: %w", refused)
+	if !shardstock.IsPermanent(err) || !errors.Is(err, refused) {
+		t.Fatalf("%v: IsPermanent %v, Is %v; want both", err, shardstock.IsPermanent(err), errors.Is(err, refused))
+	}
+	if err.Error() != "order o1: payment message refused" {
+		t.Fatalf("text %q: the mark must not show", err)
+	}
+	for _, other := range []error{nil, errors.New("payment message refused"), shardstock.ErrUnavailable, fmt.Errorf("%w", shardstock.ErrConflict)} {
+		if shardstock.IsPermanent(other) {
+			t.Errorf("%v is not Permanent", other)
+		}
+	}
+}

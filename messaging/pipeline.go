@@ -44,7 +44,7 @@ type Consumers struct {
 	Logger *slog.Logger
 	// Ingest writes the orders of reservations (order.Service.IngestBatch):
 	// how many of them, from the first, are decided, and why the next is
-	// not. A Permanent error (IsPermanent) sends that reservation alone to
+	// not. A shardstock.Permanent error sends that reservation alone to
 	// the dead-letter topic.
 	Ingest func(ctx context.Context, evs []shardstock.ReservationEvent) (int, error)
 	// Settle applies a settlement to its shard (inventory.Service.Settle).
@@ -73,7 +73,7 @@ func (c Consumers) Subscribe(ctx context.Context) error {
 			for len(evs) > 0 {
 				n, err := c.Ingest(ctx, evs)
 				evs = evs[n:]
-				if err == nil || !IsPermanent(err) || len(evs) == 0 {
+				if err == nil || !shardstock.IsPermanent(err) || len(evs) == 0 {
 					return err
 				}
 				if err := c.deadLetter(ctx, evs[0], err); err != nil {

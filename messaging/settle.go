@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -35,7 +34,7 @@ func (p *StreamSettler) Publish(ctx context.Context, s shardstock.Settlement) er
 	defer cancel()
 	err := p.Clients[s.Shard].XAdd(ctx, &redis.XAddArgs{Stream: shard.SettleKey,
 		Values: []any{"body", string(s.Encode())}}).Err()
-	if err != nil && p.Direct != nil && strings.HasPrefix(err.Error(), "OOM") {
+	if err != nil && p.Direct != nil && shard.OutOfMemory(err) {
 		err = p.Direct(ctx, s)
 	}
 	if err != nil {

@@ -5,7 +5,8 @@
 // and Apache RocketMQ. Delivery is at least once everywhere; every consumer
 // is idempotent. A new transport goes here, beside streams.go and
 // rocketmq.go (pipeline.go is RocketMQ's side of the order pipeline). It
-// imports the domain, ha (Backoff) and shard (stream key names).
+// imports the domain, ha (Backoff) and shard (stream key names, and what
+// a Redis error reply means: shard/replies.go reads them).
 package messaging
 
 import (
@@ -15,13 +16,14 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/shardstock/shardstock"
 	"github.com/shardstock/shardstock/ha"
+	"github.com/shardstock/shardstock/shard"
 )
 
 // Entry is one stream entry handed to a handler.
@@ -74,8 +76,8 @@ type GroupReader struct {
 	// OnError, if set, is called for every failure that leaves entries to
 	// retry (metrics).
 	OnError func()
-	// OnParked, if set, is called for every entry parked (a Permanent
-	// handler error: left pending for an operator; metrics).
+	// OnParked, if set, is called for every entry parked (a handler error
+	// marked shardstock.Permanent: left pending for an operator; metrics).
 	OnParked func()
 }
 
@@ -132,9 +134,9 @@ type shardReader struct {
 	// shard's other streams.
 	heldUntil   map[string]time.Time
 	holdBackoff map[string]*ha.Backoff
-	// parked are entries whose handler failed with a Permanent error: they
-	// stay pending (XPENDING shows them to operators; a restart retries
-	// them) and are skipped by this process.
+	// parked are entries whose handler failed with a shardstock.Permanent
+	// error: they stay pending (XPENDING shows them to operators; a restart
+	// retries them) and are skipped by this process.
 	parked map[string]bool
 	fresh  int // the most new entries one stream gave the round's read (Gather)
 }
@@ -226,7 +228,7 @@ func (r *shardReader) ensureGroups(ctx context.Context, streams []string) error 
 			continue
 		}
 		err := r.c.XGroupCreateMkStream(ctx, s, r.g.Group, "0").Err()
-		if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
+		if err != nil && !shard.GroupExists(err) {
 			return fmt.Errorf("create group %s on %s: %w", r.g.Group, s, err)
 		}
 		r.groups[s] = true
@@ -251,11 +253,11 @@ func (r *shardReader) read(ctx context.Context, streams []string, id string, blo
 	}
 	if err != nil {
 		switch {
-		case strings.HasPrefix(err.Error(), "UNBLOCKED"):
+		case shard.StreamDeleted(err):
 			// A stream read was deleted while this read waited (a product's
 			// archive): the next round lists the streams again.
 			return nil
-		case strings.HasPrefix(err.Error(), "NOGROUP"):
+		case shard.GroupLost(err):
 			r.groups = map[string]bool{} // the shard lost its data: recreate
 		}
 		return fmt.Errorf("xreadgroup: %w", err)
@@ -302,10 +304,10 @@ func (r *shardReader) claim(ctx context.Context, streams []string) (more bool, e
 // handle runs the handler on each entry in order, then acknowledges and
 // deletes the handled ones together (one round trip per batch; a crash
 // before it only means those entries are handled again, which every
-// handler tolerates). A Permanent handler error parks that entry and goes
-// on; any other handler error holds the stream (the entry stays pending)
-// and ends the batch. Only an acknowledgement that failed is returned, as a
-// transport error.
+// handler tolerates). A shardstock.Permanent handler error parks that
+// entry and goes on; any other handler error holds the stream (the entry
+// stays pending) and ends the batch. Only an acknowledgement that failed is
+// returned, as a transport error.
 func (r *shardReader) handle(ctx context.Context, stream string, msgs []redis.XMessage) error {
 	done := make([]string, 0, len(msgs))
 	todo := make([]Entry, 0, len(msgs))
@@ -333,7 +335,7 @@ func (r *shardReader) handle(ctx context.Context, stream string, msgs []redis.XM
 			break
 		}
 		e := todo[n]
-		if IsPermanent(err) {
+		if shardstock.IsPermanent(err) {
 			r.parked[stream+" "+e.ID] = true
 			if r.g.OnParked != nil {
 				r.g.OnParked()
@@ -405,35 +407,15 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// permanentError marks an error that retrying cannot fix.
-type permanentError struct{ error }
-
-func (e permanentError) Unwrap() error { return e.error }
-
-// Permanent marks err as one UntilDone must not retry.
-func Permanent(err error) error { return permanentError{err} }
-
-// IsPermanent reports whether err was marked Permanent, or is an error of
-// another package that says so itself (a Permanent() bool method that
-// answers true, as order.ErrUnknownProduct does): no consumer retries it.
-func IsPermanent(err error) bool {
-	var perm permanentError
-	if errors.As(err, &perm) {
-		return true
-	}
-	var says interface{ Permanent() bool }
-	return errors.As(err, &says) && says.Permanent()
-}
-
 // UntilDone calls f until it succeeds or ctx is done, backing off from 50ms
 // to 5s between tries: a consumer that cannot write (its database is down)
 // blocks instead of dropping or spinning. It returns f's last error when
-// ctx ends first, or at once an error marked Permanent.
+// ctx ends first, or at once a shardstock.Permanent one.
 func UntilDone(ctx context.Context, log *slog.Logger, what string, f func() error) error {
 	backoff := ha.Backoff{Min: 50 * time.Millisecond, Max: 5 * time.Second}
 	for {
 		err := f()
-		if err == nil || ctx.Err() != nil || IsPermanent(err) {
+		if err == nil || ctx.Err() != nil || shardstock.IsPermanent(err) {
 			return err
 		}
 		d := backoff.Next()

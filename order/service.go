@@ -30,17 +30,9 @@ import (
 
 // ErrUnknownProduct: a reservation names a product the catalog does not
 // have (another deployment shares the broker, or the catalog was reset).
-// Retrying at once cannot help; the message must be kept for an operator.
-// It says so to the consumers (messaging.IsPermanent): it is Permanent.
-var ErrUnknownProduct error = unretryable("product not in the catalog")
-
-// unretryable is an error no retry can fix.
-type unretryable string
-
-func (e unretryable) Error() string { return string(e) }
-
-// Permanent is true: retrying cannot help (messaging.IsPermanent).
-func (unretryable) Permanent() bool { return true }
+// Retrying at once cannot help; the message must be kept for an operator:
+// it is shardstock.Permanent.
+var ErrUnknownProduct = shardstock.Permanent(errors.New("product not in the catalog"))
 
 // Store is the order table and what the service reads of the catalog
 // (sqlstore.Store). Insert writes a reservation's row and returns the

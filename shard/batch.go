@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -27,23 +26,6 @@ import (
 // instead of four and spent about 15% less CPU per purchase in both the
 // coordinator and Redis. A shard serves its commands one at a time anyway.
 const maxBatch = 128
-
-// Step ops (purchase.lua).
-const (
-	opPurchase = "P" // claim, then reserve here (the buyer's home)
-	opClaim    = "C" // claim only
-	opReserve  = "R" // reserve only; the claim is held at the home
-	opUnclaim  = "U" // give the claim back
-)
-
-// step is one purchase step of one product on one shard.
-type step struct {
-	product  string
-	op       string
-	user, id string
-	asOf     string // unix ms the sale window is checked at; "": now
-	gen      string // the void generation a P or R step is sent for (walk.go); "": none
-}
 
 type stepCall struct {
 	ctx      context.Context // the caller's: once done, the step is not sent
@@ -217,7 +199,7 @@ func (b *batcher) exec(ctx context.Context, batch []*stepCall) {
 	for i := range groups {
 		g := &groups[i]
 		v, err := g.cmd.Result()
-		if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+		if noScript(err) {
 			v, err = b.script.Eval(ctx, b.sh.Client, g.keys(), g.args(now, shard)...).Result()
 		}
 		g.deliver(v, err)

@@ -64,13 +64,13 @@ func (e *emptyMarks) known(product string, n int, now time.Time) bool {
 	return true
 }
 
-// settle records what an attempt learnt: the shards that answered
-// "sold out" (emptied) are marked; a probed shard that did not (it sold a
-// unit, refused for another reason, or did not answer) loses the mark
-// plan re-armed for the probe, so no purchase is told "sold out" on a
-// shard that could not say so now.
-func (e *emptyMarks) settle(product string, n int, emptied, probe uint64, now time.Time) {
-	if emptied == 0 && probe == 0 {
+// settle records what an attempt learnt (its decision, walk.go): the
+// shards that answered "sold out" (emptied) are marked; the probed shards
+// that did not (unmark: they sold a unit, refused for another reason, or
+// did not answer) lose the mark plan re-armed for the probe, so no
+// purchase is told "sold out" on a shard that could not say so now.
+func (e *emptyMarks) settle(product string, n int, emptied, unmark uint64, now time.Time) {
+	if emptied == 0 && unmark == 0 {
 		return
 	}
 	e.mu.Lock()
@@ -87,7 +87,7 @@ func (e *emptyMarks) settle(product string, n int, emptied, probe uint64, now ti
 		switch {
 		case emptied&(1<<i) != 0:
 			u[i] = now.Add(e.ttl)
-		case probe&(1<<i) != 0:
+		case unmark&(1<<i) != 0:
 			u[i] = time.Time{}
 		}
 	}

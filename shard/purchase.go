@@ -2,9 +2,9 @@ package shard
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"hash/fnv"
+	"math/bits"
 	"strconv"
 	"time"
 
@@ -179,7 +179,7 @@ func (s *Set) ReserveRetryable(ctx context.Context, p *shardstock.Product, user,
 	return s.reserve(ctx, p, user, id, asOf, true, doubt)
 }
 
-func (s *Set) reserve(ctx context.Context, p *shardstock.Product, user, id string, asOf time.Time, keep bool, doubt uint64) (int, error) {
+func (s *Set) reserve(ctx context.Context, p *shardstock.Product, user, id string, asOf time.Time, retry bool, doubt uint64) (int, error) {
 	n, err := s.shardsOf(p)
 	if err != nil {
 		return -1, err
@@ -188,38 +188,41 @@ func (s *Set) reserve(ctx context.Context, p *shardstock.Product, user, id strin
 	if soldOut && doubt == 0 { // with a doubt, the id may hold a unit on a shard marked empty
 		return -1, shardstock.ErrSoldOut
 	}
-	a := attempt{send: s.stepOn, product: p.ID, user: user, id: id, n: n,
-		home: s.home(user, n).Index, skip: skip, doubt: doubt, onFailover: s.cfg.OnFailover, closedAt: -1}
+	a := &attempt{send: s.stepOn, product: p.ID, user: user, id: id, asOf: asOfArg(asOf), retry: retry, n: n,
+		home: s.home(user, n).Index, skip: skip, probe: probe, doubt: doubt, onFailover: s.cfg.OnFailover}
 	a.first = a.home
 	if s.cfg.Start == StartRandom {
 		a.first = s.cfg.Rand(n)
 	}
-	if !asOf.IsZero() {
-		a.asOf = strconv.FormatInt(asOf.UnixMilli(), 10)
-	}
-	idx, err := a.walk(ctx)
-	if errors.Is(err, errNoRegister) { // the home lost its data: rebuild its register, then walk again
-		rerr := s.rebuildRegister(ctx, p, s.shards[a.home])
-		if rerr == nil {
-			a.again()
-			if idx, err = a.walk(ctx); errors.Is(err, errNoRegister) {
-				rerr = errRegisterLost
-			}
-		}
-		if rerr != nil {
-			a.fail(a.home, fmt.Errorf("per-user limit register: %w", rerr))
-			err = fmt.Errorf("%w: the buyer's home shard cannot vouch for the per-user limit: %w", shardstock.ErrUnavailable, a.errs.ErrorOrNil())
-		}
-	}
-	for k := 0; k < a.n && a.closedAt >= 0 && s.windowBehind(ctx, p, a.closedAt, asOf); k++ { // that shard's copy was behind: ask again
-		a.again()
-		idx, err = a.walk(ctx)
-	}
-	s.empty.settle(p.ID, n, a.emptied, probe, s.cfg.Now())
-	if err != nil && a.claimed && !a.uncertain && (!keep || a.final) {
+	d := s.walkAndRepair(ctx, a, p, asOf)
+	s.empty.settle(p.ID, n, d.emptied, d.unmark, s.cfg.Now())
+	if d.giveBack {
 		s.unclaim(ctx, p, user, id)
 	}
-	return idx, err
+	return d.shard, d.err
+}
+
+// walkAndRepair walks a, and walks it again after doing what its decision
+// asks for: the home's register rebuilt (once), the sale window written to
+// a shard whose copy was behind (at most n times).
+func (s *Set) walkAndRepair(ctx context.Context, a *attempt, p *shardstock.Product, asOf time.Time) decision {
+	d := a.walk(ctx)
+	if d.rebuild {
+		d = a.rebuilt(ctx, s.rebuildRegister(ctx, p, s.shards[a.home]))
+	}
+	for k := 0; k < a.n && d.window != 0 && s.windowBehind(ctx, p, bits.TrailingZeros64(d.window), asOf); k++ {
+		d = a.walk(ctx)
+	}
+	return d
+}
+
+// asOfArg is t as purchase.lua takes the time a window is checked at:
+// unix ms, "" for the zero time (now).
+func asOfArg(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return strconv.FormatInt(t.UnixMilli(), 10)
 }
 
 // stepOn runs one purchase step on shard i (attempt.send): errShardDown,

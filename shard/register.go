@@ -17,8 +17,8 @@ import (
 // product on the buyer's home shard. Init writes the limit into it ('#'),
 // so a register is there exactly when the product was initialised on the
 // shard and the shard kept its data. A shard that lost its data (restarted
-// without its AOF, flushed, replaced) answers "unknown" for the claim, and
-// no purchase of its buyers is served until the register is rebuilt:
+// without its AOF, flushed, replaced) has no register (statusNoRegister),
+// and no purchase of its buyers is served until the register is rebuilt:
 //
 //   - only for a shard the catalog has on record as initialised for the
 //     product (a PUT that never reached the shard is repeated, not
@@ -208,11 +208,11 @@ func (s *Set) Abandon(ctx context.Context, p *shardstock.Product, user, id strin
 		if doubt&(1<<i) == 0 {
 			continue
 		}
-		status, err := s.stepOn(ctx, i, step{product: p.ID, op: opResolve, user: user, id: id})
+		answer, err := s.stepOn(ctx, i, step{product: p.ID, op: opResolve, user: user, id: id})
 		if err != nil {
 			return -1, fmt.Errorf("shard %d: %w", i, err)
 		}
-		if !strings.HasPrefix(status, "void ") {
+		if readReply(opResolve, answer).status != statusVoid {
 			return i, nil
 		}
 	}

@@ -3,13 +3,13 @@ package shard
 import (
 	"errors"
 	"net"
-	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// What a call's error says about the shard: the one place that reads
-// go-redis's errors (ha, metrics and messaging are told the outcome).
+// What a call's error says: the one place that reads go-redis's errors and
+// Redis's error replies. ha, metrics and messaging are told the outcome
+// (Answered; the stream and memory replies below), never the text.
 
 // Answered reports whether a call's error still came with an answer from
 // the shard: an error reply (other than LOADING: a shard loading its data
@@ -19,7 +19,7 @@ func Answered(err error) bool {
 		return true
 	}
 	var reply redis.Error
-	return errors.As(err, &reply) && !strings.HasPrefix(err.Error(), "LOADING")
+	return errors.As(err, &reply) && !redis.HasErrorPrefix(err, "LOADING")
 }
 
 // notSent reports whether err proves the command never reached the shard
@@ -33,3 +33,22 @@ func notSent(err error) bool {
 	return errors.Is(err, errShardDown) || errors.Is(err, errFenced) || errors.Is(err, errStepDeadline) ||
 		errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, redis.ErrClosed)
 }
+
+// noScript: the shard does not have the script (EVALSHA after a restart).
+func noScript(err error) bool { return redis.HasErrorPrefix(err, "NOSCRIPT") }
+
+// OutOfMemory reports whether the shard refused a write at its maxmemory
+// (OOM): scripts that free memory may still run there.
+func OutOfMemory(err error) bool { return redis.HasErrorPrefix(err, "OOM") }
+
+// GroupExists reports whether XGROUP CREATE found the consumer group there
+// already (BUSYGROUP).
+func GroupExists(err error) bool { return redis.HasErrorPrefix(err, "BUSYGROUP") }
+
+// GroupLost reports whether a stream read found no consumer group
+// (NOGROUP): the shard lost its data, so the group is created again.
+func GroupLost(err error) bool { return redis.HasErrorPrefix(err, "NOGROUP") }
+
+// StreamDeleted reports whether a blocked stream read ended because a
+// stream it waited on was deleted (UNBLOCKED: a product archived).
+func StreamDeleted(err error) bool { return redis.HasErrorPrefix(err, "UNBLOCKED") }

@@ -39,3 +39,28 @@ func TestAnswered(t *testing.T) {
 		}
 	}
 }
+
+func TestWhatAnErrorReplySays(t *testing.T) {
+	wrapped := func(err error) error { return fmt.Errorf("shard 1: %w", err) }
+	cases := []struct {
+		name string
+		says func(error) bool
+		err  error
+	}{
+		{"NOSCRIPT", noScript, replyError("NOSCRIPT No matching script. Please use EVAL.")},
+		{"OOM", OutOfMemory, wrapped(replyError("OOM command not allowed when used memory > 'maxmemory'."))},
+		{"BUSYGROUP", GroupExists, replyError("BUSYGROUP Consumer Group name already exists")},
+		{"NOGROUP", GroupLost, wrapped(replyError("NOGROUP No such key 'ss:settle' or consumer group 'inventory'"))},
+		{"UNBLOCKED", StreamDeleted, replyError("UNBLOCKED the stream key no longer exists")},
+	}
+	for _, tc := range cases {
+		if !tc.says(tc.err) {
+			t.Errorf("%s: not recognised in %v", tc.name, tc.err)
+		}
+		for _, other := range []error{nil, replyError("ERR unknown command"), errors.New(tc.err.Error()), context.DeadlineExceeded} {
+			if tc.says(other) {
+				t.Errorf("%s: said of %v", tc.name, other)
+			}
+		}
+	}
+}

@@ -3,8 +3,9 @@
 // home first, failover to the others: purchase.go), runs the lua scripts with
 // a per-call deadline, purchase steps batched per shard (batch.go), and
 // combines per-shard errors with go-multierror. The purchase protocol's
-// decisions are walk.go, apart from Redis; replies.go is the one place
-// that reads go-redis's errors. It imports the domain and lua.
+// decisions are walk.go, apart from Redis (step.go: the steps and statuses
+// of purchase.lua); replies.go is the one place that reads go-redis's
+// errors and Redis's error replies. It imports the domain and lua.
 //
 // Key layout of product P on every shard (one hash tag, so the keys of one
 // product also share a slot on Redis Cluster):

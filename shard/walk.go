@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
-	"strings"
 
 	"github.com/hashicorp/go-multierror"
 
@@ -14,8 +13,12 @@ import (
 
 // The walk: one purchase's decisions, apart from Redis. It sees the shards
 // only through send (a stepFunc), one purchase step on shard i
-// (purchase.lua), so the protocol is tested from tables of answers
-// (walk_test.go) as well as on real redis-servers (shard_test.go).
+// (purchase.lua), and returns a decision: the shard that holds the unit or
+// the buyer's answer, and what Set.reserve is to do about it (give the
+// claim back, mark shards empty, rebuild the home's register, write a
+// shard's sale window and walk again). So the whole protocol is tested
+// from tables of answers and decisions (walk_test.go), as well as on real
+// redis-servers (shard_test.go).
 //
 // Unknown outcomes. A P or R step that was sent and not answered (its
 // deadline passed, its connection broke) may have run, or may still run
@@ -43,21 +46,39 @@ import (
 // the claim is kept (uncertain) and given back only when the order ends,
 // which errs on the side of the per-user limit.
 
-// stepFunc runs one purchase step on shard i: the one seam between the
-// protocol and Redis. Errors that prove the step was not sent are the ones
-// notSent knows; any other leaves its outcome unknown.
+// stepFunc runs one purchase step on shard i and returns the script's
+// answer: the one seam between the protocol and Redis. Errors that prove
+// the step was not sent are the ones notSent knows; any other leaves its
+// outcome unknown.
 type stepFunc func(ctx context.Context, i int, st step) (string, error)
 
-// opResolve is the Q step (purchase.lua).
-const opResolve = "Q"
-
-// errNoRegister: the buyer's home answered "unknown" for the claim (it has
-// no per-user limit register for the product); the caller rebuilds it.
+// errNoRegister: the buyer's home has no per-user limit register for the
+// product (it lost its data); the decision asks for it to be rebuilt.
 var errNoRegister = errors.New("no per-user limit register at the buyer's home")
 
 // maxResolves bounds the resolve-and-ask-again rounds on one shard within
 // one walk; past it the shard is left in doubt.
 const maxResolves = 2
+
+// decision is what a walk decided, for Set.reserve to carry out (the shape
+// of raft's Ready): the walk only sends steps; the rest is the caller's.
+type decision struct {
+	shard int   // the shard that holds the unit; -1: none
+	err   error // with shard -1, the buyer's answer (an *shardstock.InDoubt names the shards in doubt)
+	// giveBack: give the claim back at the home. It was recorded, no step
+	// is in doubt, and the purchase is over: it will not be tried again,
+	// or a retry would not change its answer (sold out, window closed).
+	giveBack bool
+	emptied  uint64 // shards that answered empty: mark them (emptyMarks.settle)
+	unmark   uint64 // shards probed (their marks re-armed for this attempt) that did not answer empty: clear the marks
+	// rebuild: the home has no register for the product. err stands unless
+	// the caller rebuilds it and hands the outcome to rebuilt.
+	rebuild bool
+	// window: the shard (its bit) that refused for its copy of the sale
+	// window, 0: none. err stands unless that copy was behind the catalog:
+	// then the caller writes the catalog's and walks again.
+	window uint64
+}
 
 // attempt is one purchase's walk over the shards.
 type attempt struct {
@@ -65,10 +86,12 @@ type attempt struct {
 	product        string
 	user, id       string
 	asOf           string // unix ms the sale window is checked at; "": now
+	retry          bool   // ErrUnavailable is not the end: the purchase is tried again with the same id
 	n              int    // the shards the product lives on: 0..n-1
 	home           int    // the buyer's home: the claim register
 	first          int    // the shard reserved on first (the home, or a random pick)
 	skip           uint64 // shards known empty: not asked, counted empty
+	probe          uint64 // shards whose empty marks ran out: asked, and unmarked unless they answer empty
 	doubt          uint64 // shards in doubt: resolved first; on return, those still in doubt
 	onFailover     func() // optional: told each move to another shard
 	gens           map[int]string
@@ -77,60 +100,107 @@ type attempt struct {
 	claimed        bool   // the home recorded the claim
 	uncertain      bool   // a claim step went unanswered, or a shard is in doubt: the claim stays
 	final          bool   // the answer will not change on a retry (window closed, sold out)
-	closedAt       int    // the shard that refused for its window, -1: none
+	closed         uint64 // the shard (its bit) that refused for its window
 	errs           *multierror.Error
 }
 
-// again resets what a walk found, for a second walk of the same attempt.
-func (a *attempt) again() {
+// walk decides the purchase. A second walk of the same attempt (after its
+// decision asked for a register rebuild or a window written) starts afresh
+// but for the claim and the doubts, which stand.
+func (a *attempt) walk(ctx context.Context) decision {
 	a.tried, a.emptied, a.empties, a.errs = 0, 0, 0, nil
-	a.final, a.closedAt = false, -1
+	a.final, a.closed = false, 0
+	if d, done := a.resolveDoubts(ctx); done {
+		return d
+	}
+	if d, done := a.atHome(ctx); done {
+		return d
+	}
+	return a.failOver(ctx)
 }
 
-// walk decides the purchase: the shard that holds the unit, or the error.
-func (a *attempt) walk(ctx context.Context) (int, error) {
-	for d := a.doubt; d != 0; d &= d - 1 {
-		i := bits.TrailingZeros64(d)
+// rebuilt decides after the caller tried to rebuild the home's register:
+// without it (err) the per-user limit cannot be vouched for; with it the
+// purchase is walked again, and a home still without one is not rebuilt
+// twice.
+func (a *attempt) rebuilt(ctx context.Context, err error) decision {
+	if err != nil {
+		return a.decide(-1, a.homeFailed(fmt.Errorf("rebuild: %w", err)))
+	}
+	d := a.walk(ctx)
+	d.rebuild = false
+	return d
+}
+
+// decide is the decision of a walk that ends with the unit at shard i, or
+// with the answer err.
+func (a *attempt) decide(i int, err error) decision {
+	d := decision{shard: i, err: err, emptied: a.emptied, unmark: a.probe &^ a.emptied, window: a.closed}
+	if err != nil {
+		d.shard = -1
+		d.giveBack = a.claimed && !a.uncertain && (!a.retry || a.final)
+	}
+	return d
+}
+
+// resolveDoubts resolves the shards a former try left in doubt before
+// anything else; done when one holds the id, or cannot tell yet.
+func (a *attempt) resolveDoubts(ctx context.Context) (d decision, done bool) {
+	for left := a.doubt; left != 0; left &= left - 1 {
+		i := bits.TrailingZeros64(left)
 		held, err := a.resolve(ctx, i)
 		if err != nil {
 			a.fail(i, fmt.Errorf("a former try's outcome here is still unknown: %w", err))
-			return -1, a.inDoubt()
+			return a.decide(-1, a.inDoubt()), true
 		}
 		a.doubt &^= 1 << i
 		if held {
 			a.claimed = true
-			return i, nil
+			return a.decide(i, nil), true
 		}
 	}
-	homeOp := opPurchase
+	return d, false
+}
+
+// atHome records the claim at the buyer's home: with a P step, which
+// reserves there too, or with a C step when the purchase reserves first
+// elsewhere. done unless the claim is recorded and the walk goes on.
+func (a *attempt) atHome(ctx context.Context) (d decision, done bool) {
+	op := opPurchase
 	if a.first != a.home {
-		homeOp = opClaim
+		op = opClaim
 	} else {
 		a.tried |= 1 << a.home
 	}
-	status, err := a.call(ctx, a.home, homeOp)
-	if status == "unknown" {
-		return -1, errNoRegister
-	}
-	if err != nil {
-		a.fail(a.home, fmt.Errorf("per-user limit register: %w", err))
+	st, err := a.call(ctx, a.home, op)
+	switch {
+	case st == statusNoRegister:
+		d = a.decide(-1, a.homeFailed(errNoRegister))
+		d.rebuild = true
+		return d, true
+	case err != nil:
+		err = a.homeFailed(err)
 		if a.doubt != 0 {
-			return -1, a.inDoubt()
+			err = a.inDoubt()
 		}
-		return -1, fmt.Errorf("%w: the buyer's home shard cannot vouch for the per-user limit: %w", shardstock.ErrUnavailable, a.errs.ErrorOrNil())
-	}
-	switch status {
-	case "ok", "dup":
+		return a.decide(-1, err), true
+	case st == statusOK || st == statusDup:
 		a.claimed = true
-		if homeOp == opPurchase {
-			return a.home, nil
+		if op == opPurchase {
+			return a.decide(a.home, nil), true
 		}
-	case "empty":
+		return d, false
+	case st == statusEmpty:
 		a.claimed = true
 		a.emptyAt(a.home)
-	default:
-		return -1, a.refused(a.home, status)
+		return d, false
 	}
+	return a.decide(-1, a.refused(a.home, st)), true
+}
+
+// failOver asks the shards not tried yet in turn, from the first, to
+// reserve for the claim held at the home.
+func (a *attempt) failOver(ctx context.Context) decision {
 	for j := 0; j < a.n; j++ {
 		i := (a.first + j) % a.n
 		if a.tried&(1<<i) != 0 {
@@ -140,20 +210,17 @@ func (a *attempt) walk(ctx context.Context) (int, error) {
 			a.onFailover()
 		}
 		if done, err := a.reserveOn(ctx, i); done {
-			if err != nil {
-				return -1, err
-			}
-			return i, nil
+			return a.decide(i, err)
 		}
 		if a.doubt != 0 {
-			return -1, a.inDoubt()
+			return a.decide(-1, a.inDoubt())
 		}
 	}
 	if a.empties == a.n {
 		a.final = true
-		return -1, shardstock.ErrSoldOut
+		return a.decide(-1, shardstock.ErrSoldOut)
 	}
-	return -1, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, a.errs.ErrorOrNil())
+	return a.decide(-1, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, a.errs.ErrorOrNil()))
 }
 
 // reserveOn asks shard i to reserve for the claim held at the home. done
@@ -165,39 +232,39 @@ func (a *attempt) reserveOn(ctx context.Context, i int) (done bool, err error) {
 		a.empties++
 		return false, nil
 	}
-	status, err := a.call(ctx, i, opReserve)
+	st, err := a.call(ctx, i, opReserve)
 	if err != nil {
 		a.fail(i, err)
 		return false, nil
 	}
-	switch status {
-	case "ok", "dup":
+	switch st {
+	case statusOK, statusDup:
 		return true, nil
-	case "empty", "unknown":
-		// "unknown": the shard does not hold this catalog product — it lost
+	case statusEmpty, statusNotHere:
+		// Not here: the shard does not hold this catalog product — it lost
 		// its data (its allocation is given up, see inventory.allocate) or
 		// was never initialised. Either way it has no unit to sell, which is
 		// an answer, not an outage.
 		a.emptyAt(i)
 		return false, nil
 	}
-	return true, a.refused(i, status)
+	return true, a.refused(i, st)
 }
 
 // call runs step op on shard i and resolves an unknown outcome or a void
 // answer of a P or R step (see above): its status is then the truth for
 // this id on shard i. With an error, nothing more is known; if shard i is
 // in doubt, its bit is set in a.doubt.
-func (a *attempt) call(ctx context.Context, i int, op string) (string, error) {
+func (a *attempt) call(ctx context.Context, i int, op string) (status, error) {
 	for round := 0; ; round++ {
-		status, err := a.send(ctx, i, step{product: a.product, op: op, user: a.user, id: a.id, asOf: a.asOf, gen: a.gens[i]})
+		r, err := a.step(ctx, i, step{product: a.product, op: op, user: a.user, id: a.id, asOf: a.asOf, gen: a.gens[i]})
 		unknown := err != nil && !notSent(err)
 		if op != opPurchase && op != opReserve {
 			a.uncertain = a.uncertain || unknown
-			return status, err
+			return r.status, err
 		}
-		if !unknown && status != "void" {
-			return status, err
+		if !unknown && r.status != statusVoid {
+			return r.status, err
 		}
 		if err == nil {
 			err = errors.New("fenced under another generation")
@@ -212,7 +279,7 @@ func (a *attempt) call(ctx context.Context, i int, op string) (string, error) {
 			return "", fmt.Errorf("outcome unknown (%w), and asking the shard failed: %w", err, rerr)
 		}
 		if held {
-			return "ok", nil
+			return statusOK, nil
 		}
 	}
 }
@@ -221,22 +288,26 @@ func (a *attempt) call(ctx context.Context, i int, op string) (string, error) {
 // there; otherwise the id is fenced there under a new generation, which
 // the walk's next step on i carries.
 func (a *attempt) resolve(ctx context.Context, i int) (held bool, err error) {
-	status, err := a.send(ctx, i, step{product: a.product, op: opResolve, user: a.user, id: a.id})
-	if err != nil {
+	r, err := a.step(ctx, i, step{product: a.product, op: opResolve, user: a.user, id: a.id})
+	switch {
+	case err != nil:
 		return false, err
-	}
-	if status == "held" {
+	case r.status == statusHeld:
 		return true, nil
-	}
-	gen, ok := strings.CutPrefix(status, "void ")
-	if !ok {
-		return false, fmt.Errorf("unexpected resolve status %q", status)
+	case r.status != statusVoid || r.gen == "":
+		return false, fmt.Errorf("unexpected resolve status %q", r.status)
 	}
 	if a.gens == nil {
 		a.gens = make(map[int]string, 1)
 	}
-	a.gens[i] = gen
+	a.gens[i] = r.gen
 	return false, nil
+}
+
+// step sends st to shard i and reads the answer.
+func (a *attempt) step(ctx context.Context, i int, st step) (reply, error) {
+	s, err := a.send(ctx, i, st)
+	return readReply(st.op, s), err
 }
 
 func (a *attempt) inDoubtAt(i int) {
@@ -251,24 +322,31 @@ func (a *attempt) inDoubt() error {
 		Err: fmt.Errorf("%w: a step's outcome is unknown and could not be resolved yet: %w", shardstock.ErrUnavailable, a.errs.ErrorOrNil())}
 }
 
+// homeFailed is the answer when the buyer's home cannot vouch for the
+// per-user limit (err says why).
+func (a *attempt) homeFailed(err error) error {
+	a.fail(a.home, fmt.Errorf("per-user limit register: %w", err))
+	return fmt.Errorf("%w: the buyer's home shard cannot vouch for the per-user limit: %w", shardstock.ErrUnavailable, a.errs.ErrorOrNil())
+}
+
 func (a *attempt) emptyAt(i int) {
 	a.emptied |= 1 << i
 	a.empties++
 }
 
 // refused maps a step's refusal to the buyer's error.
-func (a *attempt) refused(i int, status string) error {
-	switch status {
-	case "limit":
+func (a *attempt) refused(i int, st status) error {
+	switch st {
+	case statusLimit:
 		return shardstock.ErrLimitReached
-	case "not_started":
-		a.final, a.closedAt = true, i
+	case statusNotStarted:
+		a.final, a.closed = true, 1<<i
 		return shardstock.ErrNotStarted
-	case "ended":
-		a.final, a.closedAt = true, i
+	case statusEnded:
+		a.final, a.closed = true, 1<<i
 		return shardstock.ErrEnded
 	}
-	a.fail(i, fmt.Errorf("unexpected purchase status %q", status))
+	a.fail(i, fmt.Errorf("unexpected purchase status %q", st))
 	return fmt.Errorf("%w: %w", shardstock.ErrUnavailable, a.errs.ErrorOrNil())
 }
 

@@ -75,13 +75,7 @@ func (m *Main) subscribePayments(ctx context.Context) error {
 		sig := msg.Properties[messaging.PropSignature]
 		tries, cancel := context.WithTimeout(ctx, 3*time.Second)
 		defer cancel()
-		err := messaging.UntilDone(tries, m.log, "payment consumer", func() error {
-			err := m.applyPayment(tries, msg.Body, sig)
-			if errors.Is(err, order.ErrPaymentRefused) {
-				return messaging.Permanent(err)
-			}
-			return err
-		})
+		err := messaging.UntilDone(tries, m.log, "payment consumer", func() error { return m.applyPayment(tries, msg.Body, sig) })
 		if !errors.Is(err, order.ErrPaymentRefused) {
 			return err
 		}
