@@ -12,14 +12,12 @@ import (
 	"github.com/shardstock/shardstock/api"
 )
 
-// ProductAdmin defines products and reads their status (Service).
+// ProductAdmin defines products (Catalog).
 type ProductAdmin interface {
 	Define(ctx context.Context, p shardstock.Product) (created bool, err error)
-	Status(ctx context.Context, id string) (*ProductStatus, error)
-	Statuses(ctx context.Context) ([]*ProductStatus, error)
 }
 
-// SessionAdmin lists, defines and removes sale sessions (Service).
+// SessionAdmin lists, defines and removes sale sessions (Catalog).
 type SessionAdmin interface {
 	Sessions(ctx context.Context) ([]shardstock.Session, error)
 	DefineSession(ctx context.Context, ss shardstock.Session) (created bool, err error)
@@ -27,7 +25,7 @@ type SessionAdmin interface {
 }
 
 // SaleAdmin steers a sale's life: the kill switch, the window, the archive
-// (Service).
+// (Sale).
 type SaleAdmin interface {
 	Pause(ctx context.Context, id string, paused bool) (*ProductStatus, error)
 	MoveWindow(ctx context.Context, id string, starts, ends *time.Time) (*ProductStatus, error)
@@ -35,32 +33,34 @@ type SaleAdmin interface {
 }
 
 // StockAdmin moves units: on and off sale, between shards, off a shard
-// (Service).
+// (Stock).
 type StockAdmin interface {
 	ChangeStock(ctx context.Context, id string, add, remove int64, key string) (*ProductStatus, error)
 	Rebalance(ctx context.Context, product string) (*Rebalance, error)
 	Drain(ctx context.Context, shard int, drained bool) (map[string]int64, error)
 }
 
-// Reconciler compares a product's shards with SQL (Service).
+// Reconciler compares a product's shards with SQL (Audit).
 type Reconciler interface {
 	Reconcile(ctx context.Context, product string, fix bool) (*Reconciliation, error)
 }
 
-// Views are the read-only views: a product's stock for buyers, the shards
-// for operators (Service).
-type Views interface {
+// Viewer is the read-only views: each product's status for operators, its
+// stock for buyers, the shards (Views).
+type Viewer interface {
+	StatusReader
+	Statuses(ctx context.Context) ([]*ProductStatus, error)
 	Stock(ctx context.Context, id string) (*StockView, error)
 	Shards(ctx context.Context) []ShardHealth
 }
 
 var (
-	_ ProductAdmin = (*Service)(nil)
-	_ SessionAdmin = (*Service)(nil)
-	_ SaleAdmin    = (*Service)(nil)
-	_ StockAdmin   = (*Service)(nil)
-	_ Reconciler   = (*Service)(nil)
-	_ Views        = (*Service)(nil)
+	_ ProductAdmin = (*Catalog)(nil)
+	_ SessionAdmin = (*Catalog)(nil)
+	_ SaleAdmin    = (*Sale)(nil)
+	_ StockAdmin   = (*Stock)(nil)
+	_ Reconciler   = (*Audit)(nil)
+	_ Viewer       = (*Views)(nil)
 )
 
 // Handlers are the inventory's HTTP handlers: the admin API (mounted behind
@@ -73,7 +73,7 @@ type Handlers struct {
 	Sales      SaleAdmin
 	Stock      StockAdmin
 	Reconciler Reconciler
-	Views      Views
+	Views      Viewer
 }
 
 // productID is the path's product id; a malformed one is not found.
@@ -242,7 +242,7 @@ func (h Handlers) GetStock(c echo.Context) error {
 
 // GetProducts lists every product's status.
 func (h Handlers) GetProducts(c echo.Context) error {
-	out, err := h.Products.Statuses(c.Request().Context())
+	out, err := h.Views.Statuses(c.Request().Context())
 	if err != nil {
 		return err
 	}
@@ -323,7 +323,7 @@ func (h Handlers) PutProduct(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	st, err := h.Products.Status(c.Request().Context(), id)
+	st, err := h.Views.Status(c.Request().Context(), id)
 	if err != nil {
 		return err
 	}
@@ -339,7 +339,7 @@ func (h Handlers) GetProduct(c echo.Context) error {
 	if !shardstock.ValidID(id) {
 		return shardstock.ErrNotFound
 	}
-	st, err := h.Products.Status(c.Request().Context(), id)
+	st, err := h.Views.Status(c.Request().Context(), id)
 	if err != nil {
 		return err
 	}

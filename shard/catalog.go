@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/shardstock/shardstock"
 )
 
 // CatalogKey stamps a shard with the id of the catalog (the SQL database
@@ -23,10 +25,10 @@ var ErrForeignCatalog = errors.New("the shard holds another catalog's stock")
 // when it has no stamp yet (a new or wiped shard, or one from before
 // stamps) unless it holds products the catalog does not know (known says
 // whether it does). Errors: ErrForeignCatalog with what was found,
-// transport errors. It runs while the shard is fenced (ResyncContext).
+// transport errors. It runs while the shard is fenced (shardstock.ResyncContext).
 func (s *Set) ClaimCatalog(ctx context.Context, i int, id string, known func(product string) bool) error {
 	sh := s.shards[i]
-	ctx = ResyncContext(ctx)
+	ctx = shardstock.ResyncContext(ctx)
 	var stamp string
 	var products []string
 	err := s.call(ctx, sh, func(ctx context.Context) error {

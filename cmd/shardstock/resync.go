@@ -74,7 +74,7 @@ func (m *Main) startResyncs() error {
 	ctx, cancel := context.WithCancel(context.Background())
 	m.resyncCtx, m.stopSync = ctx, cancel
 	m.loops.Go(func() { m.resyncLoop(ctx) })
-	probe := shard.ResyncContext(ctx)
+	probe := shardstock.ResyncContext(ctx)
 	deadline := time.Now().Add(10 * time.Second)
 	for i := range m.set.Len() {
 		if m.set.Ping(probe, i) != nil {
@@ -94,7 +94,7 @@ func (m *Main) fenceStates() []int {
 	for i := range out {
 		switch {
 		case !m.set.Fenced(i):
-		case m.inv.ResyncProblem(i) != "":
+		case m.inv.resync.Problem(i) != "":
 			out[i] = 2
 		default:
 			out[i] = 1
@@ -130,7 +130,7 @@ func (m *Main) resync(ctx context.Context, r resyncRequest) error {
 	}
 	if done != r.run {
 		start := time.Now()
-		if err := m.inv.Resync(ctx, r.shard); err != nil {
+		if err := m.inv.resync.Shard(ctx, r.shard); err != nil {
 			return err
 		}
 		if err := m.store.RecordSynced(ctx, r.shard, r.run); err != nil {
@@ -159,7 +159,7 @@ type resyncBody struct {
 // on a fenced shard. Without "accept" it runs the shard's resync now and
 // answers whether the fence opened (409 with the disagreement when it
 // stays). With "accept": true the operator takes a shard kept fenced by a
-// disagreement as it stands (inventory.AcceptResync writes off the units
+// disagreement as it stands (inventory.Resync.Accept writes off the units
 // it holds past what the transfer log gives it, and refuses when those are
 // held rather than salable); the run is put on record as resynced, so
 // every coordinator opens its fence within a second.
@@ -183,17 +183,17 @@ func (m *Main) postResync(c echo.Context) error {
 	if !b.Accept {
 		if err := m.resync(ctx, resyncRequest{i, run}); err != nil {
 			if errors.Is(err, inventory.ErrResyncBlocked) {
-				return shardstock.Conflict(fmt.Sprintf("shard %d stays fenced: %s. Put the cause right and call again, or accept the shard as it stands with {\"accept\": true}", i, m.inv.ResyncProblem(i)))
+				return shardstock.Conflict(fmt.Sprintf("shard %d stays fenced: %s. Put the cause right and call again, or accept the shard as it stands with {\"accept\": true}", i, m.inv.resync.Problem(i)))
 			}
 			return fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
 		}
 		return c.JSON(http.StatusOK, map[string]any{"shard": i, "fenced": false, "run_id": run})
 	}
-	problem := m.inv.ResyncProblem(i)
+	problem := m.inv.resync.Problem(i)
 	if problem == "" {
 		return shardstock.Conflict(fmt.Sprintf("shard %d is fenced but no disagreement keeps it so (its resync has not finished): nothing to accept; call without accept to resync it now", i))
 	}
-	actions, err := m.inv.AcceptResync(ctx, i, run)
+	actions, err := m.inv.resync.Accept(ctx, i, run)
 	if err != nil {
 		return err
 	}
@@ -201,7 +201,7 @@ func (m *Main) postResync(c echo.Context) error {
 		return fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
 	}
 	m.opened(i, run)
-	m.inv.ClearResyncProblem(i)
+	m.inv.resync.ClearProblem(i)
 	m.log.Error("an operator accepted a shard that disagreed with the order table and the transfer log; it sells again",
 		"shard", i, "run_id", run, "disagreement", problem, "actions", actions)
 	return c.JSON(http.StatusOK, map[string]any{"shard": i, "fenced": false, "run_id": run, "accepted": problem, "actions": actions})

@@ -12,7 +12,6 @@ import (
 
 	"github.com/shardstock/shardstock/api"
 	"github.com/shardstock/shardstock/flashsale"
-	"github.com/shardstock/shardstock/inventory"
 	"github.com/shardstock/shardstock/order"
 	"github.com/shardstock/shardstock/report"
 )
@@ -63,12 +62,12 @@ func (m *Main) router() *echo.Echo {
 // the same routes (TestOpenAPIMatchesTheRoutes checks both ways).
 func (m *Main) mount(e *echo.Echo) {
 	if m.pages == nil {
-		m.pages = flashsale.NewPages(m.inv, m.store, nil)
+		m.pages = flashsale.NewPages(m.inv.catalog, m.store, nil)
 	}
 	buyers, pages := m.buyers, m.pages
 	orders := order.Handlers{Orders: m.orders, Callbacks: m.orders, Identity: m.identity()}
-	inv := inventory.Handlers{Products: m.inv, Sessions: m.inv, Sales: m.inv, Stock: m.inv, Reconciler: m.inv, Views: m.inv}
-	rep := report.Handler{Store: m.store, Products: m.inv, Orders: m.store.CountByStatus}
+	inv := m.inv.handlers()
+	rep := report.Handler{Store: m.store, Products: m.inv.catalog, Orders: m.store.CountByStatus}
 
 	// Buyers, identified as SHARDSTOCK_USER_AUTH says (an HS256 token, or
 	// X-User-ID from SHARDSTOCK_TRUSTED_PROXIES). Purchases are served in front of echo

@@ -23,7 +23,6 @@ import (
 	"github.com/shardstock/shardstock/api"
 	"github.com/shardstock/shardstock/flashsale"
 	"github.com/shardstock/shardstock/ha"
-	"github.com/shardstock/shardstock/inventory"
 	"github.com/shardstock/shardstock/messaging"
 	"github.com/shardstock/shardstock/metrics"
 	"github.com/shardstock/shardstock/order"
@@ -48,7 +47,7 @@ type Main struct {
 	buyers   *flashsale.Handler
 	health   *ha.Health
 	report   *report.Recorder
-	inv      *inventory.Service
+	inv      inventoryServices
 	orders   *order.Service
 	listener net.Listener
 	server   *http.Server
@@ -112,20 +111,12 @@ func (m *Main) Run(ctx context.Context) error {
 	m.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "shardstock_claim_givebacks_pending",
 		Help: "Per-user limit claims waiting for their register to answer so they can be given back."},
 		func() float64 { return float64(set.PendingGiveBacks()) }))
-	m.inv = inventory.NewService(set, m.store, m.store, inventory.Config{Logger: m.log, Transfers: m.store, Controls: m.store,
-		OnSettle: func(a string) { m.metrics.Settlements.WithLabelValues(a).Inc() },
-		Breakers: func() []string {
-			var out []string
-			for _, st := range m.health.Status() {
-				out = append(out, st.Breaker.String())
-			}
-			return out
-		}})
-	m.registry.MustRegister(&metrics.ShardCollector{Source: m.inv, Limits: m.inv, Breakers: m.breakerStates, Fences: m.fenceStates},
+	m.openInventory()
+	m.registry.MustRegister(&metrics.ShardCollector{Source: m.inv.views, Limits: m.inv.views, Breakers: m.breakerStates, Fences: m.fenceStates},
 		&metrics.OrderCollector{Orders: m.store, TTL: time.Second, Failed: func(err error) {
 			m.log.Warn("order counts for /metrics: the database did not answer; the last counts are shown", "err", err)
 		}})
-	if err := m.inv.RefreshControls(ctx); err != nil {
+	if err := m.inv.catalog.RefreshControls(ctx); err != nil {
 		return fmt.Errorf("SHARDSTOCK_DB: product controls: %w", err)
 	}
 	if err := m.startResyncs(); err != nil {
@@ -142,9 +133,9 @@ func (m *Main) Run(ctx context.Context) error {
 	if err := m.openSpool(); err != nil {
 		return err
 	}
-	m.report = report.NewRecorder(m.store, m.inv.Salable, nil, m.log)
-	m.pages = flashsale.NewPages(m.inv, m.store, nil)
-	m.buyers = flashsale.NewHandler(flashsale.Config{Products: m.inv, Cache: m.inv, Reserver: m.set, Identity: m.identity(), RealIP: m.realIP(),
+	m.report = report.NewRecorder(m.store, m.inv.views.Salable, nil, m.log)
+	m.pages = flashsale.NewPages(m.inv.catalog, m.store, nil)
+	m.buyers = flashsale.NewHandler(flashsale.Config{Products: m.inv.catalog, Cache: m.inv.catalog, Reserver: m.set, Identity: m.identity(), RealIP: m.realIP(),
 		Now: m.saleClock, MaxInFlight: m.cfg.MaxInFlight,
 		Observe: m.observePurchase, Spool: m.spoolPort(), Logger: m.log,
 		Limits: m.cfg.Limits, OnLimited: func(s string) { m.metrics.RateLimited.WithLabelValues(s).Inc() },
@@ -202,7 +193,7 @@ func (m *Main) openStore(ctx context.Context) error {
 func (m *Main) openTransport(ctx context.Context) (order.Settler, error) {
 	if m.cfg.MQ == "streams" {
 		return &messaging.StreamSettler{Clients: m.clients(), Direct: func(ctx context.Context, st shardstock.Settlement) error {
-			return m.inv.Settle(ctx, st)
+			return m.inv.settlements.Settle(ctx, st)
 		}}, nil
 	}
 	rc, _ := messaging.ParseRocketMQ(m.cfg.MQ)
@@ -236,7 +227,7 @@ func (m *Main) startLoops() error {
 	m.loops.Go(func() { m.health.Run(ctx, m.set, 500*time.Millisecond) })
 	m.loops.Go(func() { m.runSkew(ctx) })
 	m.loops.Go(func() { m.orders.Run(ctx) })
-	m.loops.Go(func() { m.inv.RunControls(ctx, 500*time.Millisecond) })
+	m.loops.Go(func() { m.inv.catalog.RunControls(ctx, 500*time.Millisecond) })
 	m.loops.Go(func() { m.report.Run(ctx, 2*time.Second) })
 	if m.cfg.ArchiveAfter > 0 {
 		m.loops.Go(func() { m.archiveLoop(ctx) })
@@ -338,7 +329,7 @@ func (m *Main) archiveLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if err := m.inv.ArchiveDue(ctx, m.cfg.ArchiveAfter); err != nil && ctx.Err() == nil {
+		if err := m.inv.sale.ArchiveDue(ctx, m.cfg.ArchiveAfter); err != nil && ctx.Err() == nil {
 			m.log.Warn("automatic archive: will try again", "err", err)
 		}
 	}
