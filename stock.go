@@ -69,6 +69,8 @@ var (
 	// ErrNotOnShard: the product is not on the shard (never initialised
 	// there, or the shard lost its data).
 	ErrNotOnShard = errors.New("product not on this shard")
+	// ErrForeignCatalog: the shard holds another catalog's stock.
+	ErrForeignCatalog = errors.New("the shard holds another catalog's stock")
 )
 
 type resyncKey struct{}

@@ -54,7 +54,14 @@ type Viewer interface {
 	Shards(ctx context.Context) []ShardHealth
 }
 
+// ShardResyncs are an operator's calls on a fenced shard (Restarts).
+type ShardResyncs interface {
+	ResyncNow(ctx context.Context, i int) (run string, err error)
+	Accept(ctx context.Context, i int) (run, problem string, actions []string, err error)
+}
+
 var (
+	_ ShardResyncs = (*Restarts)(nil)
 	_ ProductAdmin = (*Catalog)(nil)
 	_ SessionAdmin = (*Catalog)(nil)
 	_ SaleAdmin    = (*Sale)(nil)
@@ -74,6 +81,7 @@ type Handlers struct {
 	Stock      StockAdmin
 	Reconciler Reconciler
 	Views      Viewer
+	Restarts   ShardResyncs
 }
 
 // productID is the path's product id; a malformed one is not found.
@@ -349,4 +357,35 @@ func (h Handlers) GetProduct(c echo.Context) error {
 // GetShards answers the shard overview.
 func (h Handlers) GetShards(c echo.Context) error {
 	return c.JSON(http.StatusOK, h.Views.Shards(c.Request().Context()))
+}
+
+// PostResync is an operator's call on a fenced shard: without "accept" it
+// runs the shard's resync now and answers whether the fence opened (409
+// with the disagreement when it stays); with "accept": true it takes a
+// shard a disagreement keeps fenced as it stands (Restarts.Accept).
+func (h Handlers) PostResync(c echo.Context) error {
+	i, err := strconv.Atoi(c.Param("index"))
+	if err != nil {
+		return shardstock.ErrNotFound
+	}
+	var b api.ShardResync
+	if err := api.Decode(c, &b, true); err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	if !b.Accept {
+		run, err := h.Restarts.ResyncNow(ctx, i)
+		if err != nil {
+			return err
+		}
+		return c.JSON(http.StatusOK, map[string]any{"shard": i, "fenced": false, "run_id": run})
+	}
+	run, problem, actions, err := h.Restarts.Accept(ctx, i)
+	if err != nil {
+		return err
+	}
+	if problem == "" { // it was not fenced
+		return c.JSON(http.StatusOK, map[string]any{"shard": i, "fenced": false, "run_id": run})
+	}
+	return c.JSON(http.StatusOK, map[string]any{"shard": i, "fenced": false, "run_id": run, "accepted": problem, "actions": actions})
 }

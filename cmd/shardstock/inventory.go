@@ -15,6 +15,7 @@ type inventoryServices struct {
 	audit       *inventory.Audit
 	resync      *inventory.Resync
 	settlements *inventory.Settlements
+	restarts    *inventory.Restarts
 }
 
 // openInventory builds the inventory's services over m.set and m.store.
@@ -26,6 +27,8 @@ func (m *Main) openInventory() {
 	inv.resync = inventory.NewResync(inventory.ResyncConfig{Addrs: addrs, Products: inv.catalog, IDs: store,
 		Inits: store, History: store, Changes: store, Orders: store,
 		Counters: set, Holds: set, Repairs: set, Logger: m.log})
+	inv.restarts = inventory.NewRestarts(inventory.RestartsConfig{Addrs: addrs, Requests: m.resyncs,
+		Fence: set, Stamp: set, Runs: store, IDs: store, Resync: inv.resync, Opened: m.retrySpool, Logger: m.log})
 	inv.views = inventory.NewViews(inventory.ViewsConfig{Addrs: addrs, Products: inv.catalog, IDs: store,
 		Shards: set, Record: store, Probe: set, Problems: inv.resync, Breakers: m.breakerNames})
 	inv.stock = inventory.NewStock(inventory.StockConfig{Addrs: addrs, Products: inv.catalog, IDs: store,
@@ -42,7 +45,7 @@ func (m *Main) openInventory() {
 // handlers are the inventory's admin API and the buyers' stock view.
 func (inv *inventoryServices) handlers() inventory.Handlers {
 	return inventory.Handlers{Products: inv.catalog, Sessions: inv.catalog, Sales: inv.sale,
-		Stock: inv.stock, Reconciler: inv.audit, Views: inv.views}
+		Stock: inv.stock, Reconciler: inv.audit, Views: inv.views, Restarts: inv.restarts}
 }
 
 // breakerNames lists every shard's breaker state by name (the shard

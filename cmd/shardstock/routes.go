@@ -110,7 +110,7 @@ func (m *Main) mount(e *echo.Echo) {
 	admin.DELETE(api.AdminSessionPath, inv.DeleteSession)
 	admin.GET(api.AdminShardsPath, inv.GetShards)
 	admin.POST(api.AdminDrainPath, inv.PostDrain)
-	admin.POST(api.AdminResyncPath, m.postResync)
+	admin.POST(api.AdminResyncPath, inv.PostResync)
 
 	// Profiles during a sale, behind the admin token:
 	// go tool pprof -http=: -H "Authorization: Bearer $TOKEN" http://HOST/admin/debug/pprof/profile?seconds=20

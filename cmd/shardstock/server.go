@@ -23,6 +23,7 @@ import (
 	"github.com/shardstock/shardstock/api"
 	"github.com/shardstock/shardstock/flashsale"
 	"github.com/shardstock/shardstock/ha"
+	"github.com/shardstock/shardstock/inventory"
 	"github.com/shardstock/shardstock/messaging"
 	"github.com/shardstock/shardstock/metrics"
 	"github.com/shardstock/shardstock/order"
@@ -55,11 +56,9 @@ type Main struct {
 	closeOnce sync.Once
 	closeErr  error
 	stopLoops context.CancelFunc
-	loops     sync.WaitGroup // background loops; Close waits for them
-	resyncs   chan resyncRequest
-	resyncCtx context.Context // the resync loop's; cancelled by Close
+	loops     sync.WaitGroup            // background loops; Close waits for them
+	resyncs   *inventory.ResyncRequests // the shards asking for a resync (inventory.Restarts answers)
 	stopSync  context.CancelFunc
-	foreign   atomic.Pointer[error]       // a shard holding another catalog's stock
 	spooled   atomic.Pointer[spool.Spool] // the spool for the resync loop, which starts before it opens
 	skew      atomic.Int64                // ns the coordinator's clock is ahead of the shards' (clock.go)
 	pages     *flashsale.Pages
@@ -99,9 +98,9 @@ func (m *Main) Run(ctx context.Context) error {
 	for i := range m.cfg.Shards {
 		m.metrics.RedisErrors.WithLabelValues(strconv.Itoa(i))
 	}
-	m.resyncs = make(chan resyncRequest, 256)
+	m.resyncs = inventory.NewResyncRequests()
 	set, err := shard.Open(m.cfg.Shards, shard.Config{Timeout: m.cfg.ShardTimeout, RootCAs: m.cfg.RedisCAs, Logger: m.log, Coalesce: m.cfg.Coalesce, BatchGap: m.cfg.BatchGap, Start: m.cfg.Start, Ledger: m.store, EmptyTTL: m.cfg.Test.EmptyTTL,
-		Resync: m.requestResync,
+		Resync: m.resyncs.Request,
 		Health: m.metrics.CountErrors(m.health), OnFailover: m.metrics.Failovers.Inc,
 		OnBatch: func(n int) { m.metrics.PipelineCalls.Observe(float64(n)) }})
 	if err != nil {
@@ -112,7 +111,7 @@ func (m *Main) Run(ctx context.Context) error {
 		Help: "Per-user limit claims waiting for their register to answer so they can be given back."},
 		func() float64 { return float64(set.PendingGiveBacks()) }))
 	m.openInventory()
-	m.registry.MustRegister(&metrics.ShardCollector{Source: m.inv.views, Limits: m.inv.views, Breakers: m.breakerStates, Fences: m.fenceStates},
+	m.registry.MustRegister(&metrics.ShardCollector{Source: m.inv.views, Limits: m.inv.views, Breakers: m.breakerStates, Fences: m.inv.restarts.FenceStates},
 		&metrics.OrderCollector{Orders: m.store, TTL: time.Second, Failed: func(err error) {
 			m.log.Warn("order counts for /metrics: the database did not answer; the last counts are shown", "err", err)
 		}})
