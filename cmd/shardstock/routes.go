@@ -137,7 +137,7 @@ func (m *Main) ready(c echo.Context) error {
 	if !m.health.AnyUp() {
 		return c.JSON(http.StatusServiceUnavailable, api.ErrorBody{Error: "unavailable", Message: "no shard answers"})
 	}
-	if skew := m.clockSkew(); skew > time.Second || skew < -time.Second {
+	if skew := m.clock.Skew(); skew > time.Second || skew < -time.Second {
 		return c.JSON(http.StatusOK, map[string]any{"status": "ready", "clock_skew_seconds": skew.Seconds(),
 			"warning": fmt.Sprintf("this coordinator's clock is %s off the shards'; sale windows are judged by the shards' clock, and its own checks are corrected by the skew", skew.Round(time.Millisecond))})
 	}

@@ -60,7 +60,7 @@ type Main struct {
 	resyncs   *inventory.ResyncRequests // the shards asking for a resync (inventory.Restarts answers)
 	stopSync  context.CancelFunc
 	spooled   atomic.Pointer[spool.Spool] // the spool for the resync loop, which starts before it opens
-	skew      atomic.Int64                // ns the coordinator's clock is ahead of the shards' (clock.go)
+	clock     *shard.Clock                // the sale's clock: this coordinator's, moved onto the shards'
 	pages     *flashsale.Pages
 	served    chan error
 }
@@ -107,6 +107,7 @@ func (m *Main) Run(ctx context.Context) error {
 		return fmt.Errorf("SHARDSTOCK_SHARDS: %w", err)
 	}
 	m.set = set
+	m.clock = shard.NewClock(set, m.cfg.Test.Clock, func(d time.Duration) { m.metrics.ClockSkew.Set(d.Seconds()) })
 	m.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "shardstock_claim_givebacks_pending",
 		Help: "Per-user limit claims waiting for their register to answer so they can be given back."},
 		func() float64 { return float64(set.PendingGiveBacks()) }))
@@ -135,7 +136,7 @@ func (m *Main) Run(ctx context.Context) error {
 	m.report = report.NewRecorder(m.store, m.inv.views.Salable, nil, m.log)
 	m.pages = flashsale.NewPages(m.inv.catalog, m.store, nil)
 	m.buyers = flashsale.NewHandler(flashsale.Config{Products: m.inv.catalog, Cache: m.inv.catalog, Reserver: m.set, Identity: m.identity(), RealIP: m.realIP(),
-		Now: m.saleClock, MaxInFlight: m.cfg.MaxInFlight,
+		Now: m.clock.Now, MaxInFlight: m.cfg.MaxInFlight,
 		Observe: m.observePurchase, Spool: m.spoolPort(), Logger: m.log,
 		Limits: m.cfg.Limits, OnLimited: func(s string) { m.metrics.RateLimited.WithLabelValues(s).Inc() },
 		ProductIDs: m.store.ProductIDs, OrderOf: m.store.Order})
@@ -224,7 +225,7 @@ func (m *Main) startLoops() error {
 	ctx, cancel := context.WithCancel(context.Background())
 	m.stopLoops = cancel
 	m.loops.Go(func() { m.health.Run(ctx, m.set, 500*time.Millisecond) })
-	m.loops.Go(func() { m.runSkew(ctx) })
+	m.loops.Go(func() { m.clock.Run(ctx) })
 	m.loops.Go(func() { m.orders.Run(ctx) })
 	m.loops.Go(func() { m.inv.catalog.RunControls(ctx, 500*time.Millisecond) })
 	m.loops.Go(func() { m.report.Run(ctx, 2*time.Second) })
