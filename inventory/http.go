@@ -93,6 +93,15 @@ func productID(c echo.Context) (string, error) {
 	return id, nil
 }
 
+// shardIndex is the path's shard index; a malformed one is not found.
+func shardIndex(c echo.Context) (int, error) {
+	i, err := strconv.Atoi(c.Param("index"))
+	if err != nil {
+		return 0, shardstock.ErrNotFound
+	}
+	return i, nil
+}
+
 // PostPause turns the kill switch on (an empty body).
 func (h Handlers) PostPause(c echo.Context) error { return h.pause(c, true) }
 
@@ -200,9 +209,9 @@ func (h Handlers) PostRebalance(c echo.Context) error {
 // PostDrain takes a shard out of rotation ({"drained": true}, the default) or
 // puts it back ({"drained": false}).
 func (h Handlers) PostDrain(c echo.Context) error {
-	idx, err := strconv.Atoi(c.Param("index"))
+	idx, err := shardIndex(c)
 	if err != nil {
-		return shardstock.ErrNotFound
+		return err
 	}
 	var b api.ShardDrain
 	if err := api.Decode(c, &b, true); err != nil {
@@ -364,9 +373,9 @@ func (h Handlers) GetShards(c echo.Context) error {
 // with the disagreement when it stays); with "accept": true it takes a
 // shard a disagreement keeps fenced as it stands (Restarts.Accept).
 func (h Handlers) PostResync(c echo.Context) error {
-	i, err := strconv.Atoi(c.Param("index"))
+	i, err := shardIndex(c)
 	if err != nil {
-		return shardstock.ErrNotFound
+		return err
 	}
 	var b api.ShardResync
 	if err := api.Decode(c, &b, true); err != nil {
