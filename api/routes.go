@@ -103,6 +103,12 @@ type ShardDrain struct {
 	Drained *bool `json:"drained,omitempty"`
 }
 
+// ShardResync is the body of POST AdminResyncPath: resync the fenced shard
+// now, or (Accept) take one a disagreement keeps fenced as it stands.
+type ShardResync struct {
+	Accept bool `json:"accept"`
+}
+
 // SessionDefinition is the body of PUT AdminSessionPath; the id is the
 // path's.
 type SessionDefinition struct {

@@ -28,13 +28,13 @@ import (
 	"github.com/shardstock/shardstock/spool"
 )
 
-// Products finds a product's definition (inventory.Service).
+// Products finds a product's definition (inventory.Catalog).
 type Products interface {
 	Product(ctx context.Context, id string) (*shardstock.Product, error)
 }
 
 // ProductCache says whether Products has product id without a read
-// (inventory.Service).
+// (inventory.Catalog).
 type ProductCache interface {
 	Cached(id string) (*shardstock.Product, bool)
 }

@@ -6,11 +6,10 @@ import (
 	"fmt"
 
 	"github.com/shardstock/shardstock"
-	"github.com/shardstock/shardstock/shard"
 )
 
 // AcceptResync is the operator's answer to shard i kept fenced by a
-// disagreement (Resync, ErrResyncBlocked): the shard is taken as it stands,
+// disagreement (Shard, ErrResyncBlocked): the shard is taken as it stands,
 // with two conditions, so that accepting can never oversell. Per product,
 // every live order's hold is restored first (RestoreHold); an order the
 // shard has no unit for refuses the call (cancel it first). Then
@@ -24,9 +23,9 @@ import (
 // shows them as drift; stock added puts them back on sale). It returns
 // what it did, for the operator; run is the shard's run id, which makes a
 // repeated call write nothing more.
-func (s *Service) AcceptResync(ctx context.Context, i int, run string) ([]string, error) {
-	ctx = shard.ResyncContext(ctx)
-	ids, err := s.catalog.ProductIDs(ctx)
+func (s *Resync) Accept(ctx context.Context, i int, run string) ([]string, error) {
+	ctx = shardstock.ResyncContext(ctx)
+	ids, err := s.cfg.IDs.ProductIDs(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("%w: catalog: %w", shardstock.ErrUnavailable, err)
 	}
@@ -47,7 +46,7 @@ func (s *Service) AcceptResync(ctx context.Context, i int, run string) ([]string
 		if p == nil {
 			continue
 		}
-		if s.ledger != nil { // every live order's unit held first: one without is an oversold unit
+		if s.cfg.Orders != nil { // every live order's unit held first: one without is an oversold unit
 			var d disagreement
 			if err := s.restoreHolds(ctx, i, p); errors.As(err, &d) {
 				return nil, shardstock.Conflict(d.Error() + ": accepting the shard would leave that order without a unit. Cancel it, then call again")
@@ -76,8 +75,8 @@ func (s *Service) AcceptResync(ctx context.Context, i int, run string) ([]string
 	}
 	actions := []string{}
 	for _, w := range plan {
-		_, err := s.shards.ReplayTransferOut(ctx, i, w.id, "accept-"+run, w.n, Outside)
-		if errors.Is(err, shard.ErrShortOfUnits) {
+		_, err := s.cfg.Repairs.ReplayTransferOut(ctx, i, w.id, "accept-"+run, w.n, Outside)
+		if errors.Is(err, shardstock.ErrShortOfUnits) {
 			return actions, shardstock.Conflict(fmt.Sprintf("shard %d: %s's salable units changed while it was accepted; call again", i, w.id))
 		}
 		if err != nil {

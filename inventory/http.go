@@ -12,14 +12,12 @@ import (
 	"github.com/shardstock/shardstock/api"
 )
 
-// ProductAdmin defines products and reads their status (Service).
+// ProductAdmin defines products (Catalog).
 type ProductAdmin interface {
 	Define(ctx context.Context, p shardstock.Product) (created bool, err error)
-	Status(ctx context.Context, id string) (*ProductStatus, error)
-	Statuses(ctx context.Context) ([]*ProductStatus, error)
 }
 
-// SessionAdmin lists, defines and removes sale sessions (Service).
+// SessionAdmin lists, defines and removes sale sessions (Catalog).
 type SessionAdmin interface {
 	Sessions(ctx context.Context) ([]shardstock.Session, error)
 	DefineSession(ctx context.Context, ss shardstock.Session) (created bool, err error)
@@ -27,7 +25,7 @@ type SessionAdmin interface {
 }
 
 // SaleAdmin steers a sale's life: the kill switch, the window, the archive
-// (Service).
+// (Sale).
 type SaleAdmin interface {
 	Pause(ctx context.Context, id string, paused bool) (*ProductStatus, error)
 	MoveWindow(ctx context.Context, id string, starts, ends *time.Time) (*ProductStatus, error)
@@ -35,32 +33,41 @@ type SaleAdmin interface {
 }
 
 // StockAdmin moves units: on and off sale, between shards, off a shard
-// (Service).
+// (Stock).
 type StockAdmin interface {
 	ChangeStock(ctx context.Context, id string, add, remove int64, key string) (*ProductStatus, error)
 	Rebalance(ctx context.Context, product string) (*Rebalance, error)
 	Drain(ctx context.Context, shard int, drained bool) (map[string]int64, error)
 }
 
-// Reconciler compares a product's shards with SQL (Service).
+// Reconciler compares a product's shards with SQL (Audit).
 type Reconciler interface {
 	Reconcile(ctx context.Context, product string, fix bool) (*Reconciliation, error)
 }
 
-// Views are the read-only views: a product's stock for buyers, the shards
-// for operators (Service).
-type Views interface {
+// Viewer is the read-only views: each product's status for operators, its
+// stock for buyers, the shards (Views).
+type Viewer interface {
+	StatusReader
+	Statuses(ctx context.Context) ([]*ProductStatus, error)
 	Stock(ctx context.Context, id string) (*StockView, error)
 	Shards(ctx context.Context) []ShardHealth
 }
 
+// ShardResyncs are an operator's calls on a fenced shard (Restarts).
+type ShardResyncs interface {
+	ResyncNow(ctx context.Context, i int) (run string, err error)
+	Accept(ctx context.Context, i int) (run, problem string, actions []string, err error)
+}
+
 var (
-	_ ProductAdmin = (*Service)(nil)
-	_ SessionAdmin = (*Service)(nil)
-	_ SaleAdmin    = (*Service)(nil)
-	_ StockAdmin   = (*Service)(nil)
-	_ Reconciler   = (*Service)(nil)
-	_ Views        = (*Service)(nil)
+	_ ShardResyncs = (*Restarts)(nil)
+	_ ProductAdmin = (*Catalog)(nil)
+	_ SessionAdmin = (*Catalog)(nil)
+	_ SaleAdmin    = (*Sale)(nil)
+	_ StockAdmin   = (*Stock)(nil)
+	_ Reconciler   = (*Audit)(nil)
+	_ Viewer       = (*Views)(nil)
 )
 
 // Handlers are the inventory's HTTP handlers: the admin API (mounted behind
@@ -73,7 +80,8 @@ type Handlers struct {
 	Sales      SaleAdmin
 	Stock      StockAdmin
 	Reconciler Reconciler
-	Views      Views
+	Views      Viewer
+	Restarts   ShardResyncs
 }
 
 // productID is the path's product id; a malformed one is not found.
@@ -83,6 +91,15 @@ func productID(c echo.Context) (string, error) {
 		return "", shardstock.ErrNotFound
 	}
 	return id, nil
+}
+
+// shardIndex is the path's shard index; a malformed one is not found.
+func shardIndex(c echo.Context) (int, error) {
+	i, err := strconv.Atoi(c.Param("index"))
+	if err != nil {
+		return 0, shardstock.ErrNotFound
+	}
+	return i, nil
 }
 
 // PostPause turns the kill switch on (an empty body).
@@ -192,9 +209,9 @@ func (h Handlers) PostRebalance(c echo.Context) error {
 // PostDrain takes a shard out of rotation ({"drained": true}, the default) or
 // puts it back ({"drained": false}).
 func (h Handlers) PostDrain(c echo.Context) error {
-	idx, err := strconv.Atoi(c.Param("index"))
+	idx, err := shardIndex(c)
 	if err != nil {
-		return shardstock.ErrNotFound
+		return err
 	}
 	var b api.ShardDrain
 	if err := api.Decode(c, &b, true); err != nil {
@@ -242,7 +259,7 @@ func (h Handlers) GetStock(c echo.Context) error {
 
 // GetProducts lists every product's status.
 func (h Handlers) GetProducts(c echo.Context) error {
-	out, err := h.Products.Statuses(c.Request().Context())
+	out, err := h.Views.Statuses(c.Request().Context())
 	if err != nil {
 		return err
 	}
@@ -323,7 +340,7 @@ func (h Handlers) PutProduct(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	st, err := h.Products.Status(c.Request().Context(), id)
+	st, err := h.Views.Status(c.Request().Context(), id)
 	if err != nil {
 		return err
 	}
@@ -339,7 +356,7 @@ func (h Handlers) GetProduct(c echo.Context) error {
 	if !shardstock.ValidID(id) {
 		return shardstock.ErrNotFound
 	}
-	st, err := h.Products.Status(c.Request().Context(), id)
+	st, err := h.Views.Status(c.Request().Context(), id)
 	if err != nil {
 		return err
 	}
@@ -349,4 +366,35 @@ func (h Handlers) GetProduct(c echo.Context) error {
 // GetShards answers the shard overview.
 func (h Handlers) GetShards(c echo.Context) error {
 	return c.JSON(http.StatusOK, h.Views.Shards(c.Request().Context()))
+}
+
+// PostResync is an operator's call on a fenced shard: without "accept" it
+// runs the shard's resync now and answers whether the fence opened (409
+// with the disagreement when it stays); with "accept": true it takes a
+// shard a disagreement keeps fenced as it stands (Restarts.Accept).
+func (h Handlers) PostResync(c echo.Context) error {
+	i, err := shardIndex(c)
+	if err != nil {
+		return err
+	}
+	var b api.ShardResync
+	if err := api.Decode(c, &b, true); err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	if !b.Accept {
+		run, err := h.Restarts.ResyncNow(ctx, i)
+		if err != nil {
+			return err
+		}
+		return c.JSON(http.StatusOK, map[string]any{"shard": i, "fenced": false, "run_id": run})
+	}
+	run, problem, actions, err := h.Restarts.Accept(ctx, i)
+	if err != nil {
+		return err
+	}
+	if problem == "" { // it was not fenced
+		return c.JSON(http.StatusOK, map[string]any{"shard": i, "fenced": false, "run_id": run})
+	}
+	return c.JSON(http.StatusOK, map[string]any{"shard": i, "fenced": false, "run_id": run, "accepted": problem, "actions": actions})
 }

@@ -7,21 +7,29 @@ import (
 	"github.com/shardstock/shardstock"
 )
 
-// Ledger is the order side of reconcile (sqlstore.Store).
-type Ledger interface {
+// OrderCounts is the order side of reconcile (sqlstore.Store).
+type OrderCounts interface {
 	CountsByShard(ctx context.Context, product string) (map[int]shardstock.OrderCounts, error)
 	// Resettle marks the final orders of product held on shards for
 	// settlement again.
 	Resettle(ctx context.Context, product string, shards []int) (int64, error)
-	// LiveOrders lists the orders of product held on shard that are
-	// awaiting payment or paid.
-	LiveOrders(ctx context.Context, product string, shard int) ([]shardstock.Order, error)
-	// FinalOrders lists the orders of product held on shard that are
-	// paid, cancelled or failed.
-	FinalOrders(ctx context.Context, product string, shard int) ([]shardstock.Order, error)
-	// Order is one order's row (nil: there is none).
-	Order(ctx context.Context, id string) (*shardstock.Order, error)
 }
+
+// AuditConfig is an Audit's ports.
+type AuditConfig struct {
+	Addrs     []string // the shards' addresses, in index order
+	Status    StatusReader
+	Orders    OrderCounts
+	History   History
+	Transfers Resumer
+}
+
+// Audit compares a product's shards with SQL, and puts right what is safe
+// to. Safe for concurrent use.
+type Audit struct{ cfg AuditConfig }
+
+// NewAudit returns an Audit over cfg's ports.
+func NewAudit(cfg AuditConfig) *Audit { return &Audit{cfg: cfg} }
 
 // ShardDrift compares one shard's counters with the orders that name it.
 type ShardDrift struct {
@@ -60,23 +68,20 @@ type Reconciliation struct {
 // and every released one released (settlements are idempotent, so this
 // cannot double count). It never edits counters directly, and never queues
 // work for a shard that is down.
-func (s *Service) Reconcile(ctx context.Context, product string, fix bool) (*Reconciliation, error) {
-	if s.ledger == nil {
-		return nil, fmt.Errorf("%w: no order ledger configured", shardstock.ErrUnavailable)
-	}
-	st, err := s.Status(ctx, product)
+func (s *Audit) Reconcile(ctx context.Context, product string, fix bool) (*Reconciliation, error) {
+	st, err := s.cfg.Status.Status(ctx, product)
 	if err != nil {
 		return nil, err
 	}
 	if st.Archived {
 		return nil, errArchived(product)
 	}
-	counts, err := s.ledger.CountsByShard(ctx, product)
+	counts, err := s.cfg.Orders.CountsByShard(ctx, product)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
 	}
 	r := &Reconciliation{Product: product, InSync: true, Actions: []string{}}
-	given, err := s.allocations(ctx, &st.Product)
+	given, err := allocations(ctx, s.cfg.History, &st.Product, len(s.cfg.Addrs))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
 	}
@@ -109,7 +114,7 @@ func (s *Service) Reconcile(ctx context.Context, product string, fix bool) (*Rec
 		r.Shards = append(r.Shards, d)
 	}
 	if fix {
-		resumed, err := s.Resume(ctx)
+		resumed, err := s.cfg.Transfers.Resume(ctx, "")
 		for _, t := range resumed {
 			r.Actions = append(r.Actions, fmt.Sprintf("finished interrupted transfer %s: %d units shard %d -> %d", t.ID, t.Moved, t.From, t.To))
 		}
@@ -118,7 +123,7 @@ func (s *Service) Reconcile(ctx context.Context, product string, fix bool) (*Rec
 		}
 	}
 	if fix && len(drifting) > 0 {
-		n, err := s.ledger.Resettle(ctx, product, drifting)
+		n, err := s.cfg.Orders.Resettle(ctx, product, drifting)
 		if err != nil {
 			return r, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
 		}
@@ -130,18 +135,15 @@ func (s *Service) Reconcile(ctx context.Context, product string, fix bool) (*Rec
 
 // allocations is what SQL says each shard of p was given: its share of the
 // split, plus the transfers that reached it, minus those that left it (a
-// reversed transfer's units came back). nil without a transfer log.
-func (s *Service) allocations(ctx context.Context, p *shardstock.Product) (map[int]int64, error) {
-	if s.cfg.Transfers == nil {
-		return nil, nil
-	}
-	n := p.Shards(len(s.shards.Addrs()))
+// reversed transfer's units came back); the coordinator has shards shards.
+func allocations(ctx context.Context, h History, p *shardstock.Product, shards int) (map[int]int64, error) {
+	n := p.Shards(shards)
 	given := map[int]int64{}
 	for i, a := range split(p, n) {
 		given[i] = a
 	}
 	for i := 0; i < n; i++ {
-		ts, err := s.cfg.Transfers.ShardTransfers(ctx, i)
+		ts, err := h.ShardTransfers(ctx, i)
 		if err != nil {
 			return nil, err
 		}

@@ -4,12 +4,78 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/shardstock/shardstock"
-	"github.com/shardstock/shardstock/shard"
 )
+
+// InitRecord lists the shards on record as initialised for a product
+// (sqlstore.Store).
+type InitRecord interface {
+	InitialisedShards(ctx context.Context, product string) (map[int]bool, error)
+}
+
+// History reads the transfer log (sqlstore.Store).
+type History interface {
+	ShardTransfers(ctx context.Context, shard int) ([]shardstock.Transfer, error)
+	UnfinishedTransfers(ctx context.Context) ([]shardstock.Transfer, error)
+}
+
+// ShardOrders lists the orders of product held on shard: those awaiting
+// payment or paid (live), and those paid, cancelled or failed (final)
+// (sqlstore.Store).
+type ShardOrders interface {
+	LiveOrders(ctx context.Context, product string, shard int) ([]shardstock.Order, error)
+	FinalOrders(ctx context.Context, product string, shard int) ([]shardstock.Order, error)
+}
+
+// Holds are the hold scripts: a settlement applied, a lost hold restored
+// (shard.Set).
+type Holds interface {
+	Confirm(ctx context.Context, i int, product, id string) (bool, error)
+	Release(ctx context.Context, i int, product, id string) (bool, error)
+	RestoreHold(ctx context.Context, i int, o shardstock.Order, atMS int64) (bool, error)
+}
+
+// Repairs are the scripts a resync replays a lost write with (shard.Set).
+type Repairs interface {
+	TransferIn(ctx context.Context, i int, product, id string, units int64, from int) error
+	ReplayTransferOut(ctx context.Context, i int, product, id string, units int64, to int) (int64, error)
+	RepairRegister(ctx context.Context, p *shardstock.Product, i int) error
+	SetWindow(ctx context.Context, i int, p *shardstock.Product) (changed bool, err error)
+}
+
+// ResyncConfig is a Resync's ports.
+type ResyncConfig struct {
+	Addrs    []string // the shards' addresses, in index order
+	Products Products
+	IDs      ProductList
+	Inits    InitRecord
+	History  History
+	Changes  StockChanges
+	Orders   ShardOrders // nil: no order table (a shard set tested alone)
+	Counters Counters
+	Holds    Holds
+	Repairs  Repairs
+	Now      func() time.Time
+	Logger   *slog.Logger
+}
+
+// Resync brings restarted shards back in line with SQL, and keeps the
+// reason a shard stays fenced. Safe for concurrent use.
+type Resync struct {
+	cfg      ResyncConfig
+	problems resyncProblems
+}
+
+// NewResync returns a Resync over cfg's ports.
+func NewResync(cfg ResyncConfig) *Resync {
+	orDefaults(&cfg.Now, &cfg.Logger)
+	return &Resync{cfg: cfg}
+}
 
 // Resync brings shard i back in line with SQL after it restarted (the shard
 // set fences it until then: shard/resync.go). What a crash can take from a
@@ -39,16 +105,16 @@ import (
 // It then checks the shard against the transfer log: its allocation must be
 // what the split and the transfers gave it, and the product's allocations
 // must not sum past its current stock. When a take finds too few units or a
-// check fails, the shard stays fenced (Resync returns ErrResyncBlocked, the
+// check fails, the shard stays fenced (Shard returns ErrResyncBlocked, the
 // shard overview and the metrics say why) until a later resync (tried every
 // second) finds the disagreement gone, or an operator accepts the shard as
-// it stands (AcceptResync). A shard that
+// it stands (Accept). A shard that
 // lost a product altogether is data loss, not a lost second (allocate and the
 // register rebuild handle it). Other errors leave the shard fenced too;
 // Resync is tried again.
-func (s *Service) Resync(ctx context.Context, i int) error {
-	ctx = shard.ResyncContext(ctx)
-	ids, err := s.catalog.ProductIDs(ctx)
+func (s *Resync) Shard(ctx context.Context, i int) error {
+	ctx = shardstock.ResyncContext(ctx)
+	ids, err := s.cfg.IDs.ProductIDs(ctx)
 	if err != nil {
 		return fmt.Errorf("resync shard %d: catalog: %w", i, err)
 	}
@@ -90,16 +156,13 @@ func (d disagreement) Error() string { return d.product + ": " + d.why }
 // know of, by product: those whose units left their source, and those only
 // started (a stock addition to i, which the resync completes; a transfer
 // out of i, whose count only the shard knows).
-func (s *Service) shardTransfers(ctx context.Context, i int) (map[string][]shardstock.Transfer, error) {
+func (s *Resync) shardTransfers(ctx context.Context, i int) (map[string][]shardstock.Transfer, error) {
 	out := map[string][]shardstock.Transfer{}
-	if s.cfg.Transfers == nil {
-		return out, nil
-	}
-	ts, err := s.cfg.Transfers.ShardTransfers(ctx, i)
+	ts, err := s.cfg.History.ShardTransfers(ctx, i)
 	if err != nil {
 		return nil, err
 	}
-	open, err := s.cfg.Transfers.UnfinishedTransfers(ctx)
+	open, err := s.cfg.History.UnfinishedTransfers(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -117,31 +180,31 @@ func (s *Service) shardTransfers(ctx context.Context, i int) (map[string][]shard
 // liveOn is product id when shard i is one of its live shards (nil: it is
 // archived, its keys are gone on purpose; this shard index is another
 // master now; or the product was never put on shard i).
-func (s *Service) liveOn(ctx context.Context, i int, id string) (*shardstock.Product, error) {
-	p, err := s.Product(ctx, id)
+func (s *Resync) liveOn(ctx context.Context, i int, id string) (*shardstock.Product, error) {
+	p, err := s.cfg.Products.Product(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	if p.Archived || p.Moved != "" || i >= p.Shards(len(s.shards.Addrs())) {
+	if p.Archived || p.Moved != "" || i >= p.Shards(len(s.cfg.Addrs)) {
 		return nil, nil
 	}
-	on, err := s.catalog.InitialisedShards(ctx, id)
+	on, err := s.cfg.Inits.InitialisedShards(ctx, id)
 	if err != nil || !on[i] {
 		return nil, err
 	}
 	return p, nil
 }
 
-func (s *Service) resyncProduct(ctx context.Context, i int, id string, ts []shardstock.Transfer) error {
+func (s *Resync) resyncProduct(ctx context.Context, i int, id string, ts []shardstock.Transfer) error {
 	p, err := s.liveOn(ctx, i, id)
 	if err != nil || p == nil {
 		return err
 	}
-	c, err := s.shards.Counters(ctx, i, id)
+	c, err := s.cfg.Counters.Counters(ctx, i, id)
 	if err != nil || !c.Known {
 		return err // not on the shard at all: lost data, not a lost second
 	}
-	if s.ledger != nil { // 1: settlements
+	if s.cfg.Orders != nil { // 1: settlements
 		if err := s.replaySettlements(ctx, i, p); err != nil {
 			return err
 		}
@@ -152,16 +215,16 @@ func (s *Service) resyncProduct(ctx context.Context, i int, id string, ts []shar
 	if err := s.replayTransfersOut(ctx, i, id, ts); err != nil { // 3
 		return err
 	}
-	if s.ledger != nil {
+	if s.cfg.Orders != nil {
 		if err := s.restoreHolds(ctx, i, p); err != nil {
 			return err
 		}
 	}
-	if err := s.shards.RepairRegister(ctx, p, i); err != nil { // 4
+	if err := s.cfg.Repairs.RepairRegister(ctx, p, i); err != nil { // 4
 		return err
 	}
-	if c, ok := s.controlsOf(id); ok && c.WindowSet { // a PATCH the shard may have missed
-		if _, err := s.shards.SetWindow(ctx, i, p); err != nil && !errors.Is(err, shard.ErrNotOnShard) {
+	if c, ok := s.cfg.Products.Controls(id); ok && c.WindowSet { // a PATCH the shard may have missed
+		if _, err := s.cfg.Repairs.SetWindow(ctx, i, p); err != nil && !errors.Is(err, shardstock.ErrNotOnShard) {
 			return err
 		}
 	}
@@ -172,8 +235,8 @@ func (s *Service) resyncProduct(ctx context.Context, i int, id string, ts []shar
 // of p it holds. A hold the shard never had (reserved and settled after the
 // point it came back to) changes nothing here: a paid one is restored as
 // sold with the live holds; a cancelled one has nothing to give back.
-func (s *Service) replaySettlements(ctx context.Context, i int, p *shardstock.Product) error {
-	final, err := s.ledger.FinalOrders(ctx, p.ID, i)
+func (s *Resync) replaySettlements(ctx context.Context, i int, p *shardstock.Product) error {
+	final, err := s.cfg.Orders.FinalOrders(ctx, p.ID, i)
 	if err != nil {
 		return err
 	}
@@ -181,13 +244,13 @@ func (s *Service) replaySettlements(ctx context.Context, i int, p *shardstock.Pr
 	for _, o := range final {
 		var changed bool
 		if o.Status == shardstock.StatusPaid {
-			changed, err = s.shards.Confirm(ctx, i, p.ID, o.ID)
+			changed, err = s.cfg.Holds.Confirm(ctx, i, p.ID, o.ID)
 		} else {
-			changed, err = s.shards.Release(ctx, i, p.ID, o.ID)
+			changed, err = s.cfg.Holds.Release(ctx, i, p.ID, o.ID)
 		}
 		switch {
-		case errors.Is(err, shard.ErrUnknownHold):
-		case errors.Is(err, shard.ErrHoldReleased), errors.Is(err, shard.ErrHoldSold):
+		case errors.Is(err, shardstock.ErrUnknownHold):
+		case errors.Is(err, shardstock.ErrHoldReleased), errors.Is(err, shardstock.ErrHoldSold):
 			s.cfg.Logger.Error("a restarted shard's hold contradicts its order; see reconcile",
 				"shard", i, "product", p.ID, "order", o.ID, "status", o.Status, "err", err)
 		case err != nil:
@@ -207,18 +270,18 @@ func (s *Service) replaySettlements(ctx context.Context, i int, p *shardstock.Pr
 // later, and its transfer_in then finds the record and adds nothing), stock
 // added to it (even one only started: Resume would add it the same way), and
 // the units of its reversed transfers that came back.
-func (s *Service) replayTransfersIn(ctx context.Context, i int, id string, ts []shardstock.Transfer) error {
+func (s *Resync) replayTransfersIn(ctx context.Context, i int, id string, ts []shardstock.Transfer) error {
 	for _, t := range ts {
 		var err error
 		switch {
 		case t.To == i && t.From == Outside && (t.State == "started" || t.State == "done"):
-			err = s.shards.TransferIn(ctx, i, id, t.ID, t.Wanted, t.From)
+			err = s.cfg.Repairs.TransferIn(ctx, i, id, t.ID, t.Wanted, t.From)
 		case t.To == i && t.Moved > 0 && (t.State == "out" || t.State == "done"):
-			err = s.shards.TransferIn(ctx, i, id, t.ID, t.Moved, t.From)
+			err = s.cfg.Repairs.TransferIn(ctx, i, id, t.ID, t.Moved, t.From)
 		case t.From == i && t.State == "reversed" && t.Moved > 0:
-			err = s.shards.TransferIn(ctx, i, id, reversalID(t.ID), t.Moved, t.To)
+			err = s.cfg.Repairs.TransferIn(ctx, i, id, reversalID(t.ID), t.Moved, t.To)
 		}
-		if err != nil && !errors.Is(err, shard.ErrNotOnShard) {
+		if err != nil && !errors.Is(err, shardstock.ErrNotOnShard) {
 			return fmt.Errorf("transfer %s in: %w", t.ID, err)
 		}
 	}
@@ -228,31 +291,31 @@ func (s *Service) replayTransfersIn(ctx context.Context, i int, id string, ts []
 // replayTransfersOut takes off shard i the units of every transfer SQL says
 // left it, exactly as many as moved. A started one is left to Resume: SQL
 // does not know its count yet.
-func (s *Service) replayTransfersOut(ctx context.Context, i int, id string, ts []shardstock.Transfer) error {
+func (s *Resync) replayTransfersOut(ctx context.Context, i int, id string, ts []shardstock.Transfer) error {
 	for _, t := range ts {
 		if t.From != i || t.State == "started" {
 			continue
 		}
-		_, err := s.shards.ReplayTransferOut(ctx, i, id, t.ID, t.Moved, t.To)
+		_, err := s.cfg.Repairs.ReplayTransferOut(ctx, i, id, t.ID, t.Moved, t.To)
 		switch {
-		case errors.Is(err, shard.ErrShortOfUnits):
+		case errors.Is(err, shardstock.ErrShortOfUnits):
 			return disagreement{id, fmt.Sprintf("transfer %s moved %d units off shard %d and the shard has fewer salable to take again", t.ID, t.Moved, i)}
-		case err != nil && !errors.Is(err, shard.ErrNotOnShard):
+		case err != nil && !errors.Is(err, shardstock.ErrNotOnShard):
 			return fmt.Errorf("transfer %s out: %w", t.ID, err)
 		}
 	}
 	return nil
 }
 
-func (s *Service) restoreHolds(ctx context.Context, i int, p *shardstock.Product) error {
-	live, err := s.ledger.LiveOrders(ctx, p.ID, i)
+func (s *Resync) restoreHolds(ctx context.Context, i int, p *shardstock.Product) error {
+	live, err := s.cfg.Orders.LiveOrders(ctx, p.ID, i)
 	if err != nil {
 		return err
 	}
 	restored := 0
 	for _, o := range live {
-		ok, err := s.shards.RestoreHold(ctx, i, o, s.cfg.Now().UnixMilli())
-		if errors.Is(err, shard.ErrShortOfUnits) {
+		ok, err := s.cfg.Holds.RestoreHold(ctx, i, o, s.cfg.Now().UnixMilli())
+		if errors.Is(err, shardstock.ErrShortOfUnits) {
 			return disagreement{p.ID, fmt.Sprintf("order %s (%s) names shard %d and the shard has no salable unit left to hold for it", o.ID, o.Status, i)}
 		}
 		if err != nil {
@@ -271,7 +334,7 @@ func (s *Service) restoreHolds(ctx context.Context, i int, p *shardstock.Product
 // checkAllocations compares shard i's allocation of p with what the split
 // and the transfer log gave it, and p's allocations over every shard that
 // answers with its current stock: a disagreement keeps the shard fenced.
-func (s *Service) checkAllocations(ctx context.Context, i int, p *shardstock.Product, ts []shardstock.Transfer) error {
+func (s *Resync) checkAllocations(ctx context.Context, i int, p *shardstock.Product, ts []shardstock.Transfer) error {
 	a, err := s.allocationsOn(ctx, i, p, ts)
 	if err != nil || a == nil {
 		return err
@@ -289,19 +352,19 @@ func (s *Service) checkAllocations(ctx context.Context, i int, p *shardstock.Pro
 // allocationCheck is shard i's allocation of a product against the
 // transfer log, and the product's allocations against its stock.
 type allocationCheck struct {
-	lo, hi int64          // what the split and the transfer log give shard i
-	own    shard.Counters // shard i's counters
-	sum    int64          // the allocations of the shards that answered
-	all    bool           // every shard answered
-	stock  int64          // the current stock
+	lo, hi int64               // what the split and the transfer log give shard i
+	own    shardstock.Counters // shard i's counters
+	sum    int64               // the allocations of the shards that answered
+	all    bool                // every shard answered
+	stock  int64               // the current stock
 }
 
 // allocationsOn reads the allocation check of p on shard i (nil without a
 // transfer log). A transfer out of i that SQL has only as started may or
 // may not have run on the shard (its count is in the shard's own record),
 // so the allocation may sit below the log's by up to its wanted units.
-func (s *Service) allocationsOn(ctx context.Context, i int, p *shardstock.Product, ts []shardstock.Transfer) (*allocationCheck, error) {
-	given, err := s.allocations(ctx, p)
+func (s *Resync) allocationsOn(ctx context.Context, i int, p *shardstock.Product, ts []shardstock.Transfer) (*allocationCheck, error) {
+	given, err := allocations(ctx, s.cfg.History, p, len(s.cfg.Addrs))
 	if err != nil || given == nil {
 		return nil, err
 	}
@@ -318,8 +381,8 @@ func (s *Service) allocationsOn(ctx context.Context, i int, p *shardstock.Produc
 		}
 	}
 	a.lo = a.hi - slack
-	for j := 0; j < p.Shards(len(s.shards.Addrs())); j++ {
-		c, err := s.shards.Counters(ctx, j, p.ID)
+	for j := 0; j < p.Shards(len(s.cfg.Addrs)); j++ {
+		c, err := s.cfg.Counters.Counters(ctx, j, p.ID)
 		if err != nil {
 			if j == i {
 				return nil, err
@@ -332,7 +395,7 @@ func (s *Service) allocationsOn(ctx context.Context, i int, p *shardstock.Produc
 		}
 		a.sum += c.Alloc
 	}
-	if a.stock, err = s.currentStock(ctx, p); err != nil {
+	if a.stock, err = currentStock(ctx, s.cfg.Changes, p); err != nil {
 		return nil, err
 	}
 	return a, nil
@@ -351,7 +414,7 @@ type resyncProblems struct {
 	m  map[int]string
 }
 
-func (s *Service) setResyncProblem(i int, why string) {
+func (s *Resync) setResyncProblem(i int, why string) {
 	s.problems.mu.Lock()
 	defer s.problems.mu.Unlock()
 	if s.problems.m == nil {
@@ -368,13 +431,13 @@ func (s *Service) setResyncProblem(i int, why string) {
 	s.problems.m[i] = why
 }
 
-// ClearResyncProblem forgets shard i's disagreement (an operator accepted
+// ClearProblem forgets shard i's disagreement (an operator accepted
 // the shard as it stands).
-func (s *Service) ClearResyncProblem(i int) { s.setResyncProblem(i, "") }
+func (s *Resync) ClearProblem(i int) { s.setResyncProblem(i, "") }
 
-// ResyncProblem is why shard i is kept fenced after its last resync ("":
+// Problem is why shard i is kept fenced after its last resync ("":
 // it is not).
-func (s *Service) ResyncProblem(i int) string {
+func (s *Resync) Problem(i int) string {
 	s.problems.mu.Lock()
 	defer s.problems.mu.Unlock()
 	return s.problems.m[i]

@@ -25,33 +25,33 @@ func TestResyncThatDisagreesKeepsTheShardFenced(t *testing.T) {
 	if err := f.store.MarkTransfer(ctx, tr.ID, "out", 50); err != nil {
 		t.Fatal(err)
 	}
-	err = f.svc.Resync(ctx, 0)
+	err = f.resync.Shard(ctx, 0)
 	if !errors.Is(err, ErrResyncBlocked) {
 		t.Fatalf("resync: %v, want ErrResyncBlocked", err)
 	}
-	why := f.svc.ResyncProblem(0)
+	why := f.resync.Problem(0)
 	if !strings.Contains(why, "transfer bogus moved 50 units off shard 0") {
 		t.Fatalf("the reason: %q", why)
 	}
-	if sh := f.svc.Shards(ctx)[0]; sh.ResyncProblem != why {
+	if sh := f.views.Shards(ctx)[0]; sh.ResyncProblem != why {
 		t.Fatalf("the overview: %+v", sh)
 	}
-	if c, _ := f.set.Counters(ctx, 0, "odd"); c.Alloc != 10 || c.Salable != 10 {
+	if c := f.counters(0, "odd"); c.Alloc != 10 || c.Salable != 10 {
 		t.Fatalf("the blocked replay moved units: %+v", c)
 	}
 	if err := f.store.MarkTransfer(ctx, tr.ID, "out", 4); err != nil { // the log put right
 		t.Fatal(err)
 	}
-	if err := f.svc.Resync(ctx, 0); err != nil {
+	if err := f.resync.Shard(ctx, 0); err != nil {
 		t.Fatalf("resync after the log was put right: %v", err)
 	}
-	if why := f.svc.ResyncProblem(0); why != "" {
+	if why := f.resync.Problem(0); why != "" {
 		t.Fatalf("the reason stayed: %q", why)
 	}
 	if alloc, _ := f.totals("odd"); alloc != 26 {
 		t.Fatalf("Σ alloc %d, want 26 (4 units in flight)", alloc)
 	}
-	if _, err := f.svc.Resume(ctx); err != nil {
+	if _, err := f.stock.Resume(ctx, ""); err != nil {
 		t.Fatal(err)
 	}
 	if alloc, _ := f.totals("odd"); alloc != 30 {

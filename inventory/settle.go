@@ -4,10 +4,41 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/shardstock/shardstock"
-	"github.com/shardstock/shardstock/shard"
 )
+
+// OrderRows reads one order's row (nil: there is none; sqlstore.Store).
+type OrderRows interface {
+	Order(ctx context.Context, id string) (*shardstock.Order, error)
+}
+
+// SettleHolds are the scripts a settlement runs (shard.Set).
+type SettleHolds interface {
+	Confirm(ctx context.Context, i int, product, id string) (bool, error)
+	Release(ctx context.Context, i int, product, id string) (bool, error)
+}
+
+// SettlementsConfig is a Settlements' ports.
+type SettlementsConfig struct {
+	Products Products
+	Orders   OrderRows // nil: no order table (a shard set tested alone)
+	Holds    SettleHolds
+	OnSettle func(action string) // optional: a settlement was applied (metrics)
+	Logger   *slog.Logger
+}
+
+// Settlements apply pay results to the shards. Safe for concurrent use.
+type Settlements struct{ cfg SettlementsConfig }
+
+// NewSettlements returns Settlements over cfg's ports.
+func NewSettlements(cfg SettlementsConfig) *Settlements {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Settlements{cfg: cfg}
+}
 
 // Settle applies a settlement (pay result) to the shard that holds the
 // unit, and to no other shard, once the order table bears it out
@@ -20,8 +51,8 @@ import (
 // row contradicts, or missing, is logged for reconcile and acknowledged
 // (retrying cannot change it). Errors are transport failures: the caller
 // must offer the settlement again.
-func (s *Service) Settle(ctx context.Context, st shardstock.Settlement) error {
-	if p, err := s.Product(ctx, st.ProductID); err == nil && p.Moved != "" {
+func (s *Settlements) Settle(ctx context.Context, st shardstock.Settlement) error {
+	if p, err := s.cfg.Products.Product(ctx, st.ProductID); err == nil && p.Moved != "" {
 		// Its shard index would name another master: wait until the
 		// shard list is put back (the settlement is retried).
 		return fmt.Errorf("%w: %s", shardstock.ErrUnavailable, p.Moved)
@@ -31,12 +62,12 @@ func (s *Service) Settle(ctx context.Context, st shardstock.Settlement) error {
 	}
 	var err error
 	if st.Action == shardstock.Confirm {
-		_, err = s.shards.Confirm(ctx, st.Shard, st.ProductID, st.OrderID)
+		_, err = s.cfg.Holds.Confirm(ctx, st.Shard, st.ProductID, st.OrderID)
 	} else {
-		_, err = s.shards.Release(ctx, st.Shard, st.ProductID, st.OrderID)
+		_, err = s.cfg.Holds.Release(ctx, st.Shard, st.ProductID, st.OrderID)
 	}
 	switch {
-	case errors.Is(err, shard.ErrUnknownHold), errors.Is(err, shard.ErrHoldReleased), errors.Is(err, shard.ErrHoldSold):
+	case errors.Is(err, shardstock.ErrUnknownHold), errors.Is(err, shardstock.ErrHoldReleased), errors.Is(err, shardstock.ErrHoldSold):
 		s.cfg.Logger.Error("settlement contradicts the hold on its shard; see reconcile",
 			"order", st.OrderID, "product", st.ProductID, "shard", st.Shard, "action", st.Action, "err", err)
 	case err != nil:
@@ -62,11 +93,11 @@ var ErrSettlementRefused = errors.New("the order table does not bear the settlem
 // on the broker) would free or sell a unit its buyer still holds: it is
 // refused. Without an order table (a shard set tested alone) there is
 // nothing to ask.
-func (s *Service) authentic(ctx context.Context, st shardstock.Settlement) error {
-	if s.ledger == nil {
+func (s *Settlements) authentic(ctx context.Context, st shardstock.Settlement) error {
+	if s.cfg.Orders == nil {
 		return nil
 	}
-	o, err := s.ledger.Order(ctx, st.OrderID)
+	o, err := s.cfg.Orders.Order(ctx, st.OrderID)
 	if err != nil {
 		return fmt.Errorf("%w: check settlement of %s: %w", shardstock.ErrUnavailable, st.OrderID, err)
 	}

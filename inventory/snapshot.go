@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/shardstock/shardstock"
-	"github.com/shardstock/shardstock/shard"
 )
 
 // snapshotTTL is how long one read of every shard serves the metrics
@@ -19,38 +18,38 @@ type snapshotCache struct {
 	mu       sync.Mutex // guards the fields below; held during a refresh so callers share it
 	at       time.Time
 	products []string
-	shards   []shard.ShardSnapshot
+	shards   []shardstock.ShardSnapshot
 }
 
 // Snapshot returns every shard's counters of every catalog product and
 // its stream backlogs, read at most once per second (pipelined, one round
 // trip per shard). Errors: ErrUnavailable when the catalog cannot answer;
 // a shard that cannot answer has Err set.
-func (s *Service) Snapshot(ctx context.Context) ([]string, []shard.ShardSnapshot, error) {
+func (s *Views) Snapshot(ctx context.Context) ([]string, []shardstock.ShardSnapshot, error) {
 	c := &s.snap
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if now := s.cfg.Now(); now.Sub(c.at) < snapshotTTL && c.shards != nil {
 		return c.products, c.shards, nil
 	}
-	all, err := s.catalog.ProductIDs(ctx)
+	all, err := s.cfg.IDs.ProductIDs(ctx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: catalog: %w", shardstock.ErrUnavailable, err)
 	}
 	ids := all[:0:0]
 	for _, id := range all {
-		if c, ok := s.controlsOf(id); !ok || c.Archive == shardstock.ArchiveNone {
+		if c, ok := s.cfg.Products.Controls(id); !ok || c.Archive == shardstock.ArchiveNone {
 			ids = append(ids, id) // an archived product has no keys left to read
 		}
 	}
-	c.products, c.shards, c.at = ids, s.shards.Snapshot(ctx, ids), s.cfg.Now()
+	c.products, c.shards, c.at = ids, s.cfg.Shards.Snapshot(ctx, ids), s.cfg.Now()
 	return c.products, c.shards, nil
 }
 
 // Salable returns every live product's salable units per shard, from the
 // shared snapshot (-1 for a shard that did not answer or does not hold
 // the product): what the sale report samples.
-func (s *Service) Salable(ctx context.Context) (map[string][]int64, error) {
+func (s *Views) Salable(ctx context.Context) (map[string][]int64, error) {
 	ids, snaps, err := s.Snapshot(ctx)
 	if err != nil {
 		return nil, err
@@ -71,12 +70,12 @@ func (s *Service) Salable(ctx context.Context) (map[string][]int64, error) {
 
 // StockOf returns a product's stock: its definition's, changed by the
 // units operators added or took back since.
-func (s *Service) StockOf(ctx context.Context, id string) (int64, error) {
-	p, err := s.Product(ctx, id)
+func (s *Views) StockOf(ctx context.Context, id string) (int64, error) {
+	p, err := s.cfg.Products.Product(ctx, id)
 	if err != nil {
 		return 0, err
 	}
-	return s.currentStock(ctx, p)
+	return currentStock(ctx, s.cfg.Record, p)
 }
 
 // ShardView is one shard's share of a product, as buyers see it.
@@ -101,8 +100,8 @@ type StockView struct {
 
 // Stock returns product id's live stock from the shared snapshot.
 // Errors: ErrNotFound, ErrUnavailable.
-func (s *Service) Stock(ctx context.Context, id string) (*StockView, error) {
-	p, err := s.Product(ctx, id)
+func (s *Views) Stock(ctx context.Context, id string) (*StockView, error) {
+	p, err := s.cfg.Products.Product(ctx, id)
 	if err != nil {
 		return nil, err
 	}

@@ -47,7 +47,7 @@ type Consumers struct {
 	// not. A shardstock.Permanent error sends that reservation alone to
 	// the dead-letter topic.
 	Ingest func(ctx context.Context, evs []shardstock.ReservationEvent) (int, error)
-	// Settle applies a settlement to its shard (inventory.Service.Settle).
+	// Settle applies a settlement to its shard (inventory.Settlements.Settle).
 	Settle func(ctx context.Context, st shardstock.Settlement) error
 	// OnDeadLetter, if set, is told each reservation dead-lettered (metrics).
 	OnDeadLetter func()

@@ -8,12 +8,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/shardstock/shardstock/shard"
+	"github.com/shardstock/shardstock"
 )
 
-// StockSource gives the shared shard snapshot (inventory.Service).
+// StockSource gives the shared shard snapshot (inventory.Views).
 type StockSource interface {
-	Snapshot(ctx context.Context) ([]string, []shard.ShardSnapshot, error)
+	Snapshot(ctx context.Context) ([]string, []shardstock.ShardSnapshot, error)
 }
 
 // StockLimits gives each product's total stock (for the oversell alert).
@@ -92,14 +92,14 @@ func (c *ShardCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-func (c *ShardCollector) collectShard(ch chan<- prometheus.Metric, sh shard.ShardSnapshot) {
+func (c *ShardCollector) collectShard(ch chan<- prometheus.Metric, sh shardstock.ShardSnapshot) {
 	idx := strconv.Itoa(sh.Index)
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
 	if sh.Pool != nil {
-		gauge(descPool, float64(sh.Pool.TotalConns), idx, "total")
-		gauge(descPool, float64(sh.Pool.IdleConns), idx, "idle")
+		gauge(descPool, float64(sh.Pool.Total), idx, "total")
+		gauge(descPool, float64(sh.Pool.Idle), idx, "idle")
 		for ev, v := range map[string]uint32{"hits": sh.Pool.Hits, "misses": sh.Pool.Misses, "timeouts": sh.Pool.Timeouts} {
 			ch <- prometheus.MustNewConstMetric(descPoolEvents, prometheus.CounterValue, float64(v), idx, ev)
 		}

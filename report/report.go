@@ -128,7 +128,7 @@ func percentile(hist []int64, q float64) int64 {
 	return 2 * LatencyBuckets[len(LatencyBuckets)-1]
 }
 
-// Products finds a product (inventory.Service): unknown ids are 404.
+// Products finds a product (inventory.Catalog): unknown ids are 404.
 type Products interface {
 	Product(ctx context.Context, id string) (*shardstock.Product, error)
 }

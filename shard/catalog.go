@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/shardstock/shardstock"
 )
 
 // CatalogKey stamps a shard with the id of the catalog (the SQL database
@@ -16,17 +18,14 @@ import (
 // units; the stamp makes the second refuse instead.
 const CatalogKey = "ss:catalog"
 
-// ErrForeignCatalog: the shard holds another catalog's stock.
-var ErrForeignCatalog = errors.New("the shard holds another catalog's stock")
-
 // ClaimCatalog checks that shard i belongs to catalog id, and stamps it
 // when it has no stamp yet (a new or wiped shard, or one from before
 // stamps) unless it holds products the catalog does not know (known says
-// whether it does). Errors: ErrForeignCatalog with what was found,
-// transport errors. It runs while the shard is fenced (ResyncContext).
+// whether it does). Errors: shardstock.ErrForeignCatalog with what was found,
+// transport errors. It runs while the shard is fenced (shardstock.ResyncContext).
 func (s *Set) ClaimCatalog(ctx context.Context, i int, id string, known func(product string) bool) error {
 	sh := s.shards[i]
-	ctx = ResyncContext(ctx)
+	ctx = shardstock.ResyncContext(ctx)
 	var stamp string
 	var products []string
 	err := s.call(ctx, sh, func(ctx context.Context) error {
@@ -46,7 +45,7 @@ func (s *Set) ClaimCatalog(ctx context.Context, i int, id string, known func(pro
 	case stamp == id:
 		return nil
 	case stamp != "":
-		return fmt.Errorf("shard %d: %w (catalog %s; this database is catalog %s)", i, ErrForeignCatalog, stamp, id)
+		return fmt.Errorf("shard %d: %w (catalog %s; this database is catalog %s)", i, shardstock.ErrForeignCatalog, stamp, id)
 	}
 	var unknown []string
 	for _, p := range products {
@@ -60,7 +59,7 @@ func (s *Set) ClaimCatalog(ctx context.Context, i int, id string, known func(pro
 			unknown = append(unknown[:5], "...")
 		}
 		return fmt.Errorf("shard %d: %w: it has no catalog stamp and holds products this database does not know (%s)",
-			i, ErrForeignCatalog, strings.Join(unknown, ", "))
+			i, shardstock.ErrForeignCatalog, strings.Join(unknown, ", "))
 	}
 	var won bool
 	err = s.call(ctx, sh, func(ctx context.Context) error {

@@ -24,7 +24,7 @@ func TestVoidMarkerFencesLateSteps(t *testing.T) {
 	defer s.Close()
 	ctx := context.Background()
 	for i := range 2 {
-		if _, err := s.Init(ctx, i, "f", Allocation{Alloc: 5, Limit: 3, Definition: "{}", Epoch: "e"}); err != nil {
+		if _, err := s.Init(ctx, i, "f", shardstock.Allocation{Alloc: 5, Limit: 3, Definition: "{}", Epoch: "e"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -80,11 +80,11 @@ func TestVoidMarkerFencesLateSteps(t *testing.T) {
 	if _, _, _, found, err := s.FindHold(ctx, []string{"f"}, "y"); found || err != nil {
 		t.Fatalf("FindHold found a void marker: %v %v", found, err)
 	}
-	if _, err := s.Release(ctx, 1, "f", "y"); !errors.Is(err, ErrUnknownHold) {
-		t.Fatalf("release of a void marker: %v, want ErrUnknownHold", err)
+	if _, err := s.Release(ctx, 1, "f", "y"); !errors.Is(err, shardstock.ErrUnknownHold) {
+		t.Fatalf("release of a void marker: %v, want shardstock.ErrUnknownHold", err)
 	}
-	if _, err := s.Confirm(ctx, 1, "f", "y"); !errors.Is(err, ErrUnknownHold) {
-		t.Fatalf("confirm of a void marker: %v, want ErrUnknownHold", err)
+	if _, err := s.Confirm(ctx, 1, "f", "y"); !errors.Is(err, shardstock.ErrUnknownHold) {
+		t.Fatalf("confirm of a void marker: %v, want shardstock.ErrUnknownHold", err)
 	}
 	if n := salable(1); n != 5 {
 		t.Fatalf("settling a void marker moved a unit: salable %d", n)
@@ -126,14 +126,14 @@ func TestFencedShardAnswersOnlyItsResync(t *testing.T) {
 	}
 	defer s.Close()
 	ctx := context.Background()
-	resync := ResyncContext(ctx)
+	resync := shardstock.ResyncContext(ctx)
 	if err := s.Ping(resync, 0); err != nil {
 		t.Fatalf("the resync's own ping: %v", err)
 	}
 	if !s.Fenced(0) {
 		t.Fatal("a shard first seen is not fenced")
 	}
-	if _, err := s.Init(resync, 0, "f", Allocation{Alloc: 5, Limit: 1, Definition: "{}", Epoch: "e"}); err != nil {
+	if _, err := s.Init(resync, 0, "f", shardstock.Allocation{Alloc: 5, Limit: 1, Definition: "{}", Epoch: "e"}); err != nil {
 		t.Fatalf("the resync's own script: %v", err)
 	}
 	if n := s.shards[0].Client.PoolStats().TotalConns; n == 0 {
@@ -145,7 +145,7 @@ func TestFencedShardAnswersOnlyItsResync(t *testing.T) {
 			t.Fatalf("%s on a fenced shard: %v, want errFenced", what, err)
 		}
 	}
-	_, err = s.Init(ctx, 0, "g", Allocation{Alloc: 5, Limit: 1, Definition: "{}", Epoch: "e"})
+	_, err = s.Init(ctx, 0, "g", shardstock.Allocation{Alloc: 5, Limit: 1, Definition: "{}", Epoch: "e"})
 	refused("a script", err)
 	_, err = s.Counters(ctx, 0, "f")
 	refused("a command", err)

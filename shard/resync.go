@@ -27,7 +27,7 @@ import (
 // shard's run id (go-redis OnConnect, before any command on the
 // connection); a run id other than the last one resynced fences the shard
 // and asks for a resync: the connection is refused (errFenced, certainly
-// not sent) unless it is the resync's own (ResyncContext), and purchase
+// not sent) unless it is the resync's own (shardstock.ResyncContext), and purchase
 // steps are not sent while the shard is fenced. A restarted shard has no
 // old connection left, so no command reaches it unchecked. Resynced shards
 // (Synced) answer normally again; a coordinator that starts, or one whose
@@ -43,14 +43,6 @@ type fence struct {
 	synced string     // run id last resynced; "": none yet
 	seen   string     // run id the last new connection found
 	closed atomic.Bool
-}
-
-type resyncKey struct{}
-
-// ResyncContext marks ctx as the resync's own: its connections pass a fenced
-// shard's check.
-func ResyncContext(ctx context.Context) context.Context {
-	return context.WithValue(ctx, resyncKey{}, true)
 }
 
 // onConnect is the OnConnect hook of shard i: it compares the shard's run
@@ -80,7 +72,7 @@ func (s *Set) onConnect(i int) func(context.Context, *redis.Conn) error {
 			}
 		}
 		s.cfg.Resync(i, run)
-		if ctx.Value(resyncKey{}) != nil {
+		if shardstock.IsResync(ctx) {
 			return nil
 		}
 		return errFenced
@@ -110,7 +102,7 @@ var handshake = map[string]bool{"hello": true, "auth": true, "select": true, "cl
 // refusing reports whether commands under ctx are refused now (the
 // handshake's excepted).
 func (h fenceHook) refusing(ctx context.Context) bool {
-	return h.f.closed.Load() && ctx.Value(resyncKey{}) == nil
+	return h.f.closed.Load() && !shardstock.IsResync(ctx)
 }
 
 func (h fenceHook) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -185,7 +177,7 @@ func (s *Set) RestoreHold(ctx context.Context, i int, o shardstock.Order, atMS i
 	case "exists":
 		return false, nil
 	case "no_unit":
-		return false, fmt.Errorf("shard %d: restore hold %s: %w", i, o.ID, ErrShortOfUnits)
+		return false, fmt.Errorf("shard %d: restore hold %s: %w", i, o.ID, shardstock.ErrShortOfUnits)
 	}
 	return false, fmt.Errorf("shard %d: restore hold %s: %v", i, o.ID, v)
 }

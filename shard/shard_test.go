@@ -31,7 +31,7 @@ type fixture struct {
 	t     testing.TB
 	redis *shardtest.Redis
 	set   *shard.Set
-	inv   *inventory.Service
+	inv   *inventory.Catalog
 	start atomic.Int64 // next random start; -1: round robin
 	rr    atomic.Int64
 	now   atomic.Int64 // unix nanos
@@ -87,8 +87,14 @@ func newFixture(t testing.TB, n int, start ...shard.Start) *fixture {
 	if err := store.Migrate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	f.inv = inventory.NewService(set, store, store, inventory.Config{})
+	f.inv = catalogOn(set, store)
 	return f
+}
+
+// catalogOn is the inventory's catalog over set and store: how these
+// tests define products.
+func catalogOn(set *shard.Set, store *sqlstore.Store) *inventory.Catalog {
+	return inventory.NewCatalog(inventory.CatalogConfig{Addrs: set.Addrs(), Shards: set, Products: store, Sessions: store})
 }
 
 func (f *fixture) rand(n int) int {
@@ -121,9 +127,9 @@ func (f *fixture) define(p shardstock.Product) *shardstock.Product {
 	return got
 }
 
-func (f *fixture) counters(product string) []shard.Counters {
+func (f *fixture) counters(product string) []shardstock.Counters {
 	f.t.Helper()
-	out := make([]shard.Counters, f.set.Len())
+	out := make([]shardstock.Counters, f.set.Len())
 	for i := range out {
 		c, err := f.set.Counters(f.ctx(), i, product)
 		if err != nil {
@@ -198,8 +204,8 @@ func TestInitIsIdempotent(t *testing.T) {
 		t.Fatalf("conflicting definition: %v, want ErrConflict", err)
 	}
 	// The script itself refuses a different definition on a shard.
-	_, err = f.set.Init(f.ctx(), 0, "idem", shard.Allocation{Alloc: 99, Limit: 1, Definition: "{}"})
-	if !errors.Is(err, shard.ErrInitConflict) {
+	_, err = f.set.Init(f.ctx(), 0, "idem", shardstock.Allocation{Alloc: 99, Limit: 1, Definition: "{}"})
+	if !errors.Is(err, shardstock.ErrInitConflict) {
 		t.Fatalf("init script with another definition: %v", err)
 	}
 	f.checkConservation(p)
@@ -260,9 +266,9 @@ func TestHoldTransitions(t *testing.T) {
 		steps []step
 		want  shardstock.Totals // of the one unit
 	}{
-		{"confirm then repeats", []step{{"confirm", true, nil}, {"confirm", false, nil}, {"release", false, shard.ErrHoldSold}}, shardstock.Totals{Sold: 1}},
-		{"release then repeats", []step{{"release", true, nil}, {"release", false, nil}, {"confirm", false, shard.ErrHoldReleased}}, shardstock.Totals{Salable: 1}},
-		{"fail after success", []step{{"confirm", true, nil}, {"release", false, shard.ErrHoldSold}, {"confirm", false, nil}}, shardstock.Totals{Sold: 1}},
+		{"confirm then repeats", []step{{"confirm", true, nil}, {"confirm", false, nil}, {"release", false, shardstock.ErrHoldSold}}, shardstock.Totals{Sold: 1}},
+		{"release then repeats", []step{{"release", true, nil}, {"release", false, nil}, {"confirm", false, shardstock.ErrHoldReleased}}, shardstock.Totals{Salable: 1}},
+		{"fail after success", []step{{"confirm", true, nil}, {"release", false, shardstock.ErrHoldSold}, {"confirm", false, nil}}, shardstock.Totals{Sold: 1}},
 	}
 	f := newFixture(t, 3)
 	for n, tc := range cases {
@@ -291,11 +297,11 @@ func TestHoldTransitions(t *testing.T) {
 	t.Run("unknown hold", func(t *testing.T) {
 		f.define(shardstock.Product{ID: "hold-unknown", Stock: 3})
 		for _, op := range []func(context.Context, int, string, string) (bool, error){f.set.Confirm, f.set.Release} {
-			if _, err := op(f.ctx(), 0, "hold-unknown", "no-such-id"); !errors.Is(err, shard.ErrUnknownHold) {
-				t.Fatalf("got %v, want ErrUnknownHold", err)
+			if _, err := op(f.ctx(), 0, "hold-unknown", "no-such-id"); !errors.Is(err, shardstock.ErrUnknownHold) {
+				t.Fatalf("got %v, want shardstock.ErrUnknownHold", err)
 			}
-			if _, err := op(f.ctx(), 0, "no-such-product", "no-such-id"); !errors.Is(err, shard.ErrUnknownHold) {
-				t.Fatalf("missing product: got %v, want ErrUnknownHold", err)
+			if _, err := op(f.ctx(), 0, "no-such-product", "no-such-id"); !errors.Is(err, shardstock.ErrUnknownHold) {
+				t.Fatalf("missing product: got %v, want shardstock.ErrUnknownHold", err)
 			}
 		}
 	})
@@ -781,7 +787,7 @@ func openAndDefine(t *testing.T, urls []string, cfg shard.Config, product shards
 	if err := store.Migrate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	inv := inventory.NewService(set, store, store, inventory.Config{})
+	inv := catalogOn(set, store)
 	if _, err := inv.Define(context.Background(), product); err != nil {
 		t.Fatalf("define %s: %v", product.ID, err)
 	}

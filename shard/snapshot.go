@@ -8,27 +8,14 @@ import (
 	"sync"
 
 	"github.com/redis/go-redis/v9"
-)
 
-// ShardSnapshot is one shard's state for monitoring: every product's
-// counters and the backlogs of its streams, read in one pipeline.
-type ShardSnapshot struct {
-	Index    int
-	Addr     string
-	Err      error               // nil: the shard answered
-	Products map[string]Counters // product id -> counters (Known false: not on this shard)
-	Outbox   int64               // outbox entries not yet turned into orders (or relayed)
-	Settle   int64               // settlements not yet applied
-	Pool     *redis.PoolStats
-	// UsedMemory and MaxMemory are INFO memory's used_memory and maxmemory
-	// (0: no limit): a shard at its limit refuses new holds (noeviction).
-	UsedMemory, MaxMemory int64
-}
+	"github.com/shardstock/shardstock"
+)
 
 // Snapshot reads every shard at once, one pipelined round trip per shard,
 // whatever the number of products.
-func (s *Set) Snapshot(ctx context.Context, products []string) []ShardSnapshot {
-	out := make([]ShardSnapshot, len(s.shards))
+func (s *Set) Snapshot(ctx context.Context, products []string) []shardstock.ShardSnapshot {
+	out := make([]shardstock.ShardSnapshot, len(s.shards))
 	var wg sync.WaitGroup
 	for i, sh := range s.shards {
 		wg.Go(func() { out[i] = s.snapshotOne(ctx, sh, products) })
@@ -37,8 +24,8 @@ func (s *Set) Snapshot(ctx context.Context, products []string) []ShardSnapshot {
 	return out
 }
 
-func (s *Set) snapshotOne(ctx context.Context, sh *Shard, products []string) ShardSnapshot {
-	snap := ShardSnapshot{Index: sh.Index, Addr: sh.Addr, Products: make(map[string]Counters, len(products)), Pool: sh.Client.PoolStats()}
+func (s *Set) snapshotOne(ctx context.Context, sh *Shard, products []string) shardstock.ShardSnapshot {
+	snap := shardstock.ShardSnapshot{Index: sh.Index, Addr: sh.Addr, Products: make(map[string]shardstock.Counters, len(products)), Pool: poolStats(sh.Client.PoolStats())}
 	counters := make([]*redis.SliceCmd, len(products))
 	outboxes := make([]*redis.IntCmd, len(products))
 	var settle *redis.IntCmd
@@ -63,15 +50,21 @@ func (s *Set) snapshotOne(ctx context.Context, sh *Shard, products []string) Sha
 		return snap
 	}
 	for i, prod := range products {
-		var c Counters
-		if v, err := counters[i].Result(); err == nil && c.parse(v) == nil {
-			snap.Products[prod] = c
+		if v, err := counters[i].Result(); err == nil {
+			if c, err := parseCounters(v); err == nil {
+				snap.Products[prod] = c
+			}
 		}
 		snap.Outbox += outboxes[i].Val()
 	}
 	snap.Settle = settle.Val()
 	snap.UsedMemory, snap.MaxMemory = memoryOf(memory.Val())
 	return snap
+}
+
+// poolStats are go-redis's pool counts as the domain names them.
+func poolStats(p *redis.PoolStats) *shardstock.PoolStats {
+	return &shardstock.PoolStats{Total: p.TotalConns, Idle: p.IdleConns, Hits: p.Hits, Misses: p.Misses, Timeouts: p.Timeouts}
 }
 
 // memoryOf reads used_memory and maxmemory from INFO memory.

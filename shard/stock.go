@@ -10,37 +10,10 @@ import (
 	"github.com/shardstock/shardstock"
 )
 
-// Errors of the hold scripts.
-var (
-	// ErrUnknownHold: the shard has no hold with that reservation id.
-	ErrUnknownHold = errors.New("no such hold on this shard")
-	// ErrHoldReleased: confirm of a hold that was released before.
-	ErrHoldReleased = errors.New("hold was released")
-	// ErrHoldSold: release of a hold that was sold (paid) before.
-	ErrHoldSold = errors.New("hold was sold")
-	// ErrInitConflict: the product is initialised on the shard with
-	// another definition.
-	ErrInitConflict = errors.New("product initialised with another definition")
-	// ErrShardLost: the shard was initialised for the product before and
-	// no longer holds it (restarted without its data, flushed, replaced).
-	ErrShardLost = errors.New("shard lost the product's data")
-)
-
-// Allocation is what Init writes for a product on one shard.
-type Allocation struct {
-	Alloc, Limit     int64
-	StartsMS, EndsMS int64  // unix ms, 0 = open
-	Definition       string // canonical JSON of the product
-	Epoch            string // marker of this initialisation
-	// Initialised: the shard is on record as initialised for the product;
-	// a missing allocation then means lost data, and Init refuses.
-	Initialised bool
-}
-
 // Init allocates product on shard i, once. It returns created = true when
 // it wrote the allocation, false when the same definition was there
-// already, and ErrInitConflict when another one is.
-func (s *Set) Init(ctx context.Context, i int, product string, a Allocation) (created bool, err error) {
+// already, and shardstock.ErrInitConflict when another one is.
+func (s *Set) Init(ctx context.Context, i int, product string, a shardstock.Allocation) (created bool, err error) {
 	sh := s.shards[i]
 	k := keysFor(product)
 	known := "0"
@@ -54,9 +27,9 @@ func (s *Set) Init(ctx context.Context, i int, product string, a Allocation) (cr
 	}
 	switch v {
 	case "conflict":
-		return false, fmt.Errorf("shard %d: %w", i, ErrInitConflict)
+		return false, fmt.Errorf("shard %d: %w", i, shardstock.ErrInitConflict)
 	case "lost":
-		return false, fmt.Errorf("shard %d: %w", i, ErrShardLost)
+		return false, fmt.Errorf("shard %d: %w", i, shardstock.ErrShardLost)
 	case "created":
 		s.empty.forget(product)
 		created = true
@@ -69,21 +42,16 @@ func (s *Set) Init(ctx context.Context, i int, product string, a Allocation) (cr
 	return created, nil
 }
 
-// Counters are a product's stock counters on one shard.
-type Counters struct {
-	Alloc, Salable, Locked, Sold int64
-	Known                        bool // false: the product is not on this shard
-}
-
 // Counters reads product's counters on shard i.
-func (s *Set) Counters(ctx context.Context, i int, product string) (Counters, error) {
-	var c Counters
+func (s *Set) Counters(ctx context.Context, i int, product string) (shardstock.Counters, error) {
+	var c shardstock.Counters
 	err := s.call(ctx, s.shards[i], func(ctx context.Context) error {
 		v, err := s.shards[i].Client.HMGet(ctx, keysFor(product).stock, "alloc", "salable", "locked", "sold").Result()
 		if err != nil {
 			return err
 		}
-		return c.parse(v)
+		c, err = parseCounters(v)
+		return err
 	})
 	if err != nil {
 		return c, fmt.Errorf("shard %d: counters: %w", i, err)
@@ -91,44 +59,46 @@ func (s *Set) Counters(ctx context.Context, i int, product string) (Counters, er
 	return c, nil
 }
 
-func (c *Counters) parse(v []any) error {
+// parseCounters reads an HMGET of alloc, salable, locked and sold.
+func parseCounters(v []any) (shardstock.Counters, error) {
+	var c shardstock.Counters
 	if v[0] == nil {
-		return nil
+		return c, nil
 	}
 	c.Known = true
 	dst := []*int64{&c.Alloc, &c.Salable, &c.Locked, &c.Sold}
 	for j, x := range v {
 		n, err := strconv.ParseInt(fmt.Sprint(x), 10, 64)
 		if err != nil {
-			return fmt.Errorf("field %d: %w", j, err)
+			return c, fmt.Errorf("field %d: %w", j, err)
 		}
 		*dst[j] = n
 	}
-	return nil
+	return c, nil
 }
 
 // Confirm moves hold id of product on shard i from locked to sold. It
 // returns changed = false when it was sold already (a repeat),
-// ErrHoldReleased when it was released, ErrUnknownHold when there is none.
+// shardstock.ErrHoldReleased when it was released, shardstock.ErrUnknownHold when there is none.
 func (s *Set) Confirm(ctx context.Context, i int, product, id string) (changed bool, err error) {
 	k := keysFor(product)
 	v, err := s.runScript(ctx, s.shards[i], s.scripts.Confirm, []string{k.stock, k.holds}, id)
 	if err != nil {
 		return false, fmt.Errorf("shard %d: confirm: %w", i, err)
 	}
-	return holdResult(v, ErrHoldReleased)
+	return holdResult(v, shardstock.ErrHoldReleased)
 }
 
 // Release moves hold id of product on shard i from locked back to
 // salable. It returns changed = false when it was released already,
-// ErrHoldSold when it was sold, ErrUnknownHold when there is none.
+// shardstock.ErrHoldSold when it was sold, shardstock.ErrUnknownHold when there is none.
 func (s *Set) Release(ctx context.Context, i int, product, id string) (changed bool, err error) {
 	k := keysFor(product)
 	v, err := s.runScript(ctx, s.shards[i], s.scripts.Release, []string{k.stock, k.holds}, id)
 	if err != nil {
 		return false, fmt.Errorf("shard %d: release: %w", i, err)
 	}
-	changed, err = holdResult(v, ErrHoldSold)
+	changed, err = holdResult(v, shardstock.ErrHoldSold)
 	if changed {
 		s.empty.forget(product)
 	}
@@ -142,7 +112,7 @@ func holdResult(v any, wrongState error) (bool, error) {
 	case "already":
 		return false, nil
 	case "unknown":
-		return false, ErrUnknownHold
+		return false, shardstock.ErrUnknownHold
 	case "released", "sold":
 		return false, wrongState
 	}
@@ -167,7 +137,7 @@ func (s *Set) call(ctx context.Context, sh *Shard, f func(context.Context) error
 
 // TransferOut takes up to units salable units of product off shard i for
 // transfer id (to shard to) and returns how many it took; a repeat returns
-// the first answer. Errors: ErrNotOnShard, transport errors.
+// the first answer. Errors: shardstock.ErrNotOnShard, transport errors.
 func (s *Set) TransferOut(ctx context.Context, i int, product, id string, units int64, to int) (int64, error) {
 	return s.transferOut(ctx, i, product, id, units, to, "")
 }
@@ -175,7 +145,7 @@ func (s *Set) TransferOut(ctx context.Context, i int, product, id string, units 
 // ReplayTransferOut is TransferOut for a transfer SQL says moved exactly
 // units off shard i (a resync replaying what a restarted shard lost): it
 // takes exactly that many, or, when the shard has fewer salable, none and
-// ErrShortOfUnits. A shard that kept the transfer answers its record.
+// shardstock.ErrShortOfUnits. A shard that kept the transfer answers its record.
 func (s *Set) ReplayTransferOut(ctx context.Context, i int, product, id string, units int64, to int) (int64, error) {
 	return s.transferOut(ctx, i, product, id, units, to, "exact")
 }
@@ -188,17 +158,13 @@ func (s *Set) transferOut(ctx context.Context, i int, product, id string, units 
 	}
 	switch n, _ := v.(int64); {
 	case n == -2:
-		return 0, fmt.Errorf("shard %d: transfer %s of %d units: %w", i, id, units, ErrShortOfUnits)
+		return 0, fmt.Errorf("shard %d: transfer %s of %d units: %w", i, id, units, shardstock.ErrShortOfUnits)
 	case n < 0:
-		return 0, fmt.Errorf("shard %d: %w", i, ErrNotOnShard)
+		return 0, fmt.Errorf("shard %d: %w", i, shardstock.ErrNotOnShard)
 	default:
 		return n, nil
 	}
 }
-
-// ErrShortOfUnits: a replayed transfer found fewer salable units than SQL
-// says it moved.
-var ErrShortOfUnits = errors.New("fewer salable units than the transfer moved")
 
 // TransferIn adds transfer id's units of product to shard i, once.
 func (s *Set) TransferIn(ctx context.Context, i int, product, id string, units int64, from int) error {
@@ -208,20 +174,16 @@ func (s *Set) TransferIn(ctx context.Context, i int, product, id string, units i
 		return fmt.Errorf("shard %d: transfer in: %w", i, err)
 	}
 	if n, _ := v.(int64); n < 0 {
-		return fmt.Errorf("shard %d: %w", i, ErrNotOnShard)
+		return fmt.Errorf("shard %d: %w", i, shardstock.ErrNotOnShard)
 	}
 	s.empty.forget(product)
 	return nil
 }
 
-// ErrNotOnShard: the product is not on the shard (never initialised there,
-// or the shard lost its data).
-var ErrNotOnShard = errors.New("product not on this shard")
-
 // SetWindow writes p's sale window (StartsAt, EndsAt, at WindowVersion) to
 // shard i, where the scripts judge purchases by it; a zero time is no
 // bound. changed is false when the shard had that window already, or a
-// newer version of it (lua/window.lua). Errors: ErrNotOnShard, transport
+// newer version of it (lua/window.lua). Errors: shardstock.ErrNotOnShard, transport
 // errors.
 func (s *Set) SetWindow(ctx context.Context, i int, p *shardstock.Product) (changed bool, err error) {
 	v, err := s.runScript(ctx, s.shards[i], s.scripts.Window, []string{keysFor(p.ID).stock},
@@ -231,7 +193,7 @@ func (s *Set) SetWindow(ctx context.Context, i int, p *shardstock.Product) (chan
 	}
 	n, _ := v.(int64)
 	if n == 0 {
-		return false, fmt.Errorf("shard %d: %w", i, ErrNotOnShard)
+		return false, fmt.Errorf("shard %d: %w", i, shardstock.ErrNotOnShard)
 	}
 	return n == 1, nil
 }

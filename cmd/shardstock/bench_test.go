@@ -36,7 +36,7 @@ func BenchmarkOrderPipeline(b *testing.B) {
 			r := shardtest.Start(b, 3)
 			m := startServer(b, r.URLs(), cb.config(b), func(c *Config) { c.OrderRate = 1e9 })
 			p := &shardstock.Product{ID: "bench", Stock: int64(b.N), PerUserLimit: 1}
-			if _, err := m.inv.Define(context.Background(), *p); err != nil {
+			if _, err := m.inv.catalog.Define(context.Background(), *p); err != nil {
 				b.Fatal(err)
 			}
 			b.ResetTimer()

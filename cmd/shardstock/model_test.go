@@ -720,7 +720,7 @@ func (h *history) do(op string) {
 // known state without waiting for that.
 func (h *history) controlsEverywhere() {
 	for c, m := range h.coords {
-		if err := m.inv.RefreshControls(context.Background()); err != nil {
+		if err := m.inv.catalog.RefreshControls(context.Background()); err != nil {
 			h.fail("coordinator %d reads the controls: %v", c, err)
 		}
 	}
@@ -1184,7 +1184,7 @@ func (h *history) settle() {
 		for c, m := range h.coords {
 			for i := range modelShards {
 				if m.set.Fenced(i) {
-					fenced = append(fenced, fmt.Sprintf("coordinator %d shard %d (%s)", c, i, m.inv.ResyncProblem(i)))
+					fenced = append(fenced, fmt.Sprintf("coordinator %d shard %d (%s)", c, i, m.inv.resync.Problem(i)))
 				}
 			}
 		}
@@ -1192,7 +1192,7 @@ func (h *history) settle() {
 	})
 	h.waitFor(20*time.Second, "every shard up with its breaker closed on both coordinators", func() (bool, string) {
 		for c, m := range h.coords {
-			for _, sh := range m.inv.Shards(context.Background()) {
+			for _, sh := range m.inv.views.Shards(context.Background()) {
 				if !sh.Up || (sh.Breaker != "" && sh.Breaker != "closed") {
 					return false, fmt.Sprintf("coordinator %d: %+v", c, sh)
 				}
@@ -1568,7 +1568,7 @@ func (h *history) shardBusy(ctx context.Context, i int, othersAway bool) (why st
 	run := runIDOf(info)
 	for c, m := range h.coords {
 		switch {
-		case m.set.Fenced(i) && (othersAway || m.inv.ResyncProblem(i) != ""):
+		case m.set.Fenced(i) && (othersAway || m.inv.resync.Problem(i) != ""):
 			return "", true
 		case m.set.SeenRun(i) != run:
 			return fmt.Sprintf("coordinator %d has not seen its restart", c), false

@@ -84,7 +84,7 @@ func (f *crashFixture) resynced() inventory.ProductStatus {
 	var st inventory.ProductStatus
 	waitFor(f.t, 15*time.Second, "shard 0 back in line (unfenced, answering)", func() (bool, string) {
 		if f.m.set.Fenced(0) {
-			return false, "fenced: " + f.m.inv.ResyncProblem(0)
+			return false, "fenced: " + f.m.inv.resync.Problem(0)
 		}
 		st = productStatus(f.t, f.base, "crash")
 		return st.Shards[0].Up && st.Shards[0].Alloc != nil, fmt.Sprintf("%+v", st.Shards[0])
@@ -232,7 +232,7 @@ func (f *crashFixture) phantomUnit(field string) {
 	f.r.Kill(0)
 	f.r.Restart(0)
 	waitFor(f.t, 15*time.Second, "shard 0 kept fenced by its resync", func() (bool, string) {
-		return f.m.set.Fenced(0) && f.m.inv.ResyncProblem(0) != "", f.m.inv.ResyncProblem(0)
+		return f.m.set.Fenced(0) && f.m.inv.resync.Problem(0) != "", f.m.inv.resync.Problem(0)
 	})
 }
 
@@ -259,8 +259,8 @@ func TestOperatorAcceptsAShardKeptFenced(t *testing.T) {
 	if rep.status != 200 || !strings.Contains(rep.raw, "wrote off 1 salable units of crash") {
 		t.Fatalf("accept: %d %s, want 200 writing off 1 unit", rep.status, rep.raw)
 	}
-	if f.m.set.Fenced(0) || f.m.inv.ResyncProblem(0) != "" {
-		t.Fatalf("after the accept: fenced %v, problem %q", f.m.set.Fenced(0), f.m.inv.ResyncProblem(0))
+	if f.m.set.Fenced(0) || f.m.inv.resync.Problem(0) != "" {
+		t.Fatalf("after the accept: fenced %v, problem %q", f.m.set.Fenced(0), f.m.inv.resync.Problem(0))
 	}
 	st := productStatus(t, f.base, "crash")
 	checkShards(t, st)
@@ -285,7 +285,7 @@ func TestOperatorCannotAcceptAShardThatWouldOversell(t *testing.T) {
 	if rep := f.resyncCall(`{"accept":true}`); rep.status != 409 || !strings.Contains(rep.raw, "would oversell") {
 		t.Fatalf("accept of a shard whose excess is held: %d %s, want 409 (it would oversell)", rep.status, rep.raw)
 	}
-	if !f.m.set.Fenced(0) || f.m.inv.ResyncProblem(0) == "" {
+	if !f.m.set.Fenced(0) || f.m.inv.resync.Problem(0) == "" {
 		t.Fatal("the shard opened after a refused accept")
 	}
 }

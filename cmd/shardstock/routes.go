@@ -12,7 +12,6 @@ import (
 
 	"github.com/shardstock/shardstock/api"
 	"github.com/shardstock/shardstock/flashsale"
-	"github.com/shardstock/shardstock/inventory"
 	"github.com/shardstock/shardstock/order"
 	"github.com/shardstock/shardstock/report"
 )
@@ -63,12 +62,12 @@ func (m *Main) router() *echo.Echo {
 // the same routes (TestOpenAPIMatchesTheRoutes checks both ways).
 func (m *Main) mount(e *echo.Echo) {
 	if m.pages == nil {
-		m.pages = flashsale.NewPages(m.inv, m.store, nil)
+		m.pages = flashsale.NewPages(m.inv.catalog, m.store, nil)
 	}
 	buyers, pages := m.buyers, m.pages
 	orders := order.Handlers{Orders: m.orders, Callbacks: m.orders, Identity: m.identity()}
-	inv := inventory.Handlers{Products: m.inv, Sessions: m.inv, Sales: m.inv, Stock: m.inv, Reconciler: m.inv, Views: m.inv}
-	rep := report.Handler{Store: m.store, Products: m.inv, Orders: m.store.CountByStatus}
+	inv := m.inv.handlers()
+	rep := report.Handler{Store: m.store, Products: m.inv.catalog, Orders: m.store.CountByStatus}
 
 	// Buyers, identified as SHARDSTOCK_USER_AUTH says (an HS256 token, or
 	// X-User-ID from SHARDSTOCK_TRUSTED_PROXIES). Purchases are served in front of echo
@@ -111,7 +110,7 @@ func (m *Main) mount(e *echo.Echo) {
 	admin.DELETE(api.AdminSessionPath, inv.DeleteSession)
 	admin.GET(api.AdminShardsPath, inv.GetShards)
 	admin.POST(api.AdminDrainPath, inv.PostDrain)
-	admin.POST(api.AdminResyncPath, m.postResync)
+	admin.POST(api.AdminResyncPath, inv.PostResync)
 
 	// Profiles during a sale, behind the admin token:
 	// go tool pprof -http=: -H "Authorization: Bearer $TOKEN" http://HOST/admin/debug/pprof/profile?seconds=20
@@ -138,7 +137,7 @@ func (m *Main) ready(c echo.Context) error {
 	if !m.health.AnyUp() {
 		return c.JSON(http.StatusServiceUnavailable, api.ErrorBody{Error: "unavailable", Message: "no shard answers"})
 	}
-	if skew := m.clockSkew(); skew > time.Second || skew < -time.Second {
+	if skew := m.clock.Skew(); skew > time.Second || skew < -time.Second {
 		return c.JSON(http.StatusOK, map[string]any{"status": "ready", "clock_skew_seconds": skew.Seconds(),
 			"warning": fmt.Sprintf("this coordinator's clock is %s off the shards'; sale windows are judged by the shards' clock, and its own checks are corrected by the skew", skew.Round(time.Millisecond))})
 	}

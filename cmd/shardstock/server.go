@@ -48,7 +48,7 @@ type Main struct {
 	buyers   *flashsale.Handler
 	health   *ha.Health
 	report   *report.Recorder
-	inv      *inventory.Service
+	inv      inventoryServices
 	orders   *order.Service
 	listener net.Listener
 	server   *http.Server
@@ -56,13 +56,11 @@ type Main struct {
 	closeOnce sync.Once
 	closeErr  error
 	stopLoops context.CancelFunc
-	loops     sync.WaitGroup // background loops; Close waits for them
-	resyncs   chan resyncRequest
-	resyncCtx context.Context // the resync loop's; cancelled by Close
+	loops     sync.WaitGroup            // background loops; Close waits for them
+	resyncs   *inventory.ResyncRequests // the shards asking for a resync (inventory.Restarts answers)
 	stopSync  context.CancelFunc
-	foreign   atomic.Pointer[error]       // a shard holding another catalog's stock
 	spooled   atomic.Pointer[spool.Spool] // the spool for the resync loop, which starts before it opens
-	skew      atomic.Int64                // ns the coordinator's clock is ahead of the shards' (clock.go)
+	clock     *shard.Clock                // the sale's clock: this coordinator's, moved onto the shards'
 	pages     *flashsale.Pages
 	served    chan error
 }
@@ -100,32 +98,25 @@ func (m *Main) Run(ctx context.Context) error {
 	for i := range m.cfg.Shards {
 		m.metrics.RedisErrors.WithLabelValues(strconv.Itoa(i))
 	}
-	m.resyncs = make(chan resyncRequest, 256)
+	m.resyncs = inventory.NewResyncRequests()
 	set, err := shard.Open(m.cfg.Shards, shard.Config{Timeout: m.cfg.ShardTimeout, RootCAs: m.cfg.RedisCAs, Logger: m.log, Coalesce: m.cfg.Coalesce, BatchGap: m.cfg.BatchGap, Start: m.cfg.Start, Ledger: m.store, EmptyTTL: m.cfg.Test.EmptyTTL,
-		Resync: m.requestResync,
+		Resync: m.resyncs.Request,
 		Health: m.metrics.CountErrors(m.health), OnFailover: m.metrics.Failovers.Inc,
 		OnBatch: func(n int) { m.metrics.PipelineCalls.Observe(float64(n)) }})
 	if err != nil {
 		return fmt.Errorf("SHARDSTOCK_SHARDS: %w", err)
 	}
 	m.set = set
+	m.clock = shard.NewClock(set, m.cfg.Test.Clock, func(d time.Duration) { m.metrics.ClockSkew.Set(d.Seconds()) })
 	m.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "shardstock_claim_givebacks_pending",
 		Help: "Per-user limit claims waiting for their register to answer so they can be given back."},
 		func() float64 { return float64(set.PendingGiveBacks()) }))
-	m.inv = inventory.NewService(set, m.store, m.store, inventory.Config{Logger: m.log, Transfers: m.store, Controls: m.store,
-		OnSettle: func(a string) { m.metrics.Settlements.WithLabelValues(a).Inc() },
-		Breakers: func() []string {
-			var out []string
-			for _, st := range m.health.Status() {
-				out = append(out, st.Breaker.String())
-			}
-			return out
-		}})
-	m.registry.MustRegister(&metrics.ShardCollector{Source: m.inv, Limits: m.inv, Breakers: m.breakerStates, Fences: m.fenceStates},
+	m.openInventory()
+	m.registry.MustRegister(&metrics.ShardCollector{Source: m.inv.views, Limits: m.inv.views, Breakers: m.breakerStates, Fences: m.inv.restarts.FenceStates},
 		&metrics.OrderCollector{Orders: m.store, TTL: time.Second, Failed: func(err error) {
 			m.log.Warn("order counts for /metrics: the database did not answer; the last counts are shown", "err", err)
 		}})
-	if err := m.inv.RefreshControls(ctx); err != nil {
+	if err := m.inv.catalog.RefreshControls(ctx); err != nil {
 		return fmt.Errorf("SHARDSTOCK_DB: product controls: %w", err)
 	}
 	if err := m.startResyncs(); err != nil {
@@ -142,10 +133,10 @@ func (m *Main) Run(ctx context.Context) error {
 	if err := m.openSpool(); err != nil {
 		return err
 	}
-	m.report = report.NewRecorder(m.store, m.inv.Salable, nil, m.log)
-	m.pages = flashsale.NewPages(m.inv, m.store, nil)
-	m.buyers = flashsale.NewHandler(flashsale.Config{Products: m.inv, Cache: m.inv, Reserver: m.set, Identity: m.identity(), RealIP: m.realIP(),
-		Now: m.saleClock, MaxInFlight: m.cfg.MaxInFlight,
+	m.report = report.NewRecorder(m.store, m.inv.views.Salable, nil, m.log)
+	m.pages = flashsale.NewPages(m.inv.catalog, m.store, nil)
+	m.buyers = flashsale.NewHandler(flashsale.Config{Products: m.inv.catalog, Cache: m.inv.catalog, Reserver: m.set, Identity: m.identity(), RealIP: m.realIP(),
+		Now: m.clock.Now, MaxInFlight: m.cfg.MaxInFlight,
 		Observe: m.observePurchase, Spool: m.spoolPort(), Logger: m.log,
 		Limits: m.cfg.Limits, OnLimited: func(s string) { m.metrics.RateLimited.WithLabelValues(s).Inc() },
 		ProductIDs: m.store.ProductIDs, OrderOf: m.store.Order})
@@ -202,7 +193,7 @@ func (m *Main) openStore(ctx context.Context) error {
 func (m *Main) openTransport(ctx context.Context) (order.Settler, error) {
 	if m.cfg.MQ == "streams" {
 		return &messaging.StreamSettler{Clients: m.clients(), Direct: func(ctx context.Context, st shardstock.Settlement) error {
-			return m.inv.Settle(ctx, st)
+			return m.inv.settlements.Settle(ctx, st)
 		}}, nil
 	}
 	rc, _ := messaging.ParseRocketMQ(m.cfg.MQ)
@@ -234,9 +225,9 @@ func (m *Main) startLoops() error {
 	ctx, cancel := context.WithCancel(context.Background())
 	m.stopLoops = cancel
 	m.loops.Go(func() { m.health.Run(ctx, m.set, 500*time.Millisecond) })
-	m.loops.Go(func() { m.runSkew(ctx) })
+	m.loops.Go(func() { m.clock.Run(ctx) })
 	m.loops.Go(func() { m.orders.Run(ctx) })
-	m.loops.Go(func() { m.inv.RunControls(ctx, 500*time.Millisecond) })
+	m.loops.Go(func() { m.inv.catalog.RunControls(ctx, 500*time.Millisecond) })
 	m.loops.Go(func() { m.report.Run(ctx, 2*time.Second) })
 	if m.cfg.ArchiveAfter > 0 {
 		m.loops.Go(func() { m.archiveLoop(ctx) })
@@ -338,7 +329,7 @@ func (m *Main) archiveLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if err := m.inv.ArchiveDue(ctx, m.cfg.ArchiveAfter); err != nil && ctx.Err() == nil {
+		if err := m.inv.sale.ArchiveDue(ctx, m.cfg.ArchiveAfter); err != nil && ctx.Err() == nil {
 			m.log.Warn("automatic archive: will try again", "err", err)
 		}
 	}

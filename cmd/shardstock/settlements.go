@@ -24,7 +24,7 @@ import (
 // settleReader reads the shards' settle streams (Redis Streams mode).
 func (m *Main) settleReader() *messaging.GroupReader {
 	clients := m.clients()
-	apply := messaging.SettlementHandler(m.log, m.inv.Settle)
+	apply := messaging.SettlementHandler(m.log, m.inv.settlements.Settle)
 	return &messaging.GroupReader{Clients: clients, Streams: messaging.SettleStreams, Group: "inventory",
 		ClaimIdle: m.cfg.ClaimIdle, Logger: m.log,
 		OnError:  m.metrics.ConsumerErrors.WithLabelValues("inventory").Inc,
@@ -47,7 +47,7 @@ func (m *Main) settleReader() *messaging.GroupReader {
 // settleFromTopic applies a settlement from the settlements topic
 // (RocketMQ mode), moving a refused one to the dead-letter topic.
 func (m *Main) settleFromTopic(ctx context.Context, st shardstock.Settlement) error {
-	err := m.inv.Settle(ctx, st)
+	err := m.inv.settlements.Settle(ctx, st)
 	if !errors.Is(err, inventory.ErrSettlementRefused) {
 		return err
 	}

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"github.com/shardstock/shardstock/inventory"
+)
+
+// The inventory's services, one per use case, each handed the ports it
+// uses: the shard set and the SQL store fill them, and the services that
+// others build on (the catalog, the views, the transfers) are ports in turn.
+type inventoryServices struct {
+	catalog     *inventory.Catalog
+	views       *inventory.Views
+	stock       *inventory.Stock
+	sale        *inventory.Sale
+	audit       *inventory.Audit
+	resync      *inventory.Resync
+	settlements *inventory.Settlements
+	restarts    *inventory.Restarts
+}
+
+// openInventory builds the inventory's services over m.set and m.store.
+func (m *Main) openInventory() {
+	set, store, addrs := m.set, m.store, m.set.Addrs()
+	inv := &m.inv
+	inv.catalog = inventory.NewCatalog(inventory.CatalogConfig{Addrs: addrs, Shards: set,
+		Products: store, Sessions: store, Controls: store, Drains: store, Logger: m.log})
+	inv.resync = inventory.NewResync(inventory.ResyncConfig{Addrs: addrs, Products: inv.catalog, IDs: store,
+		Inits: store, History: store, Changes: store, Orders: store,
+		Counters: set, Holds: set, Repairs: set, Logger: m.log})
+	inv.restarts = inventory.NewRestarts(inventory.RestartsConfig{Addrs: addrs, Requests: m.resyncs,
+		Fence: set, Stamp: set, Runs: store, IDs: store, Resync: inv.resync, Opened: m.retrySpool, Logger: m.log})
+	inv.views = inventory.NewViews(inventory.ViewsConfig{Addrs: addrs, Products: inv.catalog, IDs: store,
+		Shards: set, Record: store, Probe: set, Problems: inv.resync, Breakers: m.breakerNames})
+	inv.stock = inventory.NewStock(inventory.StockConfig{Addrs: addrs, Products: inv.catalog, IDs: store,
+		Status: inv.views, Log: store, Drains: store, Keys: store, Shards: set, Logger: m.log})
+	inv.sale = inventory.NewSale(inventory.SaleConfig{Addrs: addrs, Products: inv.catalog, IDs: store,
+		Status: inv.views, Store: store, Orders: store, Shards: set, Transfers: inv.stock, Logger: m.log})
+	inv.audit = inventory.NewAudit(inventory.AuditConfig{Addrs: addrs, Status: inv.views,
+		Orders: store, History: store, Transfers: inv.stock})
+	inv.settlements = inventory.NewSettlements(inventory.SettlementsConfig{Products: inv.catalog,
+		Orders: store, Holds: set, Logger: m.log,
+		OnSettle: func(a string) { m.metrics.Settlements.WithLabelValues(a).Inc() }})
+}
+
+// handlers are the inventory's admin API and the buyers' stock view.
+func (inv *inventoryServices) handlers() inventory.Handlers {
+	return inventory.Handlers{Products: inv.catalog, Sessions: inv.catalog, Sales: inv.sale,
+		Stock: inv.stock, Reconciler: inv.audit, Views: inv.views, Restarts: inv.restarts}
+}
+
+// breakerNames lists every shard's breaker state by name (the shard
+// overview).
+func (m *Main) breakerNames() []string {
+	var out []string
+	for _, st := range m.health.Status() {
+		out = append(out, st.Breaker.String())
+	}
+	return out
+}

@@ -1,0 +1,158 @@
+package inventory
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/shardstock/shardstock"
+	"github.com/shardstock/shardstock/shard"
+	"github.com/shardstock/shardstock/shard/shardtest"
+	"github.com/shardstock/shardstock/sqlstore"
+)
+
+// shardSet is every port the services have on the shards: shard.Set, or
+// memShards in memory.
+type shardSet interface {
+	ShardInit
+	ViewShards
+	Probe
+	Movers
+	SaleShards
+	Holds
+	Repairs
+}
+
+// fixture is the inventory's services over three shards and SQLite.
+type fixture struct {
+	t      *testing.T
+	shards shardSet
+	mem    *memShards       // the shards, in memory (newFixture)
+	redis  *shardtest.Redis // or on redis-servers (newRedisFixture)
+	set    *shard.Set
+	start  int // the start shard of the next purchase (Redis)
+	store  *sqlstore.Store
+
+	catalog *Catalog
+	views   *Views
+	stock   *Stock
+	sale    *Sale
+	audit   *Audit
+	resync  *Resync
+}
+
+// newFixture is a fixture over shards in memory: most tests.
+func newFixture(t *testing.T) *fixture {
+	f := &fixture{t: t, mem: newMemShards(3)}
+	f.wire(f.mem, f.mem.addrs)
+	return f
+}
+
+// newRedisFixture is a fixture over three redis-servers, for what the
+// scripts themselves decide.
+func newRedisFixture(t *testing.T) *fixture {
+	f := &fixture{t: t, redis: shardtest.Start(t, 3)}
+	f.openStore()
+	set, err := shard.Open(f.redis.URLs(), shard.Config{Timeout: time.Second, Start: shard.StartRandom,
+		Rand: func(int) int { return f.start }, Ledger: f.store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { set.Close() })
+	f.set = set
+	f.wire(set, set.Addrs())
+	return f
+}
+
+func (f *fixture) openStore() {
+	if f.store != nil {
+		return
+	}
+	store, err := sqlstore.Open("sqlite:" + f.t.TempDir() + "/o.db")
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() { store.Close() })
+	if err := store.Migrate(context.Background()); err != nil {
+		f.t.Fatal(err)
+	}
+	f.store = store
+}
+
+// wire builds the services as cmd/shardstock does, over set and SQLite.
+func (f *fixture) wire(set shardSet, addrs []string) {
+	f.openStore()
+	f.shards = set
+	st := f.store
+	f.catalog = NewCatalog(CatalogConfig{Addrs: addrs, Shards: set, Products: st, Sessions: st, Controls: st, Drains: st})
+	f.resync = NewResync(ResyncConfig{Addrs: addrs, Products: f.catalog, IDs: st, Inits: st, History: st,
+		Changes: st, Orders: st, Counters: set, Holds: set, Repairs: set})
+	f.views = NewViews(ViewsConfig{Addrs: addrs, Products: f.catalog, IDs: st, Shards: set, Record: st, Probe: set, Problems: f.resync})
+	f.stock = NewStock(StockConfig{Addrs: addrs, Products: f.catalog, IDs: st, Status: f.views, Log: st, Drains: st, Keys: st, Shards: set})
+	f.sale = NewSale(SaleConfig{Addrs: addrs, Products: f.catalog, IDs: st, Status: f.views, Store: st, Orders: st, Shards: set, Transfers: f.stock})
+	f.audit = NewAudit(AuditConfig{Addrs: addrs, Status: f.views, Orders: st, History: st, Transfers: f.stock})
+}
+
+// define makes a product and sells `sold` units from shard 0 so the shards
+// are uneven.
+func (f *fixture) define(id string, stock, sold int64) *shardstock.Product {
+	f.t.Helper()
+	if _, err := f.catalog.Define(context.Background(), shardstock.Product{ID: id, Stock: stock, PerUserLimit: 1}); err != nil {
+		f.t.Fatal(err)
+	}
+	p, _ := f.catalog.Product(context.Background(), id)
+	if f.mem != nil {
+		if err := f.mem.sell(0, id, sold); err != nil {
+			f.t.Fatal(err)
+		}
+		return p
+	}
+	f.start = 0
+	for k := int64(0); k < sold; k++ {
+		if i, err := f.set.Reserve(context.Background(), p, fmt.Sprintf("u%d", k), fmt.Sprintf("%s-r%d", id, k)); err != nil || i != 0 {
+			f.t.Fatalf("reserve: shard %d %v", i, err)
+		}
+	}
+	return p
+}
+
+// counters are product's counters on shard i.
+func (f *fixture) counters(i int, product string) shardstock.Counters {
+	f.t.Helper()
+	c, err := f.shards.Counters(context.Background(), i, product)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return c
+}
+
+// totals checks conservation on every shard and returns Σ alloc and the
+// per-shard salable.
+func (f *fixture) totals(id string) (alloc int64, salable []int64) {
+	f.t.Helper()
+	for i := range 3 {
+		c := f.counters(i, id)
+		if c.Salable+c.Locked+c.Sold != c.Alloc || c.Salable < 0 {
+			f.t.Fatalf("shard %d breaks conservation: %+v", i, c)
+		}
+		alloc += c.Alloc
+		salable = append(salable, c.Salable)
+	}
+	return alloc, salable
+}
+
+// crashAt has the stock's transfers stop after step, as a crash would
+// ("": they run through).
+func (f *fixture) crashAt(step string) {
+	if step == "" {
+		f.stock.hook = nil
+		return
+	}
+	f.stock.hook = func(s string) error {
+		if s == step {
+			return fmt.Errorf("crash after %s", s)
+		}
+		return nil
+	}
+}

@@ -1,0 +1,318 @@
+package inventory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/shardstock/shardstock"
+)
+
+// A shard that restarted is fenced by the shard set until it is back in
+// line with SQL (shard/resync.go): each new connection that finds a new run
+// id asks for a resync (Request). Restarts answers: a run id already on
+// record as resynced (another coordinator, or this one before a restart,
+// did the work) opens the fence at once; any other is resynced first
+// (Resync.Shard), then put on record. A resync that fails is tried again
+// every second, for as long as Run runs.
+
+// Fence is a shard's restart fence, and whether the shard answers
+// (shard.Set).
+type Fence interface {
+	Fenced(i int) bool
+	// Synced opens shard i's fence for run; SeenRun is the run its last
+	// new connection found.
+	Synced(i int, run string)
+	SeenRun(i int) string
+	Ping(ctx context.Context, i int) error
+}
+
+// Stamp checks that shard i holds the stock of catalog id, stamping it when
+// it has no stamp, or answers shardstock.ErrForeignCatalog (shard.Set).
+type Stamp interface {
+	ClaimCatalog(ctx context.Context, i int, id string, known func(product string) bool) error
+}
+
+// RunRecord is the record of the run ids resynced per shard, and the
+// catalog's own id (sqlstore.Store).
+type RunRecord interface {
+	CatalogID(ctx context.Context) (string, error)
+	SyncedRunID(ctx context.Context, shard int) (string, error)
+	RecordSynced(ctx context.Context, shard int, run string) error
+}
+
+// Resyncer replays what a restarted shard lost, and keeps why one stays
+// fenced (Resync).
+type Resyncer interface {
+	Shard(ctx context.Context, i int) error
+	Accept(ctx context.Context, i int, run string) ([]string, error)
+	Problem(i int) string
+	ClearProblem(i int)
+}
+
+// RestartsConfig is a Restarts' ports.
+type RestartsConfig struct {
+	Addrs    []string // the shards' addresses, in index order
+	Requests *ResyncRequests
+	Fence    Fence
+	Stamp    Stamp
+	Runs     RunRecord
+	IDs      ProductList
+	Resync   Resyncer
+	Opened   func(i int) // optional: shard i's fence opened (the spool retries at once)
+	Logger   *slog.Logger
+}
+
+// Restarts opens the fences of restarted shards. Safe for concurrent use.
+type Restarts struct {
+	cfg     RestartsConfig
+	foreign atomic.Pointer[error] // a shard found holding another catalog's stock
+	mu      sync.Mutex            // guards changed
+	changed chan struct{}         // closed when a fence opens or a foreign shard is found
+}
+
+// NewRestarts returns Restarts over cfg's ports.
+func NewRestarts(cfg RestartsConfig) *Restarts {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Restarts{cfg: cfg, changed: make(chan struct{})}
+}
+
+// ResyncRequests queues the shards that ask for a resync. It exists before
+// the shard set (whose connections ask) and the Restarts that answer.
+type ResyncRequests struct{ c chan resyncRequest }
+
+type resyncRequest struct {
+	shard int
+	run   string
+}
+
+// NewResyncRequests returns an empty queue.
+func NewResyncRequests() *ResyncRequests {
+	return &ResyncRequests{c: make(chan resyncRequest, 256)}
+}
+
+// Request asks for shard i's resync at run (shard.Config.Resync). It never
+// blocks: a full queue drops it, and the next connection asks again.
+func (q *ResyncRequests) Request(i int, run string) {
+	select {
+	case q.c <- resyncRequest{i, run}:
+	default:
+	}
+}
+
+// Run answers the requests until ctx is done; a request that failed is
+// tried again every second (the latest run of each shard).
+func (s *Restarts) Run(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	retry := map[int]string{}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case r := <-s.cfg.Requests.c:
+			s.answer(ctx, r, retry)
+		case <-t.C:
+			for i, run := range retry {
+				s.answer(ctx, resyncRequest{i, run}, retry)
+			}
+		}
+	}
+}
+
+// answer resyncs r, and keeps it in retry when that fails.
+func (s *Restarts) answer(ctx context.Context, r resyncRequest, retry map[int]string) {
+	err := s.resync(ctx, r)
+	if err == nil || ctx.Err() != nil {
+		delete(retry, r.shard)
+		return
+	}
+	s.cfg.Logger.Warn("shard resync failed; will retry", "shard", r.shard, "err", err)
+	retry[r.shard] = r.run
+}
+
+func (s *Restarts) resync(ctx context.Context, r resyncRequest) error {
+	if !s.cfg.Fence.Fenced(r.shard) {
+		return nil // a request queued twice
+	}
+	if err := s.claimCatalog(ctx, r.shard); err != nil {
+		return err
+	}
+	done, err := s.cfg.Runs.SyncedRunID(ctx, r.shard)
+	if err != nil {
+		return err
+	}
+	if done != r.run {
+		start := time.Now()
+		if err := s.cfg.Resync.Shard(ctx, r.shard); err != nil {
+			return err
+		}
+		if err := s.cfg.Runs.RecordSynced(ctx, r.shard, r.run); err != nil {
+			return err
+		}
+		s.cfg.Logger.Info("shard back in line with the order table", "shard", r.shard, "run_id", r.run, "took", time.Since(start).Round(time.Millisecond))
+	}
+	s.open(r.shard, r.run)
+	return nil
+}
+
+// claimCatalog checks that shard i holds this catalog's stock, stamping it
+// when it has no stamp. A foreign shard stays fenced: it is remembered, so
+// that a coordinator starting on it refuses to start (Ready).
+func (s *Restarts) claimCatalog(ctx context.Context, i int) error {
+	id, err := s.cfg.Runs.CatalogID(ctx)
+	if err != nil {
+		return err
+	}
+	ids, err := s.cfg.IDs.ProductIDs(ctx)
+	if err != nil {
+		return err
+	}
+	err = s.cfg.Stamp.ClaimCatalog(ctx, i, id, func(p string) bool { return slices.Contains(ids, p) })
+	if errors.Is(err, shardstock.ErrForeignCatalog) {
+		s.foreign.Store(&err)
+		s.signal()
+	}
+	return err
+}
+
+// open opens shard i's fence for run.
+func (s *Restarts) open(i int, run string) {
+	s.cfg.Fence.Synced(i, run)
+	s.signal()
+	if s.cfg.Opened != nil {
+		s.cfg.Opened(i)
+	}
+}
+
+// signal wakes whoever waits for a fence (Ready).
+func (s *Restarts) signal() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// signalled is closed at the next signal.
+func (s *Restarts) signalled() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.changed
+}
+
+// Ready waits, for as long as ctx allows, until every shard that answers
+// is resynced (a coordinator sells nothing before). It answers the
+// error of a shard found holding another catalog's stock, if any.
+func (s *Restarts) Ready(ctx context.Context) error {
+	probe := shardstock.ResyncContext(ctx)
+	for i := range len(s.cfg.Addrs) {
+		if s.cfg.Fence.Ping(probe, i) != nil {
+			continue // down: resynced when it answers
+		}
+		for {
+			woken := s.signalled()
+			if !s.cfg.Fence.Fenced(i) || s.Foreign() != nil {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return s.Foreign()
+			case <-woken:
+			}
+		}
+	}
+	return s.Foreign()
+}
+
+// Foreign is the error of a shard found holding another catalog's stock
+// (nil: none).
+func (s *Restarts) Foreign() error {
+	if p := s.foreign.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// FenceStates is each shard's fence for the metrics: 0 open, 1 fenced, 2
+// kept fenced by a disagreement its resync found.
+func (s *Restarts) FenceStates() []int {
+	out := make([]int, len(s.cfg.Addrs))
+	for i := range out {
+		switch {
+		case !s.cfg.Fence.Fenced(i):
+		case s.cfg.Resync.Problem(i) != "":
+			out[i] = 2
+		default:
+			out[i] = 1
+		}
+	}
+	return out
+}
+
+// ResyncNow is an operator's call on shard i: it runs the shard's resync
+// now, and answers the run id; ErrConflict with the disagreement when the
+// shard stays fenced.
+func (s *Restarts) ResyncNow(ctx context.Context, i int) (string, error) {
+	run, err := s.fencedRun(i)
+	if err != nil || run == "" {
+		return s.cfg.Fence.SeenRun(i), err
+	}
+	err = s.resync(ctx, resyncRequest{i, run})
+	switch {
+	case errors.Is(err, ErrResyncBlocked):
+		return run, shardstock.Conflict(fmt.Sprintf("shard %d stays fenced: %s. Put the cause right and call again, or accept the shard as it stands with {\"accept\": true}", i, s.cfg.Resync.Problem(i)))
+	case err != nil:
+		return run, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
+	}
+	return run, nil
+}
+
+// Accept is an operator's answer to shard i kept fenced by a disagreement:
+// the shard is taken as it stands (Resync.Accept says how), its run put on
+// record as resynced, so every coordinator opens its fence within a second.
+// It answers the run, the disagreement accepted and what was done.
+func (s *Restarts) Accept(ctx context.Context, i int) (run, problem string, actions []string, err error) {
+	run, err = s.fencedRun(i)
+	if err != nil || run == "" {
+		return s.cfg.Fence.SeenRun(i), "", nil, err
+	}
+	problem = s.cfg.Resync.Problem(i)
+	if problem == "" {
+		return run, "", nil, shardstock.Conflict(fmt.Sprintf("shard %d is fenced but no disagreement keeps it so (its resync has not finished): nothing to accept; call without accept to resync it now", i))
+	}
+	if actions, err = s.cfg.Resync.Accept(ctx, i, run); err != nil {
+		return run, problem, nil, err
+	}
+	if err := s.cfg.Runs.RecordSynced(ctx, i, run); err != nil {
+		return run, problem, nil, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
+	}
+	s.open(i, run)
+	s.cfg.Resync.ClearProblem(i)
+	s.cfg.Logger.Error("an operator accepted a shard that disagreed with the order table and the transfer log; it sells again",
+		"shard", i, "run_id", run, "disagreement", problem, "actions", actions)
+	return run, problem, actions, nil
+}
+
+// fencedRun is the run of fenced shard i to resync ("": the shard is not
+// fenced); ErrNotFound for no such shard, ErrUnavailable when it has not
+// answered since it was fenced.
+func (s *Restarts) fencedRun(i int) (string, error) {
+	if i < 0 || i >= len(s.cfg.Addrs) {
+		return "", shardstock.ErrNotFound
+	}
+	run := s.cfg.Fence.SeenRun(i)
+	switch {
+	case !s.cfg.Fence.Fenced(i):
+		return "", nil
+	case run == "":
+		return "", fmt.Errorf("%w: shard %d has not answered since it was fenced; nothing to resync yet", shardstock.ErrUnavailable, i)
+	}
+	return run, nil
+}

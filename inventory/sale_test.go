@@ -1,0 +1,98 @@
+package inventory
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/shardstock/shardstock"
+)
+
+// TestMoveWindowReachesTheScripts: a window moved by PATCH is judged by the
+// shards' scripts too, not only by the coordinator's cached product.
+func TestMoveWindowReachesTheScripts(t *testing.T) {
+	f := newRedisFixture(t)
+	ctx := context.Background()
+	f.define("lamp", 30, 0)
+	stale, _ := f.catalog.Product(ctx, "lamp") // a coordinator that has not seen the PATCH
+	past := time.Now().Add(-time.Minute)
+	if _, err := f.sale.MoveWindow(ctx, "lamp", nil, &past); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := f.catalog.Product(ctx, "lamp"); !errors.Is(p.Open(time.Now()), shardstock.ErrEnded) {
+		t.Fatalf("the product after the PATCH: %+v", p)
+	}
+	if _, err := f.set.Reserve(ctx, stale, "bob", "r-after-end"); !errors.Is(err, shardstock.ErrEnded) {
+		t.Fatalf("a reserve by a coordinator with the old window: %v, want ErrEnded from the script", err)
+	}
+	start := time.Now().Add(time.Hour)
+	if _, err := f.sale.MoveWindow(ctx, "lamp", &start, nil); !errors.Is(err, shardstock.ErrConflict) {
+		t.Fatalf("moving starts_at after the start: %v, want ErrConflict", err)
+	}
+}
+
+// TestAWindowAShardMissedIsWrittenByThePurchaseItRefused: a shard that was
+// down when the operator reopened a sale keeps the ended window it had.
+// The first purchase it refuses for the window, by a coordinator whose
+// catalog says the sale is open, writes the catalog's window there and is
+// asked again, so no buyer is told "ended" about an open sale. A
+// coordinator whose catalog is older than the shard's copy cannot write it
+// back (the version), however its write arrives.
+func TestAWindowAShardMissedIsWrittenByThePurchaseItRefused(t *testing.T) {
+	f := newRedisFixture(t)
+	ctx := context.Background()
+	f.define("lamp", 30, 0)
+	past, later := time.Now().Add(-time.Minute), time.Now().Add(time.Hour)
+	if _, err := f.sale.MoveWindow(ctx, "lamp", nil, &past); err != nil {
+		t.Fatal(err)
+	}
+	f.redis.Kill(0)
+	if _, err := f.sale.MoveWindow(ctx, "lamp", nil, &later); !errors.Is(err, shardstock.ErrUnavailable) {
+		t.Fatalf("reopening while shard 0 is down: %v, want ErrUnavailable (recorded, not on every shard)", err)
+	}
+	f.redis.Restart(0)
+	reopened, _ := f.catalog.Product(ctx, "lamp")
+	if err := reopened.Open(time.Now()); err != nil {
+		t.Fatalf("the catalog after the reopen: %v", err)
+	}
+	f.start = 0 // the reserve goes to shard 0, which still has the ended window
+	var err error
+	for try := 0; try < 50; try++ { // (the set's connections to shard 0 broke with its restart)
+		var i int
+		if i, err = f.set.Reserve(ctx, reopened, "bob", "r-reopened"); err == nil {
+			if i != 0 {
+				t.Fatalf("reserved on shard %d, want 0", i)
+			}
+			break
+		}
+		if !errors.Is(err, shardstock.ErrUnavailable) {
+			t.Fatalf("a purchase of the reopened sale: %v, want reserved", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("shard 0 did not come back: %v", err)
+	}
+	f.totals("lamp")
+
+	if _, err := f.sale.MoveWindow(ctx, "lamp", nil, &past); err != nil { // ended again, on every shard
+		t.Fatal(err)
+	}
+	for _, start := range []int{0, 1, 2} {
+		f.start = start
+		if _, err := f.set.Reserve(ctx, reopened, "carol", "r-stale"); !errors.Is(err, shardstock.ErrEnded) {
+			t.Fatalf("a coordinator that has not seen the end, reserving on shard %d: %v, want ErrEnded", start, err)
+		}
+	}
+	// Every shard still judges by the end: a probe that neither checks the
+	// window itself nor writes one is refused everywhere.
+	probe, _ := f.catalog.Product(ctx, "lamp")
+	probe.EndsAt, probe.WindowVersion = time.Time{}, 0
+	for _, start := range []int{0, 1, 2} {
+		f.start = start
+		if _, err := f.set.Reserve(ctx, probe, "dave", "r-probe"); !errors.Is(err, shardstock.ErrEnded) {
+			t.Fatalf("shard %d after the stale coordinator's tries: %v, want ErrEnded (its older window was not written)", start, err)
+		}
+	}
+}

@@ -1,0 +1,74 @@
+package shard
+
+import (
+	"context"
+	"slices"
+	"sync/atomic"
+	"time"
+)
+
+// One clock for the sale: the scripts judge the window by the shards'
+// clock (TIME in lua/purchase.lua). Clock measures how far the
+// coordinator's own clock is from the shards' (the median over the shards
+// that answer, every 2 s, each reading corrected by half its round trip),
+// so the coordinator judges its own checks — the window before a script
+// runs, a spooled purchase's time — by its clock moved by that much, and
+// reports the skew (a metric, /readyz, an alert past a second).
+type Clock struct {
+	set    *Set
+	wall   func() time.Time    // the coordinator's own clock
+	onSkew func(time.Duration) // optional: each new measurement (the metric)
+	skew   atomic.Int64        // ns the coordinator's clock is ahead of the shards'
+}
+
+// NewClock returns the sale clock over set's shards; wall is the
+// coordinator's own clock (nil: time.Now).
+func NewClock(set *Set, wall func() time.Time, onSkew func(time.Duration)) *Clock {
+	if wall == nil {
+		wall = time.Now
+	}
+	return &Clock{set: set, wall: wall, onSkew: onSkew}
+}
+
+// Now is the coordinator's clock moved onto the shards'.
+func (c *Clock) Now() time.Time { return c.wall().Add(-c.Skew()) }
+
+// Skew is how far the coordinator's clock is ahead of the shards'.
+func (c *Clock) Skew() time.Duration { return time.Duration(c.skew.Load()) }
+
+// Run measures the skew every 2 s until ctx is done.
+func (c *Clock) Run(ctx context.Context) {
+	t := time.NewTicker(2 * time.Second)
+	defer t.Stop()
+	for {
+		c.measure(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// measure reads every shard's clock once and keeps the median skew.
+func (c *Clock) measure(ctx context.Context) {
+	var skews []time.Duration
+	for i := range c.set.Len() {
+		t0 := c.wall()
+		st, err := c.set.Time(ctx, i)
+		t1 := c.wall()
+		if err != nil {
+			continue
+		}
+		skews = append(skews, t0.Add(t1.Sub(t0)/2).Sub(st))
+	}
+	if len(skews) == 0 {
+		return
+	}
+	slices.Sort(skews)
+	skew := skews[len(skews)/2]
+	c.skew.Store(int64(skew))
+	if c.onSkew != nil {
+		c.onSkew(skew)
+	}
+}
