@@ -261,8 +261,11 @@ func (s *Restarts) FenceStates() []int {
 // shard stays fenced.
 func (s *Restarts) ResyncNow(ctx context.Context, i int) (string, error) {
 	run, err := s.fencedRun(i)
-	if err != nil || run == "" {
-		return s.cfg.Fence.SeenRun(i), err
+	switch {
+	case err != nil:
+		return "", err // (i may be no shard's index: nothing to ask of the fence)
+	case run == "":
+		return s.cfg.Fence.SeenRun(i), nil
 	}
 	err = s.resync(ctx, resyncRequest{i, run})
 	switch {
@@ -280,8 +283,11 @@ func (s *Restarts) ResyncNow(ctx context.Context, i int) (string, error) {
 // It answers the run, the disagreement accepted and what was done.
 func (s *Restarts) Accept(ctx context.Context, i int) (run, problem string, actions []string, err error) {
 	run, err = s.fencedRun(i)
-	if err != nil || run == "" {
-		return s.cfg.Fence.SeenRun(i), "", nil, err
+	switch {
+	case err != nil:
+		return "", "", nil, err
+	case run == "":
+		return s.cfg.Fence.SeenRun(i), "", nil, nil
 	}
 	problem = s.cfg.Resync.Problem(i)
 	if problem == "" {

@@ -289,3 +289,18 @@ func TestOperatorCannotAcceptAShardThatWouldOversell(t *testing.T) {
 		t.Fatal("the shard opened after a refused accept")
 	}
 }
+
+// TestResyncOfNoShardIsNotFound: the operator's resync and accept calls on
+// an index that names no shard answer 404 (Schemathesis found a 500: the
+// fence was asked about a shard that does not exist).
+func TestResyncOfNoShardIsNotFound(t *testing.T) {
+	r := shardtest.Start(t, 3)
+	m := startServer(t, r.URLs())
+	for _, body := range []string{"", `{"accept":true}`} {
+		for _, i := range []string{"3", "168", "-1"} {
+			if rep := adminDo(t, "POST", m.URL()+"/admin/v1/shards/"+i+"/resync", body); rep.status != 404 {
+				t.Errorf("resync of shard %s (body %q): %d %s, want 404", i, body, rep.status, rep.raw)
+			}
+		}
+	}
+}
