@@ -533,17 +533,25 @@ func testSoldOutClaimIsGivenBack(t *testing.T, start shard.Start) {
 	}
 }
 
-func TestSoldOutFastPathMakesNoRedisCall(t *testing.T) {
-	f := newFixture(t, 3)
-	p := f.define(shardstock.Product{ID: "fast", Stock: 2})
-	for k := 0; k < 2; k++ {
+// soldOut defines product id with stock units, sells them all, and has
+// enough late buyers ask that every shard is marked empty.
+func (f *fixture) soldOut(id string, stock int64) *shardstock.Product {
+	f.t.Helper()
+	p := f.define(shardstock.Product{ID: id, Stock: stock})
+	for k := range stock {
 		if _, _, err := f.reserve(p, fmt.Sprintf("b%d", k)); err != nil {
-			t.Fatal(err)
+			f.t.Fatal(err)
 		}
 	}
-	for k := 0; k < 3; k++ { // enough to mark every shard empty
+	for k := 0; k < 3; k++ {
 		f.reserve(p, fmt.Sprintf("late%d", k))
 	}
+	return p
+}
+
+func TestSoldOutFastPathMakesNoRedisCall(t *testing.T) {
+	f := newFixture(t, 3)
+	p := f.soldOut("fast", 2)
 	before := f.calls.Load()
 	for k := 0; k < 100; k++ {
 		if _, _, err := f.reserve(p, fmt.Sprintf("flood%d", k)); !errors.Is(err, shardstock.ErrSoldOut) {
@@ -572,15 +580,7 @@ func TestSoldOutFastPathMakesNoRedisCall(t *testing.T) {
 // older than EmptyTTL (a unit may have come back there since).
 func TestAProbeThatFailsLeavesNoSoldOutMark(t *testing.T) {
 	f := newFixture(t, 3)
-	p := f.define(shardstock.Product{ID: "gone", Stock: 3})
-	for k := 0; k < 3; k++ {
-		if _, _, err := f.reserve(p, fmt.Sprintf("b%d", k)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for k := 0; k < 3; k++ { // enough to mark every shard empty
-		f.reserve(p, fmt.Sprintf("late%d", k))
-	}
+	p := f.soldOut("gone", 3)
 	if _, _, err := f.reserve(p, "marked"); !errors.Is(err, shardstock.ErrSoldOut) {
 		t.Fatalf("every shard marked: %v, want ErrSoldOut", err)
 	}
