@@ -37,6 +37,13 @@ var (
 	ErrRateLimited     = &Error{"rate_limited", "too many requests, retry later"}
 	ErrUnavailable     = &Error{"unavailable", "the service cannot take this request now, retry later"}
 	ErrInternal        = &Error{"internal", "internal error"}
+	// The waiting room's (403): joining before the line opens, buying
+	// without an admitted place, with a revoked place, joining without the
+	// proof of work the line asks for.
+	ErrQueueNotOpen = &Error{"not_open", "the waiting room for this product is not open yet"}
+	ErrNotAdmitted  = &Error{"not_admitted", "this product sells through a waiting room: join it and buy when admitted"}
+	ErrRevoked      = &Error{"revoked", "your place in this waiting room was revoked"}
+	ErrWorkRequired = &Error{"work_required", "joining this waiting room needs a proof of work"}
 )
 
 // Invalid returns an ErrInvalid with a specific message.

@@ -16,6 +16,7 @@ const (
 	OrderPath    = "/api/v1/orders/:id"
 	PayPath      = "/api/v1/orders/:id/pay"
 	CancelPath   = "/api/v1/orders/:id/cancel"
+	QueuePath    = "/api/v1/products/:id/queue"
 )
 
 // AdminBase is the admin API's prefix, behind AdminAuth; the Admin paths
@@ -39,6 +40,12 @@ const (
 	AdminShardsPath    = "/shards"
 	AdminDrainPath     = "/shards/:index/drain"
 	AdminResyncPath    = "/shards/:index/resync"
+
+	AdminQueuePath        = "/products/:id/queue"
+	AdminQueuePausePath   = "/products/:id/queue/pause"
+	AdminQueueResumePath  = "/products/:id/queue/resume"
+	AdminQueueAdvancePath = "/products/:id/queue/advance"
+	AdminQueueRevokePath  = "/products/:id/queue/revoke"
 )
 
 // The request headers the API reads besides the standard ones.
@@ -50,6 +57,9 @@ const (
 	IdempotencyKeyHeader = "Idempotency-Key"
 	// SignatureHeader carries a payment callback's signature.
 	SignatureHeader = "X-Signature"
+	// QueueTokenHeader carries a buyer's place in a waiting room (canonical
+	// form): a purchase of a queued product needs an admitted one.
+	QueueTokenHeader = "X-Queue-Token"
 )
 
 // Path fills pattern's :parameters, in order, with params, each escaped as
@@ -107,6 +117,37 @@ type ShardDrain struct {
 // now, or (Accept) take one a disagreement keeps fenced as it stands.
 type ShardResync struct {
 	Accept bool `json:"accept"`
+}
+
+// QueueDefinition is the body of PUT AdminQueuePath: the product's
+// waiting room. Mode is "fifo" or "draw"; Rate the places admitted per
+// second; LeadSeconds how long before the sale's start buyers may join;
+// WindowSeconds an admitted buyer's time to buy; Difficulty the proof of
+// work a join needs, in leading zero bits (0: none).
+type QueueDefinition struct {
+	Mode          string  `json:"mode"`
+	Rate          float64 `json:"rate"`
+	LeadSeconds   int64   `json:"lead_seconds"`
+	WindowSeconds int64   `json:"window_seconds"`
+	Difficulty    int     `json:"difficulty"`
+}
+
+// QueueJoin is the (optional) body of POST QueuePath: the proof of work,
+// when the line asks for one.
+type QueueJoin struct {
+	Work string `json:"work,omitempty"`
+}
+
+// QueueAdvance is the body of POST AdminQueueAdvancePath: admit By more
+// places at once.
+type QueueAdvance struct {
+	By int64 `json:"by"`
+}
+
+// QueueRevoke is the body of POST AdminQueueRevokePath: the buyer whose
+// place admits them no more.
+type QueueRevoke struct {
+	User string `json:"user"`
 }
 
 // SessionDefinition is the body of PUT AdminSessionPath; the id is the

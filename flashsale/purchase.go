@@ -71,6 +71,13 @@ func HeaderIdentity(r *http.Request) (string, error) {
 // collide without any coordination between them.
 func NewOrderID() string { return ulid.Make().String() }
 
+// Gate admits a purchase of a product sold through a waiting room
+// (waitroom.Room): nil, or the answer (not admitted, revoked). It reads
+// memory only: no store or Redis call on the purchase path.
+type Gate interface {
+	Admit(product, user, token string, now time.Time) error
+}
+
 // Config wires a Handler. Products, Reserver and Identity are required.
 type Config struct {
 	Products Products
@@ -112,6 +119,9 @@ type Config struct {
 	// replay whose shard in doubt lost its data since asks it before it
 	// answers rejected.
 	OrderOf func(ctx context.Context, id string) (*shardstock.Order, error)
+	// Gate, if set, admits purchases of queued products (the buyer's place
+	// in X-Queue-Token); nil: every purchase is admitted.
+	Gate Gate
 }
 
 // errOverloaded answers a purchase admission control turned away.
@@ -328,6 +338,11 @@ func (h *Handler) purchase(w http.ResponseWriter, r *http.Request, id string, fo
 	}
 	if h.cfg.Reserver.KnownSoldOut(p) {
 		return 0, shardstock.ErrSoldOut // after a sell-out most traffic ends here: no limit, no Redis
+	}
+	if h.cfg.Gate != nil {
+		if err := h.cfg.Gate.Admit(p.ID, user, r.Header.Get(api.QueueTokenHeader), now); err != nil {
+			return 0, err
+		}
 	}
 	if err := h.allow(w, r, p, user, now, pre); err != nil {
 		return 0, err

@@ -3,6 +3,7 @@ package sqlstore_test
 import (
 	"github.com/shardstock/shardstock/inventory"
 	"github.com/shardstock/shardstock/sqlstore"
+	"github.com/shardstock/shardstock/waitroom"
 )
 
 // The store fills the inventory's ports to SQL (the wiring,
@@ -24,4 +25,5 @@ var (
 	_ inventory.ShardOrders    = (*sqlstore.Store)(nil)
 	_ inventory.OrderCounts    = (*sqlstore.Store)(nil)
 	_ inventory.OrderRows      = (*sqlstore.Store)(nil)
+	_ waitroom.Store           = (*sqlstore.Store)(nil)
 )

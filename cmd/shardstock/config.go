@@ -29,6 +29,8 @@ type Config struct {
 	UserAuth   string
 	HMACSecret []byte // hmac mode: the token key
 	PaySecret  []byte // the payment callback signature key; empty: unsigned
+	// QueueSecret signs the waiting rooms' places; nil: the database's.
+	QueueSecret []byte
 	// DBCAs verify a MySQL server reached with ?tls=true
 	// (SHARDSTOCK_DB_CA_FILE); nil: the system's roots.
 	DBCAs *x509.CertPool

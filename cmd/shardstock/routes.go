@@ -14,6 +14,7 @@ import (
 	"github.com/shardstock/shardstock/flashsale"
 	"github.com/shardstock/shardstock/order"
 	"github.com/shardstock/shardstock/report"
+	"github.com/shardstock/shardstock/waitroom"
 )
 
 // routes is the server's handler: purchases in front of echo's router.
@@ -67,6 +68,7 @@ func (m *Main) mount(e *echo.Echo) {
 	buyers, pages := m.buyers, m.pages
 	orders := order.Handlers{Orders: m.orders, Callbacks: m.orders, Identity: m.identity()}
 	inv := m.inv.handlers()
+	queue := waitroom.Handlers{Rooms: m.room, Identity: m.identity()}
 	rep := report.Handler{Store: m.store, Products: m.inv.catalog, Orders: m.store.CountByStatus}
 
 	// Buyers, identified as SHARDSTOCK_USER_AUTH says (an HS256 token, or
@@ -78,6 +80,8 @@ func (m *Main) mount(e *echo.Echo) {
 	e.GET(api.OrderPath, orders.Get)
 	e.POST(api.PayPath, orders.PostPay)
 	e.POST(api.CancelPath, orders.PostCancel)
+	e.POST(api.QueuePath, queue.PostQueue)
+	e.GET(api.QueuePath, queue.GetQueue)
 
 	// Pages, for anyone; the operators' page reads the admin API.
 	e.GET("/", pages.Index)
@@ -111,6 +115,12 @@ func (m *Main) mount(e *echo.Echo) {
 	admin.GET(api.AdminShardsPath, inv.GetShards)
 	admin.POST(api.AdminDrainPath, inv.PostDrain)
 	admin.POST(api.AdminResyncPath, inv.PostResync)
+	admin.PUT(api.AdminQueuePath, queue.PutQueue)
+	admin.GET(api.AdminQueuePath, queue.GetAdminQueue)
+	admin.POST(api.AdminQueuePausePath, queue.PostPause)
+	admin.POST(api.AdminQueueResumePath, queue.PostResume)
+	admin.POST(api.AdminQueueAdvancePath, queue.PostAdvance)
+	admin.POST(api.AdminQueueRevokePath, queue.PostRevoke)
 
 	// Profiles during a sale, behind the admin token:
 	// go tool pprof -http=: -H "Authorization: Bearer $TOKEN" http://HOST/admin/debug/pprof/profile?seconds=20

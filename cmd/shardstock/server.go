@@ -31,6 +31,7 @@ import (
 	"github.com/shardstock/shardstock/shard"
 	"github.com/shardstock/shardstock/spool"
 	"github.com/shardstock/shardstock/sqlstore"
+	"github.com/shardstock/shardstock/waitroom"
 )
 
 // Main is the server process: it wires the adapters together. Tests start
@@ -62,6 +63,7 @@ type Main struct {
 	spooled   atomic.Pointer[spool.Spool] // the spool for the resync loop, which starts before it opens
 	clock     *shard.Clock                // the sale's clock: this coordinator's, moved onto the shards'
 	pages     *flashsale.Pages
+	room      *waitroom.Room
 	served    chan error
 }
 
@@ -133,13 +135,16 @@ func (m *Main) Run(ctx context.Context) error {
 	if err := m.openSpool(); err != nil {
 		return err
 	}
+	if err := m.openRoom(ctx); err != nil {
+		return err
+	}
 	m.report = report.NewRecorder(m.store, m.inv.views.Salable, nil, m.log)
 	m.pages = flashsale.NewPages(m.inv.catalog, m.store, nil)
 	m.buyers = flashsale.NewHandler(flashsale.Config{Products: m.inv.catalog, Cache: m.inv.catalog, Reserver: m.set, Identity: m.identity(), RealIP: m.realIP(),
 		Now: m.clock.Now, MaxInFlight: m.cfg.MaxInFlight,
 		Observe: m.observePurchase, Spool: m.spoolPort(), Logger: m.log,
 		Limits: m.cfg.Limits, OnLimited: func(s string) { m.metrics.RateLimited.WithLabelValues(s).Inc() },
-		ProductIDs: m.store.ProductIDs, OrderOf: m.store.Order})
+		ProductIDs: m.store.ProductIDs, OrderOf: m.store.Order, Gate: m.room})
 	if err := m.startLoops(); err != nil {
 		return err
 	}
@@ -228,6 +233,7 @@ func (m *Main) startLoops() error {
 	m.loops.Go(func() { m.clock.Run(ctx) })
 	m.loops.Go(func() { m.orders.Run(ctx) })
 	m.loops.Go(func() { m.inv.catalog.RunControls(ctx, 500*time.Millisecond) })
+	m.loops.Go(func() { m.room.Run(ctx) })
 	m.loops.Go(func() { m.report.Run(ctx, 2*time.Second) })
 	if m.cfg.ArchiveAfter > 0 {
 		m.loops.Go(func() { m.archiveLoop(ctx) })

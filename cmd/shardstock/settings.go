@@ -61,6 +61,8 @@ var settings = []setting{
 		parse: parseHMACSecret},
 	{name: "SHARDSTOCK_PAYMENT_SECRET", flag: "payment-secret", secret: true, help: "key of the payment results' signature (callback X-Signature, message signature; 32+ bytes); required unless SHARDSTOCK_DEV=1",
 		parse: parsePaySecret},
+	{name: "SHARDSTOCK_QUEUE_SECRET", flag: "queue-secret", secret: true, help: "key of the waiting rooms' place tokens (32+ bytes); empty: one made up and kept in the database, shared by the coordinators of the catalog. Set it to check places at the edge too",
+		parse: parseQueueSecret},
 	{name: "SHARDSTOCK_TRUSTED_PROXIES", flag: "trusted-proxies", def: "127.0.0.0/8,::1/128", help: "peers (CIDRs, comma-separated, or none) whose X-User-ID (header mode) and X-Forwarded-For are believed: your authenticating gateway",
 		parse: parseTrustedProxies},
 
@@ -248,6 +250,18 @@ func parsePaySecret(c *Config, v string) error {
 		return errors.New("too short: use at least 32 bytes")
 	}
 	c.PaySecret = []byte(v)
+	return nil
+}
+
+// parseQueueSecret takes a key of 32+ bytes; "" leaves the database's.
+func parseQueueSecret(c *Config, v string) error {
+	if v == "" {
+		return nil
+	}
+	if len(v) < 32 {
+		return errors.New("too short: use at least 32 bytes")
+	}
+	c.QueueSecret = []byte(v)
 	return nil
 }
 

@@ -1,0 +1,35 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/shardstock/shardstock"
+	"github.com/shardstock/shardstock/waitroom"
+)
+
+// openRoom opens the waiting rooms: their lines from SQL, the units left
+// from the shards' snapshot.
+func (m *Main) openRoom(ctx context.Context) error {
+	m.room = waitroom.New(waitroom.Config{Store: m.store, Products: m.inv.catalog, Stock: m.unitsLeft,
+		Secret: m.cfg.QueueSecret, Now: m.clock.Now, Logger: m.log})
+	if err := m.room.Start(ctx); err != nil {
+		return fmt.Errorf("SHARDSTOCK_DB: %w", err)
+	}
+	return nil
+}
+
+// unitsLeft is the units of product salable on the shards, or an error
+// when a shard does not answer: an outage is never taken for a sell-out.
+func (m *Main) unitsLeft(ctx context.Context, product string) (int64, error) {
+	v, err := m.inv.views.Stock(ctx, product)
+	if err != nil {
+		return 0, err
+	}
+	for _, sh := range v.Shards {
+		if !sh.Up {
+			return 0, fmt.Errorf("%w: shard %d does not answer", shardstock.ErrUnavailable, sh.Index)
+		}
+	}
+	return v.Salable, nil
+}

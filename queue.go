@@ -1,0 +1,133 @@
+package shardstock
+
+import (
+	"math"
+	"time"
+)
+
+// QueueMode is how a waiting room orders its buyers.
+type QueueMode string
+
+// The waiting room's modes: fifo places buyers in the order they join;
+// draw gives everyone who joined before the sale's start a uniformly random
+// place, drawn at the start, and places later buyers in the order they join.
+const (
+	QueueFIFO QueueMode = "fifo"
+	QueueDraw QueueMode = "draw"
+)
+
+// QueueLine is a product's waiting room: as the operator defined it, and
+// the clock of its "now serving" number. Every coordinator computes the
+// number from the line alone, so admitting a purchase reads no store.
+type QueueLine struct {
+	Product    string
+	Mode       QueueMode
+	Rate       float64       // places admitted per second while running
+	Lead       time.Duration // buyers may join this long before the sale starts
+	Window     time.Duration // an admitted buyer's time to buy, from their turn
+	Difficulty int           // proof of work at join: leading zero bits (0: none)
+	Paused     bool
+	// Clock is how the number moved: each segment runs from At until the
+	// next one's At; the last runs on. Expired: every place up to it had
+	// its turn longer ago than Window (older segments are dropped).
+	Clock   []QueueSegment
+	Expired int64
+	Joined  int64 // places handed out
+	Drawn   bool  // a draw line's lobby has its places
+	Version int64 // grows with every change of the definition or the clock
+}
+
+// QueueSegment is a stretch of a line's clock: from At, the number now
+// serving is Base + Rate × the seconds since At.
+type QueueSegment struct {
+	At   time.Time
+	Base int64
+	Rate float64
+}
+
+// Serving is the number now serving at t: every place up to it has had its
+// turn.
+func (l *QueueLine) Serving(t time.Time) int64 {
+	var n int64
+	for _, s := range l.Clock {
+		if t.Before(s.At) {
+			break
+		}
+		n = s.Base + int64(math.Floor(s.Rate*t.Sub(s.At).Seconds()))
+	}
+	return n
+}
+
+// TurnAt is when place pos's turn came (the start of the last stretch in
+// which the number has been at least pos), or comes as the clock runs now;
+// ok is false when the clock as it runs never reaches it (paused). A
+// rebase back (Append with a lower base) reaches only places nobody holds
+// yet, so a held place, once reached, stays reached.
+func (l *QueueLine) TurnAt(pos int64) (from time.Time, ok bool) {
+	for i, s := range l.Clock {
+		if s.Base >= pos {
+			if !ok {
+				from, ok = s.At, true
+			}
+			continue
+		}
+		ok = false
+		if s.Rate <= 0 {
+			continue
+		}
+		at := s.At.Add(time.Duration(float64(pos-s.Base) / s.Rate * float64(time.Second)))
+		if i+1 == len(l.Clock) || at.Before(l.Clock[i+1].At) {
+			from, ok = at, true
+		}
+	}
+	return from, ok
+}
+
+// Starts is when the line's clock starts (the sale's start as the line was
+// defined).
+func (l *QueueLine) Starts() time.Time {
+	if len(l.Clock) == 0 {
+		return time.Time{}
+	}
+	return l.Clock[0].At
+}
+
+// Turn is the stretch of time place pos may buy in, at t: admitted is
+// whether t is in it; passed whether it is over.
+func (l *QueueLine) Turn(pos int64, t time.Time) (from, until time.Time, admitted, passed bool) {
+	if pos <= l.Expired {
+		return time.Time{}, time.Time{}, false, true
+	}
+	from, ok := l.TurnAt(pos)
+	if !ok {
+		return time.Time{}, time.Time{}, false, false
+	}
+	until = from.Add(l.Window)
+	return from, until, !t.Before(from) && t.Before(until), !t.Before(until)
+}
+
+// Append changes the clock at t: from then the number is Serving(t)+by and
+// grows at rate. Segments whose places all passed their turn more than
+// Window before t are dropped.
+func (l *QueueLine) Append(t time.Time, by int64, rate float64) {
+	base := l.Serving(t) + by
+	l.AppendAt(t, base, rate)
+}
+
+// AppendAt changes the clock at t: from then the number is base and grows
+// at rate.
+func (l *QueueLine) AppendAt(t time.Time, base int64, rate float64) {
+	seg := QueueSegment{At: t, Base: base, Rate: rate}
+	if n := len(l.Clock); n > 0 && !t.After(l.Clock[n-1].At) {
+		seg.At = l.Clock[n-1].At // the clock only moves on: this change replaces the last
+		l.Clock[n-1] = seg
+	} else {
+		l.Clock = append(l.Clock, seg)
+	}
+	for len(l.Clock) > 1 && l.Clock[1].At.Add(l.Window).Before(t) {
+		s, next := l.Clock[0], l.Clock[1]
+		reached := s.Base + int64(math.Floor(s.Rate*next.At.Sub(s.At).Seconds()))
+		l.Expired = max(l.Expired, min(reached, next.Base))
+		l.Clock = l.Clock[1:]
+	}
+}

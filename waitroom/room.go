@@ -1,0 +1,573 @@
+// Package waitroom is a product's waiting room in front of its sale: a
+// buyer joins and gets a signed place in line, looks at it at the pace the
+// room sets, and buys once admitted. The number now serving follows a clock
+// every coordinator computes from the line's definition (shardstock.QueueLine),
+// read from SQL every half second, so admitting a purchase costs a token
+// check and no store or Redis call. Places are handed out by SQL (Store).
+package waitroom
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+
+	"github.com/shardstock/shardstock"
+	"github.com/shardstock/shardstock/api"
+)
+
+// Store keeps the lines, the places and the revoked buyers (sqlstore.Store).
+type Store interface {
+	// QueueLines are every product's line.
+	QueueLines(ctx context.Context) (map[string]shardstock.QueueLine, error)
+	// SaveQueueLine writes l's definition and clock when the stored line is
+	// at l.Version (0: none yet), as version l.Version+1; false: another
+	// writer was first.
+	SaveQueueLine(ctx context.Context, l shardstock.QueueLine) (bool, error)
+	// JoinQueue gives buyer a place in product's line, or the one they have
+	// (0: in the lobby of a draw not yet drawn).
+	JoinQueue(ctx context.Context, product, buyer string) (int64, error)
+	// QueuePlace is buyer's place (found false: never joined).
+	QueuePlace(ctx context.Context, product, buyer string) (pos int64, found bool, err error)
+	// DrawQueue places the lobby of product's draw line once, in the order
+	// shuffle leaves it.
+	DrawQueue(ctx context.Context, product string, shuffle func([]string)) error
+	RevokeQueue(ctx context.Context, product, buyer string) error
+	QueueRevoked(ctx context.Context) (map[string]map[string]bool, error)
+	// QueueSecret is the secret every coordinator signs places with,
+	// made on first use.
+	QueueSecret(ctx context.Context) ([]byte, error)
+}
+
+// Products finds a product's definition (inventory.Catalog).
+type Products interface {
+	Product(ctx context.Context, id string) (*shardstock.Product, error)
+}
+
+// Stock is the units of product a buyer can still get on the shards that
+// answer (inventory.Views).
+type Stock func(ctx context.Context, product string) (int64, error)
+
+// Config wires a Room. Store and Products are required.
+type Config struct {
+	Store    Store
+	Products Products
+	Stock    Stock // nil: no sold-out or unlikely answers while waiting
+	// Secret signs the places; nil: Store's (one per catalog, shared by its
+	// coordinators). An edge that checks places needs it set on both.
+	Secret []byte
+	Now    func() time.Time
+	Logger *slog.Logger
+	Every  time.Duration // how often the lines are read (default 500ms)
+	// Looks is the rate of looks per second one line's waiting buyers are
+	// paced to in all (default 1000): Retry-After grows with the line.
+	Looks float64
+	// DropOut is how many waiting buyers one unit left may serve before
+	// the rest are told they are unlikely to get one (default 2).
+	DropOut float64
+}
+
+// Room is the waiting rooms of every product. Safe for concurrent use.
+type Room struct {
+	cfg    Config
+	signer *signer
+	state  atomic.Pointer[state]
+}
+
+// state is what the room last read.
+type state struct {
+	lines   map[string]shardstock.QueueLine
+	revoked map[string]map[string]bool
+	left    map[string]int64 // units left per queued product, when known
+}
+
+// New returns a Room; Start loads it.
+func New(cfg Config) *Room {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Every <= 0 {
+		cfg.Every = 500 * time.Millisecond
+	}
+	if cfg.Looks <= 0 {
+		cfg.Looks = 1000
+	}
+	if cfg.DropOut <= 0 {
+		cfg.DropOut = 2
+	}
+	return &Room{cfg: cfg}
+}
+
+// Start reads the secret and the lines. A room that could not read them
+// does not start: a purchase it let through unqueued would jump the line.
+func (r *Room) Start(ctx context.Context) error {
+	secret := r.cfg.Secret
+	if secret == nil {
+		var err error
+		if secret, err = r.cfg.Store.QueueSecret(ctx); err != nil {
+			return fmt.Errorf("waiting room: the secret: %w", err)
+		}
+	}
+	r.signer = newSigner(secret, r.cfg.Now)
+	return r.Refresh(ctx)
+}
+
+// Run refreshes the lines every Every until ctx is done.
+func (r *Room) Run(ctx context.Context) {
+	t := time.NewTicker(r.cfg.Every)
+	defer t.Stop()
+	failing := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := r.Refresh(ctx); err != nil && ctx.Err() == nil {
+			if !failing {
+				r.cfg.Logger.Warn("could not read the waiting rooms; keeping the last ones", "err", err)
+			}
+			failing = true
+		} else if failing {
+			r.cfg.Logger.Info("the waiting rooms are read again")
+			failing = false
+		}
+	}
+}
+
+// Refresh reads the lines, the revoked buyers and the units left, draws
+// the lobbies whose start came, and moves back the clock of a line that ran
+// ahead of its buyers (so that a crowd arriving later is let in at the
+// rate, not at once).
+func (r *Room) Refresh(ctx context.Context) error {
+	lines, err := r.cfg.Store.QueueLines(ctx)
+	if err != nil {
+		return err
+	}
+	revoked, err := r.cfg.Store.QueueRevoked(ctx)
+	if err != nil {
+		return err
+	}
+	now := r.cfg.Now()
+	left := map[string]int64{}
+	for id, l := range lines {
+		if l.Mode == shardstock.QueueDraw && !l.Drawn && !now.Before(l.Starts()) {
+			if err := r.cfg.Store.DrawQueue(ctx, id, func(s []string) {
+				rand.Shuffle(len(s), func(i, j int) { s[i], s[j] = s[j], s[i] })
+			}); err != nil {
+				return fmt.Errorf("draw %s: %w", id, err)
+			}
+		}
+		if ahead := l.Serving(now) - l.Joined; !l.Paused && l.Rate > 0 && float64(ahead) > 2*l.Rate && !now.Before(l.Starts()) {
+			l.AppendAt(now, l.Joined+int64(math.Ceil(l.Rate)), l.Rate)
+			if _, err := r.cfg.Store.SaveQueueLine(ctx, l); err != nil {
+				return err
+			}
+		}
+		if r.cfg.Stock != nil {
+			if n, err := r.cfg.Stock(ctx, id); err == nil {
+				left[id] = n
+			}
+		}
+	}
+	r.state.Store(&state{lines: lines, revoked: revoked, left: left})
+	return nil
+}
+
+// Queued reports whether product sells through a waiting room.
+func (r *Room) Queued(product string) bool {
+	_, ok := r.line(product)
+	return ok
+}
+
+func (r *Room) line(product string) (shardstock.QueueLine, bool) {
+	st := r.state.Load()
+	if st == nil {
+		return shardstock.QueueLine{}, false
+	}
+	l, ok := st.lines[product]
+	return l, ok
+}
+
+func (r *Room) revoked(product, buyer string) bool {
+	st := r.state.Load()
+	return st != nil && st.revoked[product][buyer]
+}
+
+// Admit lets buyer's purchase of product through when the product has no
+// waiting room, or token is buyer's admitted place in it: ErrNotAdmitted
+// or ErrRevoked otherwise. It reads nothing but memory.
+func (r *Room) Admit(product, buyer, token string, now time.Time) error {
+	l, ok := r.line(product)
+	if !ok {
+		return nil
+	}
+	if token == "" {
+		return shardstock.ErrNotAdmitted
+	}
+	pos, err := r.signer.verify(token, product, buyer)
+	if err != nil {
+		return notAdmitted(err.Error())
+	}
+	if r.revoked(product, buyer) {
+		return shardstock.ErrRevoked
+	}
+	if pos == 0 {
+		return notAdmitted("your place is drawn when the sale starts: look at the queue for it")
+	}
+	_, until, admitted, passed := l.Turn(pos, now)
+	switch {
+	case passed:
+		return notAdmitted(fmt.Sprintf("your turn (place %d) passed%s", pos, at(until)))
+	case !admitted:
+		return notAdmitted(fmt.Sprintf("not your turn yet: place %d, now serving %d", pos, l.Serving(now)))
+	}
+	return nil
+}
+
+func at(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return " at " + t.UTC().Format(time.RFC3339)
+}
+
+func notAdmitted(msg string) error {
+	return &shardstock.Error{Code: shardstock.ErrNotAdmitted.Code, Message: msg}
+}
+
+// Place is a buyer's view of their place (the body of QueuePath's answers).
+// Status: "waiting", "admitted", "passed" (the turn went by unused),
+// "sold_out" (no unit left to wait for), "revoked", "lobby" (a draw's
+// place, given at the start), or "not_joined".
+type Place struct {
+	Status        string    `json:"status"`
+	Mode          string    `json:"mode"`
+	Position      int64     `json:"position,omitempty"`
+	Serving       int64     `json:"serving"`
+	Ahead         int64     `json:"ahead,omitempty"`
+	WaitSeconds   float64   `json:"wait_seconds,omitempty"`
+	AdmittedUntil time.Time `json:"admitted_until,omitzero"`
+	Unlikely      bool      `json:"unlikely,omitempty"` // more buyers ahead than units left can serve
+	Difficulty    int       `json:"difficulty,omitempty"`
+	OpensAt       time.Time `json:"opens_at,omitzero"`
+	Token         string    `json:"token,omitempty"`
+	// RetryAfter is when to look again (the Retry-After header).
+	RetryAfter time.Duration `json:"-"`
+}
+
+// Join gives buyer a place in product's line (the same one again on a
+// second join). work is the proof of work when the line asks for one.
+func (r *Room) Join(ctx context.Context, product, buyer, work string) (Place, error) {
+	l, ok := r.line(product)
+	if !ok {
+		return Place{}, noRoom(product)
+	}
+	now := r.cfg.Now()
+	if opens := l.Starts().Add(-l.Lead); now.Before(opens) {
+		return Place{}, &shardstock.Error{Code: shardstock.ErrQueueNotOpen.Code,
+			Message: "the waiting room opens at " + opens.UTC().Format(time.RFC3339)}
+	}
+	if !WorkOK(product, buyer, work, l.Difficulty) {
+		return Place{}, &shardstock.Error{Code: shardstock.ErrWorkRequired.Code, Message: fmt.Sprintf(
+			"send {\"work\": nonce} where SHA-256 of %q + nonce begins with %d zero bits", WorkInput(product, buyer), l.Difficulty)}
+	}
+	pos, err := r.cfg.Store.JoinQueue(ctx, product, buyer)
+	if err != nil {
+		return Place{}, unavailable(err)
+	}
+	return r.place(l, product, buyer, pos, now)
+}
+
+// Look tells buyer, holding token (or none), where they stand in
+// product's line, with a fresh token when their place changed (drawn).
+func (r *Room) Look(ctx context.Context, product, buyer, token string) (Place, error) {
+	l, ok := r.line(product)
+	if !ok {
+		return Place{}, noRoom(product)
+	}
+	now := r.cfg.Now()
+	if token == "" {
+		return Place{Status: "not_joined", Mode: string(l.Mode), Serving: l.Serving(now), Difficulty: l.Difficulty,
+			OpensAt: l.Starts().Add(-l.Lead), RetryAfter: time.Second}, nil
+	}
+	pos, err := r.signer.verify(token, product, buyer)
+	if err != nil {
+		return Place{}, notAdmitted(err.Error())
+	}
+	if pos == 0 {
+		p, found, err := r.cfg.Store.QueuePlace(ctx, product, buyer)
+		if err != nil {
+			return Place{}, unavailable(err)
+		}
+		if !found {
+			return Place{}, notAdmitted("no place of yours in this line: join again")
+		}
+		pos = p
+	}
+	return r.place(l, product, buyer, pos, now)
+}
+
+// place is buyer's Place at pos, with its token.
+func (r *Room) place(l shardstock.QueueLine, product, buyer string, pos int64, now time.Time) (Place, error) {
+	tok, err := r.signer.sign(product, buyer, pos, string(l.Mode), now)
+	if err != nil {
+		return Place{}, err
+	}
+	serving := l.Serving(now)
+	p := Place{Mode: string(l.Mode), Position: pos, Serving: serving, Difficulty: l.Difficulty, Token: tok}
+	waiting := max(l.Joined-serving, 0)
+	pace := time.Duration(min(max(float64(waiting)/r.cfg.Looks, 1), 60) * float64(time.Second))
+	switch {
+	case r.revoked(product, buyer):
+		p.Status, p.RetryAfter = "revoked", time.Hour
+		return p, nil
+	case pos == 0:
+		p.Status, p.RetryAfter = "lobby", min(max(l.Starts().Sub(now), time.Second), pace)
+		return p, nil
+	}
+	from, until, admitted, passed := l.Turn(pos, now)
+	switch {
+	case admitted: // never told sold out: the purchase answers what the shards say
+		p.Status, p.AdmittedUntil, p.RetryAfter = "admitted", until, time.Second
+		return p, nil
+	case passed:
+		p.Status, p.RetryAfter = "passed", time.Hour
+		return p, nil
+	}
+	p.Status = "waiting"
+	p.Ahead = pos - serving
+	if !from.IsZero() {
+		p.WaitSeconds = math.Ceil(from.Sub(now).Seconds())
+		pace = min(pace, max(from.Sub(now), time.Second))
+	}
+	p.RetryAfter = pace
+	if left, known := r.left(product); known {
+		switch {
+		case left == 0:
+			p.Status = "sold_out"
+		case float64(p.Ahead) > float64(left)*r.cfg.DropOut:
+			p.Unlikely = true
+		}
+	}
+	return p, nil
+}
+
+func (r *Room) left(product string) (int64, bool) {
+	st := r.state.Load()
+	if st == nil {
+		return 0, false
+	}
+	n, ok := st.left[product]
+	return n, ok
+}
+
+func unavailable(err error) error {
+	return fmt.Errorf("%w: waiting room: %w", shardstock.ErrUnavailable, err)
+}
+
+func noRoom(product string) error {
+	return &shardstock.Error{Code: shardstock.ErrNotFound.Code, Message: "product " + product + " has no waiting room"}
+}
+
+// Define sets product's waiting room: a new line starts its clock at the
+// sale's start (now, for a sale already open); a line defined again keeps
+// its places and clock, and a new rate runs from now.
+func (r *Room) Define(ctx context.Context, product string, d api.QueueDefinition) (Summary, error) {
+	if err := check(d); err != nil {
+		return Summary{}, err
+	}
+	p, err := r.cfg.Products.Product(ctx, product)
+	if err != nil {
+		return Summary{}, err
+	}
+	return r.change(ctx, product, true, func(l *shardstock.QueueLine, now time.Time) error {
+		mode := shardstock.QueueMode(d.Mode)
+		if l.Version > 0 && l.Mode != mode && l.Joined > 0 {
+			return shardstock.Conflict("the line has buyers: its mode cannot change")
+		}
+		l.Mode, l.Lead, l.Window, l.Difficulty = mode, time.Duration(d.LeadSeconds)*time.Second, time.Duration(d.WindowSeconds)*time.Second, d.Difficulty
+		switch {
+		case l.Version == 0:
+			l.Rate, l.Clock = d.Rate, []shardstock.QueueSegment{{At: later(p.StartsAt, now).Truncate(time.Millisecond), Rate: d.Rate}}
+		case l.Rate != d.Rate:
+			l.Rate = d.Rate
+			if !l.Paused {
+				l.Append(later(now, l.Starts()), 0, d.Rate)
+			}
+		}
+		return nil
+	})
+}
+
+func check(d api.QueueDefinition) error {
+	switch {
+	case d.Mode != string(shardstock.QueueFIFO) && d.Mode != string(shardstock.QueueDraw):
+		return shardstock.Invalid(`mode must be "fifo" or "draw"`)
+	case !(d.Rate > 0) || d.Rate > 1e6:
+		return shardstock.Invalid("rate must be more than 0 and at most 1000000 places a second")
+	case d.LeadSeconds < 0 || d.LeadSeconds > 7*24*3600:
+		return shardstock.Invalid("lead_seconds must be 0 to 604800")
+	case d.WindowSeconds < 1 || d.WindowSeconds > 24*3600:
+		return shardstock.Invalid("window_seconds must be 1 to 86400")
+	case d.Difficulty < 0 || d.Difficulty > MaxDifficulty:
+		return shardstock.Invalid(fmt.Sprintf("difficulty must be 0 to %d", MaxDifficulty))
+	}
+	return nil
+}
+
+// Pause stops the number now serving; Resume runs it again at the rate.
+func (r *Room) Pause(ctx context.Context, product string) (Summary, error) {
+	return r.change(ctx, product, false, func(l *shardstock.QueueLine, now time.Time) error {
+		if !l.Paused {
+			l.Paused = true
+			l.Append(later(now, l.Starts()), 0, 0)
+		}
+		return nil
+	})
+}
+
+// Resume runs a paused line's clock again.
+func (r *Room) Resume(ctx context.Context, product string) (Summary, error) {
+	return r.change(ctx, product, false, func(l *shardstock.QueueLine, now time.Time) error {
+		if l.Paused {
+			l.Paused = false
+			l.Append(later(now, l.Starts()), 0, l.Rate)
+		}
+		return nil
+	})
+}
+
+// Advance admits by more places at once.
+func (r *Room) Advance(ctx context.Context, product string, by int64) (Summary, error) {
+	if by < 1 || by > 1e9 {
+		return Summary{}, shardstock.Invalid("by must be 1 to 1000000000")
+	}
+	return r.change(ctx, product, false, func(l *shardstock.QueueLine, now time.Time) error {
+		rate := l.Rate
+		if l.Paused {
+			rate = 0
+		}
+		l.Append(later(now, l.Starts()), by, rate)
+		return nil
+	})
+}
+
+// Revoke makes buyer's place admit nobody, on every coordinator within a
+// refresh.
+func (r *Room) Revoke(ctx context.Context, product, buyer string) (Summary, error) {
+	if !shardstock.ValidID(buyer) {
+		return Summary{}, shardstock.Invalid("user must be 1-64 characters of [A-Za-z0-9_-]")
+	}
+	if _, ok := r.line(product); !ok {
+		if err := r.Refresh(ctx); err != nil {
+			return Summary{}, unavailable(err)
+		}
+		if _, ok := r.line(product); !ok {
+			return Summary{}, noRoom(product)
+		}
+	}
+	if err := r.cfg.Store.RevokeQueue(ctx, product, buyer); err != nil {
+		return Summary{}, unavailable(err)
+	}
+	if err := r.Refresh(ctx); err != nil {
+		return Summary{}, unavailable(err)
+	}
+	return r.Summary(ctx, product)
+}
+
+// change applies f to product's line as stored, again when another writer
+// was first; create: a missing line is made (else ErrNotFound).
+func (r *Room) change(ctx context.Context, product string, create bool, f func(l *shardstock.QueueLine, now time.Time) error) (Summary, error) {
+	for range 10 {
+		lines, err := r.cfg.Store.QueueLines(ctx)
+		if err != nil {
+			return Summary{}, unavailable(err)
+		}
+		l, ok := lines[product]
+		if !ok && !create {
+			return Summary{}, noRoom(product)
+		}
+		l.Product = product
+		if err := f(&l, r.cfg.Now()); err != nil {
+			return Summary{}, err
+		}
+		saved, err := r.cfg.Store.SaveQueueLine(ctx, l)
+		if err != nil {
+			return Summary{}, unavailable(err)
+		}
+		if saved {
+			if err := r.Refresh(ctx); err != nil {
+				return Summary{}, unavailable(err)
+			}
+			return r.Summary(ctx, product)
+		}
+	}
+	return Summary{}, errors.New("waiting room: the line kept changing under this change")
+}
+
+// Summary is a line as operators see it (GET AdminQueuePath).
+type Summary struct {
+	Product       string    `json:"product"`
+	Mode          string    `json:"mode"`
+	Rate          float64   `json:"rate"`
+	LeadSeconds   int64     `json:"lead_seconds"`
+	WindowSeconds int64     `json:"window_seconds"`
+	Difficulty    int       `json:"difficulty"`
+	Paused        bool      `json:"paused"`
+	Starts        time.Time `json:"starts_at"`
+	Joined        int64     `json:"joined"`
+	Serving       int64     `json:"serving"`
+	Waiting       int64     `json:"waiting"`
+	Drawn         bool      `json:"drawn,omitempty"`
+	Revoked       int       `json:"revoked"`
+}
+
+// Summary is product's line now.
+func (r *Room) Summary(ctx context.Context, product string) (Summary, error) {
+	l, ok := r.line(product)
+	if !ok {
+		return Summary{}, noRoom(product)
+	}
+	now := r.cfg.Now()
+	s := summary(l, now)
+	s.Revoked = len(r.state.Load().revoked[product])
+	return s, nil
+}
+
+func summary(l shardstock.QueueLine, now time.Time) Summary {
+	serving := l.Serving(now)
+	return Summary{Product: l.Product, Mode: string(l.Mode), Rate: l.Rate, LeadSeconds: int64(l.Lead / time.Second),
+		WindowSeconds: int64(l.Window / time.Second), Difficulty: l.Difficulty, Paused: l.Paused, Starts: l.Starts(),
+		Joined: l.Joined, Serving: serving, Waiting: max(l.Joined-serving, 0), Drawn: l.Drawn}
+}
+
+// Lines are every line's summary (metrics).
+func (r *Room) Lines() []Summary {
+	st := r.state.Load()
+	if st == nil {
+		return nil
+	}
+	now := r.cfg.Now()
+	out := make([]Summary, 0, len(st.lines))
+	for _, l := range st.lines {
+		s := summary(l, now)
+		s.Revoked = len(st.revoked[l.Product])
+		out = append(out, s)
+	}
+	return out
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,452 @@
+package waitroom
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shardstock/shardstock"
+	"github.com/shardstock/shardstock/api"
+)
+
+// memStore is Store in memory (sqlstore's is tested on SQL in its own
+// package and through the coordinator).
+type memStore struct {
+	mu      sync.Mutex
+	lines   map[string]shardstock.QueueLine
+	places  map[string]map[string]int64
+	revoked map[string]map[string]bool
+}
+
+func newMemStore() *memStore {
+	return &memStore{lines: map[string]shardstock.QueueLine{}, places: map[string]map[string]int64{}, revoked: map[string]map[string]bool{}}
+}
+
+func (m *memStore) QueueLines(context.Context) (map[string]shardstock.QueueLine, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string]shardstock.QueueLine{}
+	for k, l := range m.lines {
+		l.Clock = slices.Clone(l.Clock)
+		out[k] = l
+	}
+	return out, nil
+}
+
+func (m *memStore) SaveQueueLine(_ context.Context, l shardstock.QueueLine) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	old, ok := m.lines[l.Product]
+	if (ok && old.Version != l.Version) || (!ok && l.Version != 0) {
+		return false, nil
+	}
+	l.Joined, l.Drawn, l.Version = old.Joined, old.Drawn, l.Version+1
+	m.lines[l.Product] = l
+	return true, nil
+}
+
+func (m *memStore) JoinQueue(_ context.Context, product, buyer string) (int64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if pos, ok := m.places[product][buyer]; ok {
+		return pos, nil
+	}
+	l := m.lines[product]
+	var pos int64
+	if l.Mode == shardstock.QueueFIFO || l.Drawn {
+		l.Joined++
+		pos = l.Joined
+		m.lines[product] = l
+	}
+	if m.places[product] == nil {
+		m.places[product] = map[string]int64{}
+	}
+	m.places[product][buyer] = pos
+	return pos, nil
+}
+
+func (m *memStore) QueuePlace(_ context.Context, product, buyer string) (int64, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	pos, ok := m.places[product][buyer]
+	return pos, ok, nil
+}
+
+func (m *memStore) DrawQueue(_ context.Context, product string, shuffle func([]string)) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l := m.lines[product]
+	if l.Drawn {
+		return nil
+	}
+	var lobby []string
+	for b, pos := range m.places[product] {
+		if pos == 0 {
+			lobby = append(lobby, b)
+		}
+	}
+	slices.Sort(lobby)
+	shuffle(lobby)
+	for i, b := range lobby {
+		m.places[product][b] = int64(i + 1)
+	}
+	l.Drawn, l.Joined = true, int64(len(lobby))
+	m.lines[product] = l
+	return nil
+}
+
+func (m *memStore) RevokeQueue(_ context.Context, product, buyer string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.revoked[product] == nil {
+		m.revoked[product] = map[string]bool{}
+	}
+	m.revoked[product][buyer] = true
+	return nil
+}
+
+func (m *memStore) QueueRevoked(context.Context) (map[string]map[string]bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string]map[string]bool{}
+	for p, bs := range m.revoked {
+		out[p] = map[string]bool{}
+		for b := range bs {
+			out[p][b] = true
+		}
+	}
+	return out, nil
+}
+
+func (m *memStore) QueueSecret(context.Context) ([]byte, error) {
+	return []byte("0123456789abcdef0123456789abcdef"), nil
+}
+
+type products map[string]*shardstock.Product
+
+func (p products) Product(_ context.Context, id string) (*shardstock.Product, error) {
+	if x, ok := p[id]; ok {
+		return x, nil
+	}
+	return nil, shardstock.ErrNotFound
+}
+
+// fixture is a room over a memStore, on a clock the test moves.
+type fixture struct {
+	t     *testing.T
+	room  *Room
+	store *memStore
+	now   time.Time
+	left  map[string]int64 // units left; absent: the shards do not answer
+}
+
+var saleStart = time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+
+func newFixture(t *testing.T, d api.QueueDefinition) *fixture {
+	f := &fixture{t: t, store: newMemStore(), now: saleStart.Add(-time.Hour), left: map[string]int64{"lamp": 100}}
+	f.room = New(Config{Store: f.store, Products: products{"lamp": {ID: "lamp", Stock: 100, StartsAt: saleStart}},
+		Now: func() time.Time { return f.now }, DropOut: 2,
+		Stock: func(_ context.Context, p string) (int64, error) {
+			n, ok := f.left[p]
+			if !ok {
+				return 0, shardstock.ErrUnavailable
+			}
+			return n, nil
+		}})
+	if err := f.room.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.room.Define(context.Background(), "lamp", d); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func (f *fixture) at(d time.Duration) {
+	f.now = saleStart.Add(d)
+	if err := f.room.Refresh(context.Background()); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *fixture) join(buyer string) Place {
+	f.t.Helper()
+	p, err := f.room.Join(context.Background(), "lamp", buyer, "")
+	if err != nil {
+		f.t.Fatalf("%s joins: %v", buyer, err)
+	}
+	return p
+}
+
+func code(err error) string {
+	if err == nil {
+		return "nil"
+	}
+	return shardstock.Public(err).Code
+}
+
+var fifo = api.QueueDefinition{Mode: "fifo", Rate: 2, LeadSeconds: 600, WindowSeconds: 30}
+
+func TestJoinBeforeTheLineOpensIsRefused(t *testing.T) {
+	f := newFixture(t, fifo)
+	f.at(-11 * time.Minute)
+	if _, err := f.room.Join(context.Background(), "lamp", "ann", ""); code(err) != "not_open" {
+		t.Fatalf("join 11 min before a 10-min lead: %v, want not_open", err)
+	}
+	f.at(-10 * time.Minute)
+	if p := f.join("ann"); p.Position != 1 || p.Status != "waiting" {
+		t.Fatalf("join at the lead: %+v", p)
+	}
+}
+
+func TestFIFOAdmitsInTheOrderOfJoiningAtTheRate(t *testing.T) {
+	f := newFixture(t, fifo)
+	f.at(-time.Minute)
+	tokens := map[string]string{}
+	for i := range 6 {
+		b := fmt.Sprintf("b%d", i)
+		p := f.join(b)
+		if p.Position != int64(i+1) {
+			t.Fatalf("%s's place %d, want %d", b, p.Position, i+1)
+		}
+		tokens[b] = p.Token
+	}
+	if again := f.join("b2"); again.Position != 3 {
+		t.Fatalf("a second join gave place %d, want the same 3", again.Position)
+	}
+	if err := f.room.Admit("lamp", "b0", tokens["b0"], f.now); code(err) != "not_admitted" {
+		t.Fatalf("before the start: %v, want not_admitted", err)
+	}
+	f.at(1 * time.Second) // rate 2: places 1 and 2
+	for b, want := range map[string]string{"b0": "nil", "b1": "nil", "b2": "not_admitted", "b5": "not_admitted"} {
+		if err := f.room.Admit("lamp", b, tokens[b], f.now); code(err) != want {
+			t.Errorf("%s at start+1s: %v, want %s", b, err, want)
+		}
+	}
+	if err := f.room.Admit("lamp", "b1", tokens["b0"], f.now); code(err) != "not_admitted" {
+		t.Errorf("b1 with b0's token: %v, want not_admitted (a place is its buyer's only)", err)
+	}
+	if err := f.room.Admit("lamp", "b1", "", f.now); code(err) != "not_admitted" {
+		t.Errorf("b1 with no token: %v, want not_admitted", err)
+	}
+	p, err := f.room.Look(context.Background(), "lamp", "b5", tokens["b5"])
+	if err != nil || p.Status != "waiting" || p.Ahead != 4 || p.WaitSeconds != 2 {
+		t.Fatalf("b5 looks at start+1s: %+v %v, want waiting, 4 ahead, 2 s", p, err)
+	}
+	f.at(31 * time.Second) // b0's turn came at 0.5 s: its window of 30 s is over
+	if err := f.room.Admit("lamp", "b0", tokens["b0"], f.now); code(err) != "not_admitted" {
+		t.Errorf("b0 after its window: %v, want not_admitted", err)
+	}
+	if p, _ := f.room.Look(context.Background(), "lamp", "b0", tokens["b0"]); p.Status != "passed" {
+		t.Errorf("b0 looks after its window: %s, want passed", p.Status)
+	}
+	if err := f.room.Admit("lamp", "b5", tokens["b5"], f.now); err != nil {
+		t.Errorf("b5 at start+31s: %v", err)
+	}
+}
+
+func TestAProductWithoutARoomIsNotGated(t *testing.T) {
+	f := newFixture(t, fifo)
+	if err := f.room.Admit("chair", "ann", "", f.now); err != nil {
+		t.Fatalf("a product with no waiting room: %v", err)
+	}
+	if _, err := f.room.Join(context.Background(), "chair", "ann", ""); code(err) != "not_found" {
+		t.Fatalf("join a product with no room: %v, want not_found", err)
+	}
+}
+
+func TestRevokedPlaceAdmitsNobody(t *testing.T) {
+	f := newFixture(t, fifo)
+	f.at(0)
+	p := f.join("bot")
+	f.at(time.Second)
+	if err := f.room.Admit("lamp", "bot", p.Token, f.now); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.room.Revoke(context.Background(), "lamp", "bot"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.room.Admit("lamp", "bot", p.Token, f.now); code(err) != "revoked" {
+		t.Fatalf("after revoke: %v, want revoked", err)
+	}
+	if again := f.join("bot"); again.Status != "revoked" {
+		t.Fatalf("a revoked buyer joins again: %s, want revoked", again.Status)
+	}
+}
+
+func TestPauseStopsAndAdvanceMovesNowServing(t *testing.T) {
+	f := newFixture(t, fifo)
+	f.at(0)
+	for i := range 10 {
+		f.join(fmt.Sprint("b", i))
+	}
+	f.at(time.Second)
+	s, err := f.room.Pause(context.Background(), "lamp")
+	if err != nil || s.Serving != 2 || !s.Paused {
+		t.Fatalf("pause: %+v %v", s, err)
+	}
+	f.at(10 * time.Second)
+	if s, _ := f.room.Summary(context.Background(), "lamp"); s.Serving != 2 {
+		t.Fatalf("paused 9 s: serving %d, want 2", s.Serving)
+	}
+	if s, _ := f.room.Advance(context.Background(), "lamp", 5); s.Serving != 7 {
+		t.Fatalf("advance 5: serving %d, want 7", s.Serving)
+	}
+	if s, _ := f.room.Resume(context.Background(), "lamp"); s.Serving != 7 || s.Paused {
+		t.Fatalf("resume: %+v", s)
+	}
+	f.at(11 * time.Second)
+	if s, _ := f.room.Summary(context.Background(), "lamp"); s.Serving != 9 {
+		t.Fatalf("a second after resume: serving %d, want 9", s.Serving)
+	}
+}
+
+func TestALineAheadOfItsBuyersLetsALateCrowdInAtTheRate(t *testing.T) {
+	f := newFixture(t, fifo)
+	f.at(time.Minute) // nobody came: the clock would be at 120
+	var toks []string
+	for i := range 50 {
+		toks = append(toks, f.join(fmt.Sprint("late", i)).Token)
+	}
+	admitted := 0
+	for i, tok := range toks {
+		if f.room.Admit("lamp", fmt.Sprint("late", i), tok, f.now) == nil {
+			admitted++
+		}
+	}
+	if admitted > 2*int(fifo.Rate) {
+		t.Fatalf("%d of a late crowd of 50 admitted at once, want at most about a second's rate (%g)", admitted, fifo.Rate)
+	}
+}
+
+func TestWaitingBuyersLearnSoldOutAndUnlikelyButNotFromAnOutage(t *testing.T) {
+	f := newFixture(t, fifo)
+	f.at(0)
+	var toks []string
+	for i := range 10 {
+		toks = append(toks, f.join(fmt.Sprint("b", i)).Token)
+	}
+	f.left["lamp"] = 2 // drop-out factor 2: 4 places ahead can still hope
+	f.at(500 * time.Millisecond)
+	look := func(i int) Place {
+		p, err := f.room.Look(context.Background(), "lamp", fmt.Sprint("b", i), toks[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	if p := look(4); p.Unlikely || p.Status != "waiting" {
+		t.Errorf("place 5, 4 ahead, 2 left: %+v, want waiting and likely", p)
+	}
+	if p := look(9); !p.Unlikely {
+		t.Errorf("place 10, 9 ahead, 2 left: %+v, want unlikely", p)
+	}
+	delete(f.left, "lamp") // the shards do not answer
+	f.at(600 * time.Millisecond)
+	if p := look(9); p.Status != "waiting" {
+		t.Errorf("an outage: %s, want waiting (never sold out)", p.Status)
+	}
+	f.left["lamp"] = 0
+	f.at(700 * time.Millisecond)
+	if p := look(9); p.Status != "sold_out" {
+		t.Errorf("nothing left: %s, want sold_out", p.Status)
+	}
+	if p := look(0); p.Status != "admitted" {
+		t.Errorf("an admitted buyer, nothing left by the last count: %s, want admitted (the purchase tells what the shards say)", p.Status)
+	}
+}
+
+func TestProofOfWork(t *testing.T) {
+	d := fifo
+	d.Difficulty = 12
+	f := newFixture(t, d)
+	f.at(0)
+	if _, err := f.room.Join(context.Background(), "lamp", "ann", ""); code(err) != "work_required" {
+		t.Fatalf("join without work: %v, want work_required", err)
+	}
+	bobs := Solve("lamp", "bob", 12)
+	if WorkOK("lamp", "ann", bobs, 12) {
+		t.Fatalf("bob's work %q is ann's too (1 in 4096): pick another buyer", bobs)
+	}
+	if _, err := f.room.Join(context.Background(), "lamp", "ann", bobs); code(err) != "work_required" {
+		t.Fatalf("join with another buyer's work: %v, want work_required", err)
+	}
+	if _, err := f.room.Join(context.Background(), "lamp", "ann", Solve("lamp", "ann", 12)); err != nil {
+		t.Fatalf("join with work: %v", err)
+	}
+}
+
+func TestDrawPlacesTheLobbyUniformly(t *testing.T) {
+	// 6 buyers in the lobby, drawn 3000 times: each buyer's place is
+	// uniform over 1..6 (chi-square, 5 degrees of freedom, p = 0.001:
+	// 20.52), and later arrivals queue after them in order.
+	const n, rounds = 6, 3000
+	counts := [n][n]int{}
+	for range rounds {
+		f := newFixture(t, api.QueueDefinition{Mode: "draw", Rate: 1, LeadSeconds: 600, WindowSeconds: 30})
+		f.at(-time.Minute)
+		for i := range n {
+			if p := f.join(fmt.Sprint("b", i)); p.Status != "lobby" || p.Position != 0 {
+				t.Fatalf("a join before the draw: %+v, want the lobby", p)
+			}
+		}
+		f.at(0)
+		for i := range n {
+			pos, _, _ := f.store.QueuePlace(context.Background(), "lamp", fmt.Sprint("b", i))
+			counts[i][pos-1]++
+		}
+		if p := f.join("late"); p.Position != n+1 {
+			t.Fatalf("a join after the draw: place %d, want %d", p.Position, n+1)
+		}
+	}
+	for i := range n {
+		chi := 0.0
+		want := float64(rounds) / n
+		for _, c := range counts[i] {
+			chi += (float64(c) - want) * (float64(c) - want) / want
+		}
+		if chi > 20.52 || math.IsNaN(chi) {
+			t.Errorf("buyer %d's places %v: chi-square %.1f > 20.52", i, counts[i], chi)
+		}
+	}
+}
+
+func TestALobbyTokenGetsItsPlaceAtTheDraw(t *testing.T) {
+	f := newFixture(t, api.QueueDefinition{Mode: "draw", Rate: 100, LeadSeconds: 600, WindowSeconds: 30})
+	f.at(-time.Minute)
+	tok := f.join("ann").Token
+	if err := f.room.Admit("lamp", "ann", tok, f.now); code(err) != "not_admitted" {
+		t.Fatalf("a lobby token before the start: %v", err)
+	}
+	f.at(time.Second)
+	p, err := f.room.Look(context.Background(), "lamp", "ann", tok)
+	if err != nil || p.Position != 1 || p.Status != "admitted" {
+		t.Fatalf("look after the draw: %+v %v", p, err)
+	}
+	if err := f.room.Admit("lamp", "ann", p.Token, f.now); err != nil {
+		t.Fatalf("the drawn token: %v", err)
+	}
+}
+
+func TestDefinitionsAreChecked(t *testing.T) {
+	f := newFixture(t, fifo)
+	for _, d := range []api.QueueDefinition{{Mode: "lifo", Rate: 1, WindowSeconds: 1}, {Mode: "fifo", Rate: 0, WindowSeconds: 1},
+		{Mode: "fifo", Rate: 1, WindowSeconds: 0}, {Mode: "fifo", Rate: 1, WindowSeconds: 1, Difficulty: 29}, {Mode: "fifo", Rate: math.NaN(), WindowSeconds: 1}} {
+		if _, err := f.room.Define(context.Background(), "lamp", d); code(err) != "bad_request" {
+			t.Errorf("define %+v: %v, want bad_request", d, err)
+		}
+	}
+	if _, err := f.room.Define(context.Background(), "chair", fifo); !errors.Is(err, shardstock.ErrNotFound) {
+		t.Errorf("define for no product: %v, want not_found", err)
+	}
+	f.at(0)
+	f.join("ann")
+	if _, err := f.room.Define(context.Background(), "lamp", api.QueueDefinition{Mode: "draw", Rate: 1, WindowSeconds: 1}); code(err) != "conflict" {
+		t.Errorf("change the mode of a line with buyers: %v, want conflict", err)
+	}
+}
