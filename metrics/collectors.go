@@ -174,3 +174,45 @@ func (c *OrderCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descOrders, prometheus.GaugeValue, float64(c.cache.counts[st]), st)
 	}
 }
+
+// QueueFigures are one waiting room's figures (waitroom.Room.Lines).
+type QueueFigures struct {
+	Product                  string
+	Joined, Serving, Waiting int64
+	Paused                   bool
+}
+
+// QueueCollector exports every waiting room's figures, from memory: the
+// room refreshes them twice a second.
+type QueueCollector struct {
+	Lines func() []QueueFigures
+}
+
+var (
+	descQueueJoined  = prometheus.NewDesc("shardstock_queue_joined", "Places handed out in a product's waiting room.", []string{"product"}, nil)
+	descQueueServing = prometheus.NewDesc("shardstock_queue_serving", "A waiting room's number now serving: every place up to it has had its turn.", []string{"product"}, nil)
+	descQueueWaiting = prometheus.NewDesc("shardstock_queue_waiting", "Buyers in a waiting room whose turn has not come.", []string{"product"}, nil)
+	descQueuePaused  = prometheus.NewDesc("shardstock_queue_paused", "1 while an operator holds a waiting room's number now serving.", []string{"product"}, nil)
+)
+
+// Describe sends the descriptors.
+func (c *QueueCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descQueueJoined
+	ch <- descQueueServing
+	ch <- descQueueWaiting
+	ch <- descQueuePaused
+}
+
+// Collect sends every line's figures.
+func (c *QueueCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, l := range c.Lines() {
+		paused := 0.0
+		if l.Paused {
+			paused = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descQueueJoined, prometheus.GaugeValue, float64(l.Joined), l.Product)
+		ch <- prometheus.MustNewConstMetric(descQueueServing, prometheus.GaugeValue, float64(l.Serving), l.Product)
+		ch <- prometheus.MustNewConstMetric(descQueueWaiting, prometheus.GaugeValue, float64(l.Waiting), l.Product)
+		ch <- prometheus.MustNewConstMetric(descQueuePaused, prometheus.GaugeValue, paused, l.Product)
+	}
+}

@@ -36,6 +36,15 @@ Commands:
   rebalance PRODUCT         spread salable units over the live shards
   drain SHARD               take a shard out of rotation ("undrain SHARD" puts it back)
   reconcile PRODUCT         compare the shards with the orders
+  queue PRODUCT             the product's waiting room: joined, now serving, waiting
+  queue PRODUCT open MODE RATE WINDOW [LEAD [DIFFICULTY]]
+                            open (or change) it: MODE fifo or draw, RATE places admitted
+                            a second, WINDOW seconds an admitted buyer has to buy, LEAD
+                            seconds before the sale buyers may join, DIFFICULTY proof of
+                            work in zero bits
+  queue PRODUCT pause|resume  stop or run the number now serving
+  queue PRODUCT advance N   admit N more places at once
+  queue PRODUCT revoke USER the buyer's place admits nobody
 
 --json prints the server's answer as it came, for scripts; otherwise tables.
 Exit status: 0 on success, 1 when the server refused (its error on stderr), 2 on bad usage.
@@ -142,6 +151,11 @@ func adminRequest(args []string) (adminCommand, error) {
 			return adminCommand{}, err
 		}
 		return adminDrain(args)
+	case "queue":
+		if err := need(1); err != nil {
+			return adminCommand{}, err
+		}
+		return adminQueue(args)
 	}
 	return adminCommand{}, fmt.Errorf("unknown command %q", args[0])
 }
@@ -222,6 +236,70 @@ func adminDrain(args []string) (adminCommand, error) {
 	return adminCommand{call: func(ctx context.Context, c *client.Client) (json.RawMessage, error) {
 		return c.Drain(ctx, shard, args[0] == "drain")
 	}}, nil
+}
+
+// adminQueue is queue PRODUCT [open|pause|resume|advance|revoke ...]; the
+// answer, the line's summary, is shown as it came.
+func adminQueue(args []string) (adminCommand, error) {
+	id := args[1]
+	on := func(f func(context.Context, *client.Client) (json.RawMessage, error)) (adminCommand, error) {
+		return adminCommand{call: f}, nil
+	}
+	if len(args) == 2 {
+		return on(func(ctx context.Context, c *client.Client) (json.RawMessage, error) { return c.Queue(ctx, id) })
+	}
+	rest := args[3:]
+	switch args[2] {
+	case "open":
+		d, err := queueDefinition(rest)
+		if err != nil {
+			return adminCommand{}, err
+		}
+		return on(func(ctx context.Context, c *client.Client) (json.RawMessage, error) { return c.DefineQueue(ctx, id, d) })
+	case "pause":
+		return on(func(ctx context.Context, c *client.Client) (json.RawMessage, error) { return c.QueuePause(ctx, id) })
+	case "resume":
+		return on(func(ctx context.Context, c *client.Client) (json.RawMessage, error) { return c.QueueResume(ctx, id) })
+	case "advance":
+		if len(rest) != 1 {
+			return adminCommand{}, errors.New("queue advance needs N")
+		}
+		n, err := strconv.ParseInt(rest[0], 10, 64)
+		if err != nil || n <= 0 {
+			return adminCommand{}, fmt.Errorf("queue advance: %q is not a positive number of places", rest[0])
+		}
+		return on(func(ctx context.Context, c *client.Client) (json.RawMessage, error) { return c.QueueAdvance(ctx, id, n) })
+	case "revoke":
+		if len(rest) != 1 {
+			return adminCommand{}, errors.New("queue revoke needs USER")
+		}
+		return on(func(ctx context.Context, c *client.Client) (json.RawMessage, error) { return c.QueueRevoke(ctx, id, rest[0]) })
+	}
+	return adminCommand{}, fmt.Errorf("queue: unknown action %q (open, pause, resume, advance, revoke)", args[2])
+}
+
+// queueDefinition reads MODE RATE WINDOW [LEAD [DIFFICULTY]].
+func queueDefinition(args []string) (api.QueueDefinition, error) {
+	if len(args) < 3 || len(args) > 5 {
+		return api.QueueDefinition{}, errors.New("queue open needs MODE RATE WINDOW [LEAD [DIFFICULTY]]")
+	}
+	d := api.QueueDefinition{Mode: args[0]}
+	var err error
+	if d.Rate, err = strconv.ParseFloat(args[1], 64); err != nil {
+		return d, fmt.Errorf("queue open: RATE %q is not a number", args[1])
+	}
+	ints := []*int64{&d.WindowSeconds, &d.LeadSeconds}
+	for i, a := range args[2:min(len(args), 4)] {
+		if *ints[i], err = strconv.ParseInt(a, 10, 64); err != nil {
+			return d, fmt.Errorf("queue open: %q is not a number of seconds", a)
+		}
+	}
+	if len(args) == 5 {
+		if d.Difficulty, err = strconv.Atoi(args[4]); err != nil {
+			return d, fmt.Errorf("queue open: DIFFICULTY %q is not a number", args[4])
+		}
+	}
+	return d, nil
 }
 
 // adminProduct is what the tables show of a product view.

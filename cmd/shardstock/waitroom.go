@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/shardstock/shardstock"
+	"github.com/shardstock/shardstock/metrics"
 	"github.com/shardstock/shardstock/waitroom"
 )
 
@@ -16,7 +17,16 @@ func (m *Main) openRoom(ctx context.Context) error {
 	if err := m.room.Start(ctx); err != nil {
 		return fmt.Errorf("SHARDSTOCK_DB: %w", err)
 	}
+	m.registry.MustRegister(&metrics.QueueCollector{Lines: m.queueFigures})
 	return nil
+}
+
+func (m *Main) queueFigures() []metrics.QueueFigures {
+	var out []metrics.QueueFigures
+	for _, l := range m.room.Lines() {
+		out = append(out, metrics.QueueFigures{Product: l.Product, Joined: l.Joined, Serving: l.Serving, Waiting: l.Waiting, Paused: l.Paused})
+	}
+	return out
 }
 
 // unitsLeft is the units of product salable on the shards, or an error

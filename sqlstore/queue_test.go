@@ -1,0 +1,119 @@
+package sqlstore_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shardstock/shardstock"
+	"github.com/shardstock/shardstock/sqlstore/sqlstoretest"
+)
+
+// Concurrent joins of one line get the places 1..n, each once, and a
+// buyer who joins twice keeps their place; on SQLite and MariaDB.
+func TestConcurrentJoinsGetDistinctPlaces(t *testing.T) {
+	for name, s := range sqlstoretest.Stores(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			line := shardstock.QueueLine{Product: "lamp", Mode: shardstock.QueueFIFO, Rate: 5, Window: time.Minute,
+				Clock: []shardstock.QueueSegment{{At: time.UnixMilli(1_800_000_000_000).UTC(), Rate: 5}}}
+			if ok, err := s.SaveQueueLine(ctx, line); !ok || err != nil {
+				t.Fatalf("save: %v %v", ok, err)
+			}
+			if ok, _ := s.SaveQueueLine(ctx, line); ok {
+				t.Fatal("a second line saved at version 0")
+			}
+			const buyers = 40
+			places := make([]int64, 2*buyers)
+			var wg sync.WaitGroup
+			for i := range 2 * buyers {
+				wg.Go(func() {
+					pos, err := s.JoinQueue(ctx, "lamp", fmt.Sprint("b", i%buyers)) // each buyer twice
+					if err != nil {
+						t.Error(err)
+					}
+					places[i] = pos
+				})
+			}
+			wg.Wait()
+			for i := range buyers {
+				if places[i] != places[i+buyers] {
+					t.Errorf("b%d joined twice and got places %d and %d", i, places[i], places[i+buyers])
+				}
+			}
+			got := slices.Clone(places[:buyers])
+			slices.Sort(got)
+			for i, p := range got {
+				if p != int64(i+1) {
+					t.Fatalf("places %v, want 1..%d each once", got, buyers)
+				}
+			}
+			lines, err := s.QueueLines(ctx)
+			if err != nil || lines["lamp"].Joined != buyers || lines["lamp"].Version != 1 || !lines["lamp"].Clock[0].At.Equal(line.Clock[0].At) {
+				t.Fatalf("the line after the joins: %+v %v", lines["lamp"], err)
+			}
+		})
+	}
+}
+
+// A draw places the lobby once, 1..n in the order of the shuffle; a join
+// after it queues behind.
+func TestDrawPlacesTheLobbyOnce(t *testing.T) {
+	for name, s := range sqlstoretest.Stores(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			line := shardstock.QueueLine{Product: "lamp", Mode: shardstock.QueueDraw, Rate: 5, Window: time.Minute,
+				Clock: []shardstock.QueueSegment{{At: time.UnixMilli(1_800_000_000_000).UTC(), Rate: 5}}}
+			if _, err := s.SaveQueueLine(ctx, line); err != nil {
+				t.Fatal(err)
+			}
+			for _, b := range []string{"c", "a", "b"} {
+				if pos, err := s.JoinQueue(ctx, "lamp", b); pos != 0 || err != nil {
+					t.Fatalf("%s joins the lobby: %d %v", b, pos, err)
+				}
+			}
+			reverse := func(s []string) { slices.Reverse(s) }
+			if err := s.DrawQueue(ctx, "lamp", reverse); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.DrawQueue(ctx, "lamp", func([]string) { t.Error("drawn twice") }); err != nil {
+				t.Fatal(err)
+			}
+			for b, want := range map[string]int64{"c": 1, "b": 2, "a": 3} {
+				if pos, found, err := s.QueuePlace(ctx, "lamp", b); pos != want || !found || err != nil {
+					t.Errorf("%s's place %d %v %v, want %d", b, pos, found, err, want)
+				}
+			}
+			if pos, err := s.JoinQueue(ctx, "lamp", "late"); pos != 4 || err != nil {
+				t.Fatalf("a join after the draw: %d %v, want 4", pos, err)
+			}
+		})
+	}
+}
+
+func TestQueueSecretIsMadeOnceAndRevocationsAreKept(t *testing.T) {
+	for name, s := range sqlstoretest.Stores(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			a, err := s.QueueSecret(ctx)
+			if err != nil || len(a) != 32 {
+				t.Fatalf("secret: %x %v", a, err)
+			}
+			if b, _ := s.QueueSecret(ctx); string(a) != string(b) {
+				t.Fatal("a second call made another secret")
+			}
+			for range 2 {
+				if err := s.RevokeQueue(ctx, "lamp", "bot"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r, err := s.QueueRevoked(ctx)
+			if err != nil || !r["lamp"]["bot"] || len(r["lamp"]) != 1 || r["Lamp"]["bot"] {
+				t.Fatalf("revoked: %v %v", r, err)
+			}
+		})
+	}
+}
