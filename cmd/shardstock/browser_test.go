@@ -215,3 +215,38 @@ func TestSalePageAtTheEdgeInBrowser(t *testing.T) {
 	})()`)
 	screenshot(t, ctx, "sale-page-at-the-edge.png")
 }
+
+// TestQueuedSaleInBrowser: on the sale page of a product sold through a
+// waiting room, a buyer in real Chromium joins the line before the sale
+// (solving the line's proof of work in the page), waits with the buy
+// button off, is admitted when their turn comes, and buys.
+func TestQueuedSaleInBrowser(t *testing.T) {
+	r := shardtest.Start(t, 3)
+	m := startServer(t, r.URLs())
+	base := m.URL()
+	starts := time.Now().Add(4 * time.Second).UTC()
+	putProduct(t, base, "qlamp", fmt.Sprintf(`{"stock":5,"title":"Queued lamp","starts_at":%q}`, starts.Format(time.RFC3339Nano)))
+	if rep := adminDo(t, "PUT", base+"/admin/v1/products/qlamp/queue", `{"mode":"fifo","rate":1,"lead_seconds":600,"window_seconds":60,"difficulty":8}`); rep.status != 200 {
+		t.Fatalf("define the queue: %d %s", rep.status, rep.raw)
+	}
+	ctx := browser(t)
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/products/qlamp")); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "the waiting room shows, with the join button", `!document.getElementById("queue").hidden && !document.getElementById("join").hidden`)
+	waitJS(t, ctx, "the buy button is off before joining", `document.getElementById("buy").disabled`)
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.ID("join"))); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "the buyer has place 1 and waits", `document.getElementById("queue-state").dataset.status === "waiting" && document.getElementById("queue-state").textContent.includes("Your place: 1")`)
+	screenshot(t, ctx, "queued-sale-waiting.png")
+	waitJS(t, ctx, "the buyer is admitted after the start", `document.getElementById("queue-state").dataset.status === "admitted" && !document.getElementById("buy").disabled`)
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.ID("buy"))); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "the purchase is confirmed", `document.getElementById("result").textContent.startsWith("Reserved")`)
+	screenshot(t, ctx, "queued-sale-bought.png")
+	if rep := adminDo(t, "GET", base+"/admin/v1/products/qlamp/queue", ""); rep.body["joined"] != float64(1) {
+		t.Fatalf("the line after the page joined: %s", rep.raw)
+	}
+}

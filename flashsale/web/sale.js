@@ -46,17 +46,100 @@
       if (r.ok) draw(await r.json());
     } catch (e) { /* keep the last view */ }
   }
-  document.getElementById("buy").addEventListener("click", async function () {
+  // The waiting room, when the product has one: join (with the proof of
+  // work the line asks for), look again when the server says, buy once
+  // admitted. The place is kept per product, so a reload keeps it.
+  const queue = { token: localStorage.getItem("shardstock-queue-" + id) || "", timer: 0, status: "" };
+  const buyButton = document.getElementById("buy");
+  function showPlace(p) {
+    queue.status = p.status;
+    const el = document.getElementById("queue-state"), join = document.getElementById("join");
+    const text = {
+      not_joined: "Join the line to buy" + (p.opens_at ? " (opens " + new Date(p.opens_at).toLocaleTimeString() + ")" : ""),
+      lobby: "You are in the line; places are drawn when the sale starts",
+      waiting: "Your place: " + p.position + " · now serving " + p.serving + " · " + p.ahead + " ahead" +
+        (p.wait_seconds ? " · about " + fmt(p.wait_seconds * 1000) : "") + (p.unlikely ? " · unlikely to get one" : ""),
+      admitted: "It is your turn: buy before " + (p.admitted_until ? new Date(p.admitted_until).toLocaleTimeString() : "it passes"),
+      passed: "Your turn passed",
+      sold_out: "Sold out",
+      revoked: "Your place was revoked",
+    }[p.status] || p.status;
+    el.textContent = text;
+    el.dataset.status = p.status;
+    join.hidden = p.status !== "not_joined";
+    buyButton.disabled = p.status !== "admitted";
+  }
+  function lookLater(seconds) {
+    clearTimeout(queue.timer);
+    queue.timer = setTimeout(look, Math.max(1, seconds) * 1000);
+  }
+  async function look() {
+    try {
+      const headers = { "X-User-ID": buyer };
+      if (queue.token) headers["X-Queue-Token"] = queue.token;
+      const r = await fetch("/api/v1/products/" + id + "/queue", { headers: headers, cache: "no-store" });
+      if (r.status === 404) return; // no waiting room: buy as usual
+      const b = await r.json();
+      if (!r.ok) {
+        if (queue.token) { queue.token = ""; localStorage.removeItem("shardstock-queue-" + id); return look(); }
+        document.getElementById("queue-note").textContent = b.message || b.error;
+        return lookLater(5);
+      }
+      document.getElementById("queue").hidden = false;
+      if (b.token) { queue.token = b.token; localStorage.setItem("shardstock-queue-" + id, b.token); }
+      showPlace(b);
+      lookLater(Number(r.headers.get("Retry-After")) || 2);
+    } catch (e) { lookLater(5); }
+  }
+  // work finds a nonce whose SHA-256, after the line's input, begins with
+  // difficulty zero bits (the server checks it with one hash).
+  async function work(difficulty) {
+    const enc = new TextEncoder(), input = "shardstock-queue:" + id + ":" + buyer + ":";
+    for (let i = 0; ; i++) {
+      const h = new Uint8Array(await crypto.subtle.digest("SHA-256", enc.encode(input + i)));
+      let bits = 0;
+      for (const x of h) {
+        if (x === 0) { bits += 8; continue; }
+        bits += Math.clz32(x) - 24;
+        break;
+      }
+      if (bits >= difficulty) return String(i);
+    }
+  }
+  document.getElementById("join").addEventListener("click", async function () {
+    const note = document.getElementById("queue-note");
+    try {
+      let body = "{}";
+      const probe = await fetch("/api/v1/products/" + id + "/queue", { headers: { "X-User-ID": buyer }, cache: "no-store" });
+      const face = await probe.json();
+      if (face.difficulty > 0) {
+        note.textContent = "Proving you are not a bot…";
+        body = JSON.stringify({ work: await work(face.difficulty) });
+      }
+      const r = await fetch("/api/v1/products/" + id + "/queue", { method: "POST", body: body,
+        headers: { "X-User-ID": buyer, "Content-Type": "application/json" } });
+      const b = await r.json();
+      if (!r.ok) { note.textContent = b.message || b.error; return; }
+      note.textContent = "";
+      queue.token = b.token;
+      localStorage.setItem("shardstock-queue-" + id, b.token);
+      showPlace(b);
+      lookLater(Number(r.headers.get("Retry-After")) || 2);
+    } catch (e) { note.textContent = "Network error, try again"; }
+  });
+  buyButton.addEventListener("click", async function () {
     const out = document.getElementById("result");
     out.textContent = "…";
     try {
-      const r = await fetch("/api/v1/products/" + id + "/purchase", { method: "POST", headers: { "X-User-ID": buyer } });
+      const headers = { "X-User-ID": buyer };
+      if (queue.token) headers["X-Queue-Token"] = queue.token;
+      const r = await fetch("/api/v1/products/" + id + "/purchase", { method: "POST", headers: headers });
       const b = await r.json();
       out.textContent = r.ok ? "Reserved: order " + b.order_id + " on shard " + b.shard : (b.message || b.error);
     } catch (e) { out.textContent = "Network error, try again"; }
     poll();
   });
-  tick(); poll();
+  tick(); poll(); look();
   setInterval(tick, 250);
   setInterval(poll, 500);
 })();
