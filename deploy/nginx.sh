@@ -26,6 +26,9 @@
 # With --pages DIR (the coordinators' SHARDSTOCK_PAGES_DIR), the product
 # pages and their scripts are served from DIR as files; the coordinators
 # answer only what the pages poll.
+# With SHARDSTOCK_QUEUE_SECRET in the environment (the coordinators' key of
+# the waiting rooms' places), a purchase of a queued product needs a place
+# this edge can verify and whose turn has come, or it is answered 403 here.
 #   deploy/nginx.sh stop  [--dir ./run/nginx]
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"

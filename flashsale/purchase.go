@@ -119,6 +119,9 @@ type Config struct {
 	// replay whose shard in doubt lost its data since asks it before it
 	// answers rejected.
 	OrderOf func(ctx context.Context, id string) (*shardstock.Order, error)
+	// EdgeQueues, if set, adds lines to /edge/limits for the waiting rooms
+	// ("queue ID N": places up to N are admitted by now or within a second).
+	EdgeQueues func(now time.Time) string
 	// Gate, if set, admits purchases of queued products (the buyer's place
 	// in X-Queue-Token); nil: every purchase is admitted.
 	Gate Gate
@@ -181,7 +184,8 @@ func (h *Handler) PostPurchase(c echo.Context) error {
 }
 
 // GetEdgeLimits publishes the limits for an nginx edge (deploy/nginx/limiter.lua),
-// one per line: "global N" and "product ID N", in requests per second.
+// one per line: "global N" and "product ID N", in requests per second, and
+// "queue ID N" for the waiting rooms (Config.EdgeQueues).
 // The answer is kept for a second: the edge asks about once a second per
 // worker, and the endpoint must not cost a catalog read per call.
 func (h *Handler) GetEdgeLimits(c echo.Context) error {
@@ -206,6 +210,9 @@ func (h *Handler) GetEdgeLimits(c echo.Context) error {
 				fmt.Fprintf(&b, "product %s %g\n", id, h.limiter.productRate(p.Stock))
 			}
 		}
+	}
+	if h.cfg.EdgeQueues != nil {
+		b.WriteString(h.cfg.EdgeQueues(now))
 	}
 	h.edgeBody, h.edgeAt = b.String(), now
 	return c.String(http.StatusOK, h.edgeBody)

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -547,6 +548,22 @@ func summary(l shardstock.QueueLine, now time.Time) Summary {
 	return Summary{Product: l.Product, Mode: string(l.Mode), Rate: l.Rate, LeadSeconds: int64(l.Lead / time.Second),
 		WindowSeconds: int64(l.Window / time.Second), Difficulty: l.Difficulty, Paused: l.Paused, Starts: l.Starts(),
 		Joined: l.Joined, Serving: serving, Waiting: max(l.Joined-serving, 0), Drawn: l.Drawn}
+}
+
+// EdgeLines are the waiting rooms for an edge that checks places before
+// the coordinators do (deploy/nginx/limiter.lua), one line each: "queue ID
+// N", where every place up to N is admitted by now+ahead (the edge's copy
+// is up to a second or two old; the coordinator checks exactly).
+func (r *Room) EdgeLines(now time.Time, ahead time.Duration) string {
+	st := r.state.Load()
+	if st == nil {
+		return ""
+	}
+	var b strings.Builder
+	for id, l := range st.lines {
+		fmt.Fprintf(&b, "queue %s %d\n", id, l.Serving(now.Add(ahead)))
+	}
+	return b.String()
 }
 
 // Lines are every line's summary (metrics).

@@ -268,12 +268,16 @@ func adminQueue(args []string) (adminCommand, error) {
 		if err != nil || n <= 0 {
 			return adminCommand{}, fmt.Errorf("queue advance: %q is not a positive number of places", rest[0])
 		}
-		return on(func(ctx context.Context, c *client.Client) (json.RawMessage, error) { return c.QueueAdvance(ctx, id, n) })
+		return on(func(ctx context.Context, c *client.Client) (json.RawMessage, error) {
+			return c.QueueAdvance(ctx, id, n)
+		})
 	case "revoke":
 		if len(rest) != 1 {
 			return adminCommand{}, errors.New("queue revoke needs USER")
 		}
-		return on(func(ctx context.Context, c *client.Client) (json.RawMessage, error) { return c.QueueRevoke(ctx, id, rest[0]) })
+		return on(func(ctx context.Context, c *client.Client) (json.RawMessage, error) {
+			return c.QueueRevoke(ctx, id, rest[0])
+		})
 	}
 	return adminCommand{}, fmt.Errorf("queue: unknown action %q (open, pause, resume, advance, revoke)", args[2])
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shardstock/shardstock/api"
 	"github.com/shardstock/shardstock/flashsale"
 	"github.com/shardstock/shardstock/shard/shardtest"
 )
@@ -279,4 +280,64 @@ func pagesAtTheEdge(t *testing.T, definition string) (*Main, string) {
 		return rep.status == 200 && strings.Contains(rep.raw, "Desk lamp"), fmt.Sprint(rep.status)
 	})
 	return m, edge
+}
+
+// TestTheEdgeChecksQueuePlaces: with the waiting rooms' key, the edge
+// answers 403 not_admitted itself to a purchase of a queued product
+// without a place, with a forged one, another product's, or one whose turn
+// has not come, and passes an admitted place on to the coordinator, which
+// sells.
+func TestTheEdgeChecksQueuePlaces(t *testing.T) {
+	r := shardtest.Start(t, 3)
+	secret, queueKey := []byte(strings.Repeat("s", 32)), strings.Repeat("q", 32)
+	m := startServer(t, r.URLs(), func(c *Config) {
+		c.UserAuth, c.HMACSecret, c.QueueSecret = "hmac", secret, []byte(queueKey)
+	})
+	starts := time.Now().Add(2 * time.Second).UTC()
+	putProduct(t, m.URL(), "qedge", fmt.Sprintf(`{"stock":10,"starts_at":%q}`, starts.Format(time.RFC3339Nano)))
+	putProduct(t, m.URL(), "other", `{"stock":10}`)
+	if rep := adminDo(t, "PUT", m.URL()+"/admin/v1/products/qedge/queue", `{"mode":"fifo","rate":0.2,"lead_seconds":600,"window_seconds":60}`); rep.status != 200 {
+		t.Fatalf("define the queue: %d %s", rep.status, rep.raw)
+	}
+	t.Setenv("SHARDSTOCK_QUEUE_SECRET", queueKey)
+	dir, port := t.TempDir(), strings.Split(freeAddr(t), ":")[1]
+	runDeploy(t, "nginx.sh", "start", "--port", port, "--upstreams", strings.TrimPrefix(m.URL(), "http://"), "--dir", dir)
+	t.Cleanup(func() { runDeploy(t, "nginx.sh", "stop", "--dir", dir) })
+	edge := "http://127.0.0.1:" + port
+	bearer := func(user string) string {
+		tok, _ := flashsale.MintToken(secret, user, time.Hour, time.Now())
+		return "Bearer " + tok
+	}
+	join := func(user string) string {
+		rep := do(t, "POST", edge+"/api/v1/products/qedge/queue", "", "Authorization", bearer(user))
+		if rep.status != 200 {
+			t.Fatalf("%s joins through the edge: %d %s", user, rep.status, rep.raw)
+		}
+		return rep.str("token")
+	}
+	first, second := join("ann"), join("bob")
+	time.Sleep(time.Until(starts) + 200*time.Millisecond) // rate 0.2/s: ann's turn in 5 s, bob's in 10
+	forged := first[:strings.LastIndexByte(first, '.')+1] + "AAAA" + first[strings.LastIndexByte(first, '.')+5:]
+	buy := func(user, product, token string) reply {
+		return do(t, "POST", edge+"/api/v1/products/"+product+"/purchase", "", "Authorization", bearer(user), api.QueueTokenHeader, token)
+	}
+	waitFor(t, 5*time.Second, "the edge refuses a purchase without a place itself", func() (bool, string) {
+		rep := buy("ann", "qedge", "")
+		return rep.status == 403 && strings.HasSuffix(rep.str("message"), "(edge)"), rep.raw
+	})
+	for what, tok := range map[string]string{"a forged place": forged, "a place not reached": second, "garbage": "x.y.z"} {
+		if rep := buy("bob", "qedge", tok); rep.status != 403 || rep.str("error") != "not_admitted" || !strings.HasSuffix(rep.str("message"), "(edge)") {
+			t.Errorf("%s through the edge: %d %s, want 403 not_admitted from the edge", what, rep.status, rep.raw)
+		}
+	}
+	if rep := buy("ann", "other", ""); rep.status != 200 {
+		t.Fatalf("a product without a waiting room through the edge: %d %s", rep.status, rep.raw)
+	}
+	waitFor(t, 10*time.Second, "ann, admitted, buys through the edge", func() (bool, string) {
+		rep := buy("ann", "qedge", first)
+		return rep.status == 200, rep.raw
+	})
+	if rep := buy("bob", "qedge", first); rep.status != 403 || strings.HasSuffix(rep.str("message"), "(edge)") {
+		t.Fatalf("bob with ann's admitted place: %d %s, want 403 from the coordinator (the edge does not know the buyer)", rep.status, rep.raw)
+	}
 }

@@ -144,7 +144,8 @@ func (m *Main) Run(ctx context.Context) error {
 		Now: m.clock.Now, MaxInFlight: m.cfg.MaxInFlight,
 		Observe: m.observePurchase, Spool: m.spoolPort(), Logger: m.log,
 		Limits: m.cfg.Limits, OnLimited: func(s string) { m.metrics.RateLimited.WithLabelValues(s).Inc() },
-		ProductIDs: m.store.ProductIDs, OrderOf: m.store.Order, Gate: m.room})
+		ProductIDs: m.store.ProductIDs, OrderOf: m.store.Order, Gate: m.room,
+		EdgeQueues: func(now time.Time) string { return m.room.EdgeLines(now, 2*time.Second) }})
 	if err := m.startLoops(); err != nil {
 		return err
 	}
