@@ -35,17 +35,25 @@ var charts = map[string]func(Report) ([]byte, error){
 	"orders.svg":    ordersChart,
 }
 
-// timeChart draws one line per named series over the report's seconds.
+// timeChart draws one line per named series over the report's seconds of
+// activity, one after the other: a sale run twice, half an hour apart, is
+// two stretches side by side, not two spikes at the ends of a flat line.
+// The time axis names the first second, the first of each stretch after a
+// gap (marked by a grid line), and evenly spaced seconds between.
 // go-chart needs two points and a range to draw: a report with less shows
 // its title and "no data yet".
 func timeChart(title, yName string, secs []int64, names []string, values func(name string) []float64) ([]byte, error) {
 	var series []chart.Series
+	xs := make([]float64, len(secs))
+	for i := range xs {
+		xs[i] = float64(i)
+	}
 	for i, name := range names {
-		xs, ys := times(secs), values(name)
+		xs, ys := xs, values(name)
 		if len(xs) == 1 { // one second: a flat segment of a second
-			xs, ys = []time.Time{xs[0], xs[0].Add(time.Second)}, []float64{ys[0], ys[0]}
+			xs, ys = []float64{0, 1}, []float64{ys[0], ys[0]}
 		}
-		series = append(series, chart.TimeSeries{Name: name, XValues: xs, YValues: ys,
+		series = append(series, chart.ContinuousSeries{Name: name, XValues: xs, YValues: ys,
 			Style: chart.Style{StrokeColor: chart.GetDefaultColor(i), StrokeWidth: 2}})
 	}
 	if len(series) == 0 || len(secs) == 0 || flat(series) {
@@ -55,17 +63,58 @@ func timeChart(title, yName string, secs []int64, names []string, values func(na
 	if err != nil {
 		return nil, err
 	}
-	c := chart.Chart{Title: title, Width: 720, Height: 300, Font: f,
-		Background: chart.Style{Padding: chart.Box{Top: 40, Left: 10, Right: 10, Bottom: 40}},
-		XAxis:      chart.XAxis{ValueFormatter: chart.TimeValueFormatterWithFormat("15:04:05")},
-		YAxis:      chart.YAxis{Name: yName, ValueFormatter: intFormatter},
-		Series:     series}
-	c.Elements = []chart.Renderable{chart.Legend(&c)}
+	ticks, gaps := timeTicks(secs)
+	// The legend sits between the title and the lines, where it hides none.
+	c := chart.Chart{Title: title, Width: 720, Height: 340, Font: f,
+		Background: chart.Style{Padding: chart.Box{Top: 100, Left: 10, Right: 10, Bottom: 40}},
+		XAxis: chart.XAxis{Ticks: ticks, GridLines: gaps, GridMajorStyle: chart.Style{StrokeColor: chart.ColorAlternateGray, StrokeWidth: 1},
+			Range: &chart.ContinuousRange{Min: 0, Max: max(float64(len(secs)-1), 1)}},
+		YAxis:  chart.YAxis{Name: yName, ValueFormatter: intFormatter},
+		Series: series}
+	c.Elements = []chart.Renderable{chart.LegendThin(&c)}
 	var b bytes.Buffer
 	if err := c.Render(chart.SVG, &b); err != nil {
 		return nil, fmt.Errorf("chart %s: %w", title, err)
 	}
 	return b.Bytes(), nil
+}
+
+// timeTicks labels the seconds of activity: the first, the first after
+// each gap (with a grid line there), and about eight in all, evenly spaced,
+// where they leave room.
+func timeTicks(secs []int64) ([]chart.Tick, []chart.GridLine) {
+	label := func(i int) chart.Tick {
+		return chart.Tick{Value: float64(i), Label: time.Unix(secs[i], 0).UTC().Format("15:04:05")}
+	}
+	marked := map[int]bool{0: true}
+	var gaps []chart.GridLine
+	for i := 1; i < len(secs); i++ {
+		if secs[i]-secs[i-1] > 1 {
+			marked[i] = true
+			gaps = append(gaps, chart.GridLine{Value: float64(i) - 0.5})
+		}
+	}
+	step := max(len(secs)/8, 1)
+	room := max(step/2, 1) // no evenly spaced label this close to another
+	for i := step; i < len(secs); i += step {
+		near := false
+		for j := max(i-room+1, 0); j < min(i+room, len(secs)); j++ {
+			near = near || marked[j]
+		}
+		if !near {
+			marked[i] = true
+		}
+	}
+	var ticks []chart.Tick
+	for i := range secs {
+		if marked[i] {
+			ticks = append(ticks, label(i))
+		}
+	}
+	if len(secs) == 1 {
+		ticks = append(ticks, chart.Tick{Value: 1, Label: ""})
+	}
+	return ticks, gaps
 }
 
 // flat reports whether every series is one value (go-chart cannot scale a
@@ -74,7 +123,7 @@ func flat(series []chart.Series) bool {
 	lo, hi := 0.0, 0.0
 	first := true
 	for _, s := range series {
-		for _, y := range s.(chart.TimeSeries).YValues {
+		for _, y := range s.(chart.ContinuousSeries).YValues {
 			if first {
 				lo, hi, first = y, y, false
 			}
@@ -161,7 +210,7 @@ func ordersChart(r Report) ([]byte, error) {
 	}
 	c := chart.BarChart{Title: "Orders by status", Width: 720, Height: 300, BarWidth: 90, Font: f,
 		Background: chart.Style{Padding: chart.Box{Top: 40}},
-		YAxis:      chart.YAxis{ValueFormatter: intFormatter}, Bars: bars}
+		YAxis:      chart.YAxis{ValueFormatter: intFormatter, Ticks: countTicks(bars)}, Bars: bars}
 	var b bytes.Buffer
 	if err := c.Render(chart.SVG, &b); err != nil {
 		return nil, fmt.Errorf("chart orders: %w", err)
@@ -169,13 +218,30 @@ func ordersChart(r Report) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// empty is a chart with nothing to draw yet: its title and a note.
+// countTicks are whole-number ticks from 0 to the tallest bar (orders are
+// counted: no 0.8 of an order on the axis).
+func countTicks(bars []chart.Value) []chart.Tick {
+	top := 0.0
+	for _, b := range bars {
+		top = max(top, b.Value)
+	}
+	step := max(1, int64(top+3)/4)
+	var ticks []chart.Tick
+	for v := int64(0); v <= int64(top)+step-1; v += step {
+		ticks = append(ticks, chart.Tick{Value: float64(v), Label: strconv.FormatInt(v, 10)})
+	}
+	return ticks
+}
+
+// empty is a chart with nothing to draw yet: its title and a note, no
+// axes (their made-up 0.00 to 1.00 scale said nothing).
 func empty(title string) ([]byte, error) {
 	f, err := font()
 	if err != nil {
 		return nil, err
 	}
-	c := chart.Chart{Title: title, Width: 720, Height: 300, Font: f,
+	c := chart.Chart{Title: title + " (no data yet)", Width: 720, Height: 300, Font: f,
+		XAxis: chart.XAxis{Style: chart.Hidden()}, YAxis: chart.YAxis{Style: chart.Hidden()}, YAxisSecondary: chart.YAxis{Style: chart.Hidden()},
 		Series: []chart.Series{chart.ContinuousSeries{Name: "no data yet", XValues: []float64{0, 1}, YValues: []float64{0, 1},
 			Style: chart.Style{StrokeWidth: 0.01, StrokeColor: chart.ColorTransparent}}}}
 	var b bytes.Buffer
