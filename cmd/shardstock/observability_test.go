@@ -90,6 +90,9 @@ func TestDashboardAndRulesNameExportedMetrics(t *testing.T) {
 	spool := t.TempDir()
 	m := startServer(t, r.URLs(), func(c *Config) { c.SpoolDir, c.SpoolEntries, c.SpoolBytes = spool, 10, 1<<20 })
 	putProduct(t, m.URL(), "dash", `{"stock":3}`)
+	if rep := adminDo(t, "PUT", m.URL()+"/admin/v1/products/dash/queue", `{"mode":"fifo","rate":1,"window_seconds":60}`); rep.status != 200 {
+		t.Fatalf("a waiting room (its metrics): %d %s", rep.status, rep.raw)
+	}
 	names := exportedNames(t, m.URL())
 	raw, err := os.ReadFile(filepath.Join(repoRoot(t), "deploy", "grafana", "shardstock.json"))
 	if err != nil {
