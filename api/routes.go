@@ -41,6 +41,7 @@ const (
 	AdminDrainPath     = "/shards/:index/drain"
 	AdminResyncPath    = "/shards/:index/resync"
 
+	AdminQueuesPath       = "/queues"
 	AdminQueuePath        = "/products/:id/queue"
 	AdminQueuePausePath   = "/products/:id/queue/pause"
 	AdminQueueResumePath  = "/products/:id/queue/resume"

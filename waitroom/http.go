@@ -3,7 +3,9 @@ package waitroom
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -22,6 +24,7 @@ type Rooms interface {
 	Resume(ctx context.Context, product string) (Summary, error)
 	Advance(ctx context.Context, product string, by int64) (Summary, error)
 	Revoke(ctx context.Context, product, buyer string) (Summary, error)
+	Lines() []Summary
 }
 
 // Handlers serve the waiting room's routes: the buyers' QueuePath and the
@@ -83,6 +86,13 @@ func answer(c echo.Context, p Place) error {
 	hd.Set("Cache-Control", "no-store")
 	hd.Set("Retry-After", strconv.Itoa(int(max(p.RetryAfter.Round(time.Second), time.Second)/time.Second)))
 	return c.JSON(http.StatusOK, p)
+}
+
+// GetQueues lists every waiting room, by product (the operators' page).
+func (h Handlers) GetQueues(c echo.Context) error {
+	lines := h.Rooms.Lines()
+	slices.SortFunc(lines, func(a, b Summary) int { return strings.Compare(a.Product, b.Product) })
+	return c.JSON(http.StatusOK, lines)
 }
 
 // PutQueue defines the product's waiting room.

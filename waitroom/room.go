@@ -573,7 +573,7 @@ func (r *Room) Lines() []Summary {
 		return nil
 	}
 	now := r.cfg.Now()
-	out := make([]Summary, 0, len(st.lines))
+	out := make([]Summary, 0, len(st.lines)) // never nil: an empty list is []
 	for _, l := range st.lines {
 		s := summary(l, now)
 		s.Revoked = len(st.revoked[l.Product])

@@ -249,4 +249,15 @@ func TestQueuedSaleInBrowser(t *testing.T) {
 	if rep := adminDo(t, "GET", base+"/admin/v1/products/qlamp/queue", ""); rep.body["joined"] != float64(1) {
 		t.Fatalf("the line after the page joined: %s", rep.raw)
 	}
+	// The operators' page shows the waiting room with the product.
+	err := chromedp.Do(ctx, chromedp.Navigate(base+"/admin/"),
+		chromedp.SendKeys(chromedp.ID("token"), testToken), chromedp.Click(chromedp.CSS(`#login button`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, "the operators' page shows the waiting room", `(() => {
+		const q = document.querySelector('[data-queue="qlamp"]');
+		return !!q && q.textContent.includes("joined 1") && q.textContent.includes("fifo") && q.textContent.includes("admitted/s");
+	})()`)
+	screenshot(t, ctx, "queued-sale-operators.png")
 }

@@ -115,6 +115,7 @@ func (m *Main) mount(e *echo.Echo) {
 	admin.GET(api.AdminShardsPath, inv.GetShards)
 	admin.POST(api.AdminDrainPath, inv.PostDrain)
 	admin.POST(api.AdminResyncPath, inv.PostResync)
+	admin.GET(api.AdminQueuesPath, queue.GetQueues)
 	admin.PUT(api.AdminQueuePath, queue.PutQueue)
 	admin.GET(api.AdminQueuePath, queue.GetAdminQueue)
 	admin.POST(api.AdminQueuePausePath, queue.PostPause)

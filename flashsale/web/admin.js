@@ -1,10 +1,11 @@
 // The operators' page: every shard's health, every product's units per
-// shard, and a product's sale report as charts (drawn by the server with
+// shard and its waiting room (joined, now serving, waiting, per second), and a product's sale report as charts (drawn by the server with
 // go-chart: GET /admin/v1/products/{id}/report/{chart}). The data comes from
 // the admin API with the token typed in here (kept in this tab's
 // sessionStorage only).
 (function () {
   let token = sessionStorage.getItem("shardstock-admin-token") || "";
+  const lastQueues = {}; // a waiting room's last figures, for the rates per second
   const el = (id) => document.getElementById(id);
   async function get(path) {
     const r = await fetch(path, { headers: { Authorization: "Bearer " + token }, cache: "no-store" });
@@ -19,7 +20,23 @@
   }
   async function refresh() {
     try {
-      const [shards, products] = await Promise.all([get("/admin/v1/shards"), get("/admin/v1/products")]);
+      const [shards, products, queues] = await Promise.all([get("/admin/v1/shards"), get("/admin/v1/products"), get("/admin/v1/queues")]);
+      const now = Date.now(), lines = {};
+      queues.forEach((q) => {
+        const was = lastQueues[q.product];
+        const dt = was ? (now - was.at) / 1000 : 0;
+        q.joinedPerSec = dt > 0 ? Math.max(0, (q.joined - was.joined) / dt) : 0;
+        q.admittedPerSec = dt > 0 ? Math.max(0, (q.serving - was.serving) / dt) : 0;
+        lines[q.product] = q;
+        lastQueues[q.product] = { at: now, joined: q.joined, serving: q.serving };
+      });
+      const queueLine = (id) => {
+        const q = lines[id];
+        if (!q) return "";
+        return '<div class="muted queue" data-queue="' + text(id) + '">waiting room (' + text(q.mode) + (q.paused ? ", paused" : "") +
+          "): joined " + q.joined + " · now serving " + q.serving + " · waiting " + q.waiting +
+          " · " + q.joinedPerSec.toFixed(1) + " joined/s · " + q.admittedPerSec.toFixed(1) + " admitted/s</div>";
+      };
       el("error").textContent = "";
       el("view").hidden = false;
       el("login").hidden = true;
@@ -28,7 +45,7 @@
           (s.up ? 'up">up' : 'dn">down') + "</td><td>" + text(s.last_error || "") + "</td></tr>").join("");
       el("products").innerHTML = products.map((p) => '<div class="card"><strong>' + text(p.id) + "</strong> " +
         '<span class="muted">stock ' + p.stock + " · salable " + p.totals.salable + " · locked " + p.totals.locked +
-        " · sold " + p.totals.sold + '</span> <button type="button" data-report="' + text(p.id) + '">Report</button>' + p.shards.map((s) => '<div class="shard' + (s.up ? "" : " down") + '">' +
+        " · sold " + p.totals.sold + '</span> <button type="button" data-report="' + text(p.id) + '">Report</button>' + queueLine(p.id) + p.shards.map((s) => '<div class="shard' + (s.up ? "" : " down") + '">' +
           "<span>shard " + s.index + "</span>" + bar(s.up ? s.salable : 0, s.alloc, "") + '<span class="state">' +
           (!s.up ? "down" : s.salable === undefined ? "no data" : s.salable + " / " + s.locked + " / " + s.sold) + "</span></div>").join("") + "</div>").join("") +
         '<p class="muted">Per shard: salable / locked / sold.</p>';
