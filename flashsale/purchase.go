@@ -427,6 +427,26 @@ func (h *Handler) allow(w http.ResponseWriter, r *http.Request, p *shardstock.Pr
 	return h.limited(w, scope, retry)
 }
 
+// LimitBuyer is echo middleware that costs a request its buyer's and its
+// address's tokens of the buyer-side limits, as a purchase does, and
+// answers 429 past them: a waiting room's joins are counted with the
+// buyer's purchases.
+func (h *Handler) LimitBuyer(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if !h.limiter.any() {
+			return next(c)
+		}
+		user, err := h.cfg.Identity(c.Request())
+		if err != nil {
+			return err
+		}
+		if _, ok, scope, retry := h.limiter.admitBuyer(user, h.clientIP(c.Request()), h.cfg.Now()); !ok {
+			return h.limited(c.Response(), scope, retry)
+		}
+		return next(c)
+	}
+}
+
 // admitBuyer takes the buyer's user and ip tokens before a catalog read.
 func (h *Handler) admitBuyer(w http.ResponseWriter, r *http.Request, user string, now time.Time) ([]*rate.Reservation, error) {
 	taken, ok, scope, retry := h.limiter.admitBuyer(user, h.clientIP(r), now)

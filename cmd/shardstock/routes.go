@@ -80,7 +80,7 @@ func (m *Main) mount(e *echo.Echo) {
 	e.GET(api.OrderPath, orders.Get)
 	e.POST(api.PayPath, orders.PostPay)
 	e.POST(api.CancelPath, orders.PostCancel)
-	e.POST(api.QueuePath, queue.PostQueue)
+	e.POST(api.QueuePath, queue.PostQueue, buyers.LimitBuyer)
 	e.GET(api.QueuePath, queue.GetQueue)
 
 	// Pages, for anyone; the operators' page reads the admin API.

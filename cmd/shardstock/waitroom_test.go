@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/shardstock/shardstock/api"
+	"github.com/shardstock/shardstock/flashsale"
 	"github.com/shardstock/shardstock/shard/shardtest"
 )
 
@@ -117,5 +118,32 @@ func TestAQueuedSaleThroughTwoCoordinators(t *testing.T) {
 	}
 	if rep := queuedPurchase(t, a.URL(), "qlamp", "q3", tokens["q3"]); rep.status != 409 && rep.status != 410 {
 		t.Fatalf("q3 buys again: %d %s, want limit_reached or sold_out", rep.status, rep.raw)
+	}
+}
+
+// TestJoinsAreCountedWithTheBuyersLimits: a waiting room's joins cost the
+// buyer's tokens of SHARDSTOCK_LIMIT_USER as purchases do (429 past them),
+// and another buyer is not held up.
+func TestJoinsAreCountedWithTheBuyersLimits(t *testing.T) {
+	r := shardtest.Start(t, 3)
+	m := startServer(t, r.URLs(), func(c *Config) { c.Limits = flashsale.Limits{User: 1} })
+	putProduct(t, m.URL(), "ql", `{"stock":5}`)
+	if rep := adminDo(t, "PUT", m.URL()+api.AdminBase+api.Path(api.AdminQueuePath, "ql"), `{"mode":"fifo","rate":1,"window_seconds":60}`); rep.status != 200 {
+		t.Fatalf("define the queue: %d %s", rep.status, rep.raw)
+	}
+	if rep := joinQueue(t, m.URL(), "ql", "eve"); rep.status != 200 {
+		t.Fatalf("first join: %d %s", rep.status, rep.raw)
+	}
+	limited := 0
+	for range 5 {
+		if rep := joinQueue(t, m.URL(), "ql", "eve"); rep.status == 429 && rep.str("error") == "rate_limited" {
+			limited++
+		}
+	}
+	if limited == 0 {
+		t.Fatal("five more joins in a moment by a buyer limited to 1 a second: none refused")
+	}
+	if rep := joinQueue(t, m.URL(), "ql", "fay"); rep.status != 200 {
+		t.Fatalf("another buyer joins: %d %s", rep.status, rep.raw)
 	}
 }
