@@ -27,6 +27,10 @@ type QueueLine struct {
 	Window     time.Duration // an admitted buyer's time to buy, from their turn
 	Difficulty int           // proof of work at join: leading zero bits (0: none)
 	Paused     bool
+	// Held: no unit was left at the last count, and the number waits for
+	// units to come back (a release, a stock add) instead of letting places
+	// pass their turn with nothing to buy.
+	Held bool
 	// Clock is how the number moved: each segment runs from At until the
 	// next one's At; the last runs on. Expired: every place up to it had
 	// its turn longer ago than Window (older segments are dropped).
@@ -81,6 +85,14 @@ func (l *QueueLine) TurnAt(pos int64) (from time.Time, ok bool) {
 		}
 	}
 	return from, ok
+}
+
+// Running is the rate the number grows at now: 0 while paused or held.
+func (l *QueueLine) Running() float64 {
+	if l.Paused || l.Held {
+		return 0
+	}
+	return l.Rate
 }
 
 // Starts is when the line's clock starts (the sale's start as the line was

@@ -22,7 +22,7 @@ type segment struct {
 
 // QueueLines returns every product's waiting-room line.
 func (s *Store) QueueLines(ctx context.Context) (map[string]shardstock.QueueLine, error) {
-	rows, err := s.read.QueryContext(ctx, `SELECT product_id, mode, rate, lead_ms, window_ms, difficulty, paused, clock, expired, joined, drawn, version FROM queue_lines`)
+	rows, err := s.read.QueryContext(ctx, `SELECT product_id, mode, rate, lead_ms, window_ms, difficulty, paused, held, clock, expired, joined, drawn, version FROM queue_lines`)
 	if err != nil {
 		return nil, fmt.Errorf("queue lines: %w", err)
 	}
@@ -30,12 +30,12 @@ func (s *Store) QueueLines(ctx context.Context) (map[string]shardstock.QueueLine
 	out := map[string]shardstock.QueueLine{}
 	for rows.Next() {
 		var (
-			l             shardstock.QueueLine
-			mode, clock   string
-			lead, window  int64
-			paused, drawn int
+			l                   shardstock.QueueLine
+			mode, clock         string
+			lead, window        int64
+			paused, held, drawn int
 		)
-		if err := rows.Scan(&l.Product, &mode, &l.Rate, &lead, &window, &l.Difficulty, &paused, &clock, &l.Expired, &l.Joined, &drawn, &l.Version); err != nil {
+		if err := rows.Scan(&l.Product, &mode, &l.Rate, &lead, &window, &l.Difficulty, &paused, &held, &clock, &l.Expired, &l.Joined, &drawn, &l.Version); err != nil {
 			return nil, fmt.Errorf("queue lines: %w", err)
 		}
 		var segs []segment
@@ -46,7 +46,7 @@ func (s *Store) QueueLines(ctx context.Context) (map[string]shardstock.QueueLine
 			l.Clock = append(l.Clock, shardstock.QueueSegment{At: time.UnixMilli(g.At).UTC(), Base: g.Base, Rate: g.Rate})
 		}
 		l.Mode, l.Lead, l.Window = shardstock.QueueMode(mode), time.Duration(lead)*time.Millisecond, time.Duration(window)*time.Millisecond
-		l.Paused, l.Drawn = paused == 1, drawn == 1
+		l.Paused, l.Held, l.Drawn = paused == 1, held == 1, drawn == 1
 		out[l.Product] = l
 	}
 	return out, rows.Err()
@@ -61,14 +61,17 @@ func (s *Store) SaveQueueLine(ctx context.Context, l shardstock.QueueLine) (bool
 		segs[i] = segment{g.At.UnixMilli(), g.Base, g.Rate}
 	}
 	clock, _ := json.Marshal(segs)
-	paused := 0
+	paused, held := 0, 0
 	if l.Paused {
 		paused = 1
 	}
+	if l.Held {
+		held = 1
+	}
 	if l.Version == 0 {
-		_, err := s.exec(ctx, `INSERT INTO queue_lines (product_id, mode, rate, lead_ms, window_ms, difficulty, paused, clock, expired, joined, drawn, version)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, 1)`, l.Product, string(l.Mode), l.Rate, l.Lead.Milliseconds(), l.Window.Milliseconds(),
-			l.Difficulty, paused, string(clock), l.Expired)
+		_, err := s.exec(ctx, `INSERT INTO queue_lines (product_id, mode, rate, lead_ms, window_ms, difficulty, paused, held, clock, expired, joined, drawn, version)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, 1)`, l.Product, string(l.Mode), l.Rate, l.Lead.Milliseconds(), l.Window.Milliseconds(),
+			l.Difficulty, paused, held, string(clock), l.Expired)
 		if isDuplicate(err) {
 			return false, nil
 		}
@@ -77,8 +80,8 @@ func (s *Store) SaveQueueLine(ctx context.Context, l shardstock.QueueLine) (bool
 		}
 		return true, nil
 	}
-	res, err := s.exec(ctx, `UPDATE queue_lines SET mode = ?, rate = ?, lead_ms = ?, window_ms = ?, difficulty = ?, paused = ?, clock = ?, expired = ?, version = version + 1
-		WHERE product_id = ? AND version = ?`, string(l.Mode), l.Rate, l.Lead.Milliseconds(), l.Window.Milliseconds(), l.Difficulty, paused,
+	res, err := s.exec(ctx, `UPDATE queue_lines SET mode = ?, rate = ?, lead_ms = ?, window_ms = ?, difficulty = ?, paused = ?, held = ?, clock = ?, expired = ?, version = version + 1
+		WHERE product_id = ? AND version = ?`, string(l.Mode), l.Rate, l.Lead.Milliseconds(), l.Window.Milliseconds(), l.Difficulty, paused, held,
 		string(clock), l.Expired, l.Product, l.Version)
 	if err != nil {
 		return false, fmt.Errorf("save queue line: %w", err)

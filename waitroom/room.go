@@ -158,28 +158,75 @@ func (r *Room) Refresh(ctx context.Context) error {
 	}
 	now := r.cfg.Now()
 	left := map[string]int64{}
+	changed := false
 	for id, l := range lines {
-		if l.Mode == shardstock.QueueDraw && !l.Drawn && !now.Before(l.Starts()) {
-			if err := r.cfg.Store.DrawQueue(ctx, id, func(s []string) {
-				rand.Shuffle(len(s), func(i, j int) { s[i], s[j] = s[j], s[i] })
-			}); err != nil {
-				return fmt.Errorf("draw %s: %w", id, err)
-			}
-		}
-		if ahead := l.Serving(now) - l.Joined; !l.Paused && l.Rate > 0 && float64(ahead) > 2*l.Rate && !now.Before(l.Starts()) {
-			l.AppendAt(now, l.Joined+int64(math.Ceil(l.Rate)), l.Rate)
-			if _, err := r.cfg.Store.SaveQueueLine(ctx, l); err != nil {
-				return err
-			}
-		}
+		n, known := int64(0), false
 		if r.cfg.Stock != nil {
-			if n, err := r.cfg.Stock(ctx, id); err == nil {
+			if c, err := r.cfg.Stock(ctx, id); err == nil {
+				n, known = c, true
 				left[id] = n
 			}
+		}
+		wrote, err := r.tend(ctx, l, n, known, now)
+		if err != nil {
+			return err
+		}
+		changed = changed || wrote
+	}
+	if changed { // read what was written (or what another coordinator wrote first)
+		if lines, err = r.cfg.Store.QueueLines(ctx); err != nil {
+			return err
 		}
 	}
 	r.state.Store(&state{lines: lines, revoked: revoked, left: left})
 	return nil
+}
+
+// tend does what a line needs from whoever reads it: the draw of its
+// lobby once the sale starts; its number moved back when it ran ahead of
+// its buyers (so a crowd arriving later is let in at the rate, not at
+// once); and its number held while no unit is left (left, when known: a
+// count of every shard) and run again once one is back, so the places next
+// in line, not those whose turn came while nothing was salable, get the
+// units a release or a stock add brings back. Each write carries the
+// line's version: of several coordinators, one makes it. wrote: something
+// was written, or another writer was first.
+func (r *Room) tend(ctx context.Context, l shardstock.QueueLine, left int64, known bool, now time.Time) (wrote bool, err error) {
+	if now.Before(l.Starts()) {
+		return false, nil
+	}
+	if l.Mode == shardstock.QueueDraw && !l.Drawn {
+		if err := r.cfg.Store.DrawQueue(ctx, l.Product, func(s []string) {
+			rand.Shuffle(len(s), func(i, j int) { s[i], s[j] = s[j], s[i] })
+		}); err != nil {
+			return false, fmt.Errorf("draw %s: %w", l.Product, err)
+		}
+		wrote = true
+	}
+	save := func() (bool, error) {
+		saved, err := r.cfg.Store.SaveQueueLine(ctx, l)
+		if saved {
+			l.Version++
+		}
+		return saved, err
+	}
+	if ahead := l.Serving(now) - l.Joined; l.Running() > 0 && float64(ahead) > 2*l.Rate {
+		l.AppendAt(now, l.Joined+int64(math.Ceil(l.Rate)), l.Rate)
+		saved, err := save()
+		if err != nil || !saved {
+			return true, err
+		}
+		wrote = true
+	}
+	if known && (left == 0) != l.Held {
+		l.Held = left == 0
+		l.Append(now, 0, l.Running())
+		if _, err := save(); err != nil {
+			return true, err
+		}
+		wrote = true
+	}
+	return wrote, nil
 }
 
 // Queued reports whether product sells through a waiting room.
@@ -400,7 +447,7 @@ func (r *Room) Define(ctx context.Context, product string, d api.QueueDefinition
 			l.Rate, l.Clock = d.Rate, []shardstock.QueueSegment{{At: later(p.StartsAt, now).Truncate(time.Millisecond), Rate: d.Rate}}
 		case l.Rate != d.Rate:
 			l.Rate = d.Rate
-			if !l.Paused {
+			if l.Running() > 0 {
 				l.Append(later(now, l.Starts()), 0, d.Rate)
 			}
 		}
@@ -440,7 +487,7 @@ func (r *Room) Resume(ctx context.Context, product string) (Summary, error) {
 	return r.change(ctx, product, false, func(l *shardstock.QueueLine, now time.Time) error {
 		if l.Paused {
 			l.Paused = false
-			l.Append(later(now, l.Starts()), 0, l.Rate)
+			l.Append(later(now, l.Starts()), 0, l.Running())
 		}
 		return nil
 	})
@@ -452,11 +499,7 @@ func (r *Room) Advance(ctx context.Context, product string, by int64) (Summary, 
 		return Summary{}, shardstock.Invalid("by must be 1 to 1000000000")
 	}
 	return r.change(ctx, product, false, func(l *shardstock.QueueLine, now time.Time) error {
-		rate := l.Rate
-		if l.Paused {
-			rate = 0
-		}
-		l.Append(later(now, l.Starts()), by, rate)
+		l.Append(later(now, l.Starts()), by, l.Running())
 		return nil
 	})
 }
@@ -523,6 +566,7 @@ type Summary struct {
 	WindowSeconds int64     `json:"window_seconds"`
 	Difficulty    int       `json:"difficulty"`
 	Paused        bool      `json:"paused"`
+	Held          bool      `json:"held,omitempty"` // no unit left: the number waits for one to come back
 	Starts        time.Time `json:"starts_at"`
 	Joined        int64     `json:"joined"`
 	Serving       int64     `json:"serving"`
@@ -546,7 +590,7 @@ func (r *Room) Summary(ctx context.Context, product string) (Summary, error) {
 func summary(l shardstock.QueueLine, now time.Time) Summary {
 	serving := l.Serving(now)
 	return Summary{Product: l.Product, Mode: string(l.Mode), Rate: l.Rate, LeadSeconds: int64(l.Lead / time.Second),
-		WindowSeconds: int64(l.Window / time.Second), Difficulty: l.Difficulty, Paused: l.Paused, Starts: l.Starts(),
+		WindowSeconds: int64(l.Window / time.Second), Difficulty: l.Difficulty, Paused: l.Paused, Held: l.Held, Starts: l.Starts(),
 		Joined: l.Joined, Serving: serving, Waiting: max(l.Joined-serving, 0), Drawn: l.Drawn}
 }
 

@@ -450,3 +450,53 @@ func TestDefinitionsAreChecked(t *testing.T) {
 		t.Errorf("change the mode of a line with buyers: %v, want conflict", err)
 	}
 }
+
+// While no unit is left the number now serving waits, so the places next
+// in line, not those whose turn would have come and gone with nothing to
+// buy, get the units a release brings back.
+func TestTheLineWaitsWhileNothingIsLeftAndMovesOnAtARelease(t *testing.T) {
+	f := newFixture(t, fifo)
+	f.at(-time.Minute)
+	var toks []string
+	for i := range 40 {
+		toks = append(toks, f.join(fmt.Sprint("b", i)).Token)
+	}
+	f.at(time.Second) // rate 2: places 1 and 2
+	f.left["lamp"] = 0
+	f.at(1500 * time.Millisecond)
+	s, _ := f.room.Summary(context.Background(), "lamp")
+	if !s.Held || s.Serving != 3 {
+		t.Fatalf("nothing left at 1.5 s: %+v, want held at 3", s)
+	}
+	f.at(10 * time.Second)
+	if s, _ := f.room.Summary(context.Background(), "lamp"); s.Serving != 3 {
+		t.Fatalf("held 8.5 s: serving %d, want still 3", s.Serving)
+	}
+	if p, _ := f.room.Look(context.Background(), "lamp", "b3", toks[3]); p.Status != "sold_out" {
+		t.Fatalf("place 4 while held: %s, want sold_out", p.Status)
+	}
+	f.left["lamp"] = 1 // a release
+	f.at(11 * time.Second)
+	f.at(11600 * time.Millisecond)
+	if err := f.room.Admit("lamp", "b3", toks[3], f.now); err != nil {
+		t.Fatalf("place 4, next after the release: %v", err)
+	}
+	if err := f.room.Admit("lamp", "b30", toks[30], f.now); code(err) != "not_admitted" {
+		t.Fatalf("place 31 after the release: %v, want not_admitted", err)
+	}
+	paused, err := f.room.Pause(context.Background(), "lamp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.left["lamp"] = 0
+	f.at(12 * time.Second)
+	f.left["lamp"] = 5
+	f.at(13 * time.Second)
+	if s, _ := f.room.Summary(context.Background(), "lamp"); !s.Paused || s.Held {
+		t.Fatalf("units back while paused by the operator: %+v, want paused and not held", s)
+	}
+	f.at(20 * time.Second)
+	if s, _ := f.room.Summary(context.Background(), "lamp"); s.Serving != paused.Serving {
+		t.Fatalf("the operator's pause moved from %d to %d", paused.Serving, s.Serving)
+	}
+}

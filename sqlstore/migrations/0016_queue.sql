@@ -2,8 +2,9 @@
 -- the operator defined it (mode fifo or draw, rate in places a second,
 -- lead and window in ms, difficulty in zero bits) and its clock (JSON
 -- segments {at ms, base, rate}; expired: every place up to it had its turn
--- long ago); version grows with every change of these, and joined (places
--- handed out) and drawn (a draw's lobby placed) are kept apart from it.
+-- long ago); held: 1 while no unit is left and the number waits for one;
+-- version grows with every change of these, and joined (places handed out)
+-- and drawn (a draw's lobby placed) are kept apart from it.
 CREATE TABLE IF NOT EXISTS queue_lines (
   product_id VARCHAR(64) NOT NULL PRIMARY KEY,
   mode VARCHAR(8) NOT NULL,
@@ -12,6 +13,7 @@ CREATE TABLE IF NOT EXISTS queue_lines (
   window_ms BIGINT NOT NULL,
   difficulty INT NOT NULL,
   paused INT NOT NULL,
+  held INT NOT NULL DEFAULT 0,
   clock TEXT NOT NULL,
   expired BIGINT NOT NULL,
   joined BIGINT NOT NULL DEFAULT 0,
