@@ -37,8 +37,18 @@ type QueueLine struct {
 	Clock   []QueueSegment
 	Expired int64
 	Joined  int64 // places handed out
+	Lobby   int64 // buyers in a draw line's lobby, waiting for the draw
 	Drawn   bool  // a draw line's lobby has its places
 	Version int64 // grows with every change of the definition or the clock
+}
+
+// QueuePlace is a buyer's place in a line: Position (0: in a draw's lobby,
+// placed at the start) and when they joined; LineVersion is the line's
+// version when the place was handed out or read.
+type QueuePlace struct {
+	Position    int64
+	JoinedAt    time.Time
+	LineVersion int64
 }
 
 // QueueSegment is a stretch of a line's clock: from At, the number now
@@ -76,16 +86,21 @@ func (l *QueueLine) TurnAt(pos int64) (from time.Time, ok bool) {
 			continue
 		}
 		ok = false
-		if s.Rate <= 0 {
-			continue
+		wait := float64(pos-s.Base) / s.Rate * float64(time.Second)
+		if s.Rate <= 0 || wait > maxWait {
+			continue // never, as this stretch runs (or not in any lifetime: no overflow)
 		}
-		at := s.At.Add(time.Duration(float64(pos-s.Base) / s.Rate * float64(time.Second)))
+		at := s.At.Add(time.Duration(wait))
 		if i+1 == len(l.Clock) || at.Before(l.Clock[i+1].At) {
 			from, ok = at, true
 		}
 	}
 	return from, ok
 }
+
+// maxWait is the longest wait TurnAt computes (a century): a place further
+// off is not reached as the clock runs.
+const maxWait = float64(100 * 365 * 24 * time.Hour)
 
 // Running is the rate the number grows at now: 0 while paused or held.
 func (l *QueueLine) Running() float64 {
@@ -104,15 +119,27 @@ func (l *QueueLine) Starts() time.Time {
 	return l.Clock[0].At
 }
 
-// Turn is the stretch of time place pos may buy in, at t: admitted is
-// whether t is in it; passed whether it is over.
-func (l *QueueLine) Turn(pos int64, t time.Time) (from, until time.Time, admitted, passed bool) {
+// Turn is the stretch of time place pos, joined at joined, may buy in, at
+// t: admitted is whether t is in it; passed whether it is over. A turn
+// never comes before its buyer joined: a place the number reached while
+// nobody held it (a line that ran ahead of its crowd) has its turn when it
+// is taken.
+func (l *QueueLine) Turn(pos int64, joined, t time.Time) (from, until time.Time, admitted, passed bool) {
 	if pos <= l.Expired {
-		return time.Time{}, time.Time{}, false, true
-	}
-	from, ok := l.TurnAt(pos)
-	if !ok {
-		return time.Time{}, time.Time{}, false, false
+		// Reached by the first stretch's start, which is more than a
+		// Window ago: passed, unless taken since.
+		if len(l.Clock) == 0 || !joined.After(l.Clock[0].At) {
+			return time.Time{}, time.Time{}, false, true
+		}
+		from = joined
+	} else {
+		var ok bool
+		if from, ok = l.TurnAt(pos); !ok {
+			return time.Time{}, time.Time{}, false, false
+		}
+		if joined.After(from) {
+			from = joined
+		}
 	}
 	until = from.Add(l.Window)
 	return from, until, !t.Before(from) && t.Before(until), !t.Before(until)

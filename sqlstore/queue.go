@@ -22,7 +22,7 @@ type segment struct {
 
 // QueueLines returns every product's waiting-room line.
 func (s *Store) QueueLines(ctx context.Context) (map[string]shardstock.QueueLine, error) {
-	rows, err := s.read.QueryContext(ctx, `SELECT product_id, mode, rate, lead_ms, window_ms, difficulty, paused, held, clock, expired, joined, drawn, version FROM queue_lines`)
+	rows, err := s.read.QueryContext(ctx, `SELECT product_id, mode, rate, lead_ms, window_ms, difficulty, paused, held, clock, expired, joined, lobby, drawn, version FROM queue_lines`)
 	if err != nil {
 		return nil, fmt.Errorf("queue lines: %w", err)
 	}
@@ -35,7 +35,7 @@ func (s *Store) QueueLines(ctx context.Context) (map[string]shardstock.QueueLine
 			lead, window        int64
 			paused, held, drawn int
 		)
-		if err := rows.Scan(&l.Product, &mode, &l.Rate, &lead, &window, &l.Difficulty, &paused, &held, &clock, &l.Expired, &l.Joined, &drawn, &l.Version); err != nil {
+		if err := rows.Scan(&l.Product, &mode, &l.Rate, &lead, &window, &l.Difficulty, &paused, &held, &clock, &l.Expired, &l.Joined, &l.Lobby, &drawn, &l.Version); err != nil {
 			return nil, fmt.Errorf("queue lines: %w", err)
 		}
 		var segs []segment
@@ -54,8 +54,19 @@ func (s *Store) QueueLines(ctx context.Context) (map[string]shardstock.QueueLine
 
 // SaveQueueLine writes l's definition and clock as version l.Version+1 when
 // the stored line is at l.Version (0: there is none); false when another
-// writer was first. Joined and drawn are not written.
+// writer was first. Joined, lobby and drawn are not written.
 func (s *Store) SaveQueueLine(ctx context.Context, l shardstock.QueueLine) (bool, error) {
+	return s.saveQueueLine(ctx, l, false)
+}
+
+// RebaseQueueLine is SaveQueueLine that also needs the stored joined to be
+// l.Joined: no place was handed out since l was read (a join takes the
+// line's row first, so it and this write take turns).
+func (s *Store) RebaseQueueLine(ctx context.Context, l shardstock.QueueLine) (bool, error) {
+	return s.saveQueueLine(ctx, l, true)
+}
+
+func (s *Store) saveQueueLine(ctx context.Context, l shardstock.QueueLine, sameJoined bool) (bool, error) {
 	segs := make([]segment, len(l.Clock))
 	for i, g := range l.Clock {
 		segs[i] = segment{g.At.UnixMilli(), g.Base, g.Rate}
@@ -81,8 +92,8 @@ func (s *Store) SaveQueueLine(ctx context.Context, l shardstock.QueueLine) (bool
 		return true, nil
 	}
 	res, err := s.exec(ctx, `UPDATE queue_lines SET mode = ?, rate = ?, lead_ms = ?, window_ms = ?, difficulty = ?, paused = ?, held = ?, clock = ?, expired = ?, version = version + 1
-		WHERE product_id = ? AND version = ?`, string(l.Mode), l.Rate, l.Lead.Milliseconds(), l.Window.Milliseconds(), l.Difficulty, paused, held,
-		string(clock), l.Expired, l.Product, l.Version)
+		WHERE product_id = ? AND version = ? AND (? = 0 OR joined = ?)`, string(l.Mode), l.Rate, l.Lead.Milliseconds(), l.Window.Milliseconds(), l.Difficulty, paused, held,
+		string(clock), l.Expired, l.Product, l.Version, sameJoined, l.Joined)
 	if err != nil {
 		return false, fmt.Errorf("save queue line: %w", err)
 	}
@@ -91,51 +102,58 @@ func (s *Store) SaveQueueLine(ctx context.Context, l shardstock.QueueLine) (bool
 }
 
 // JoinQueue gives buyer the next place in product's line, or the place
-// they have; 0 while a draw line is not drawn (the lobby).
-func (s *Store) JoinQueue(ctx context.Context, product, buyer string) (int64, error) {
+// they have; position 0 while a draw line is not drawn (the lobby). A new
+// place is joined at at.
+func (s *Store) JoinQueue(ctx context.Context, product, buyer string, at time.Time) (shardstock.QueuePlace, error) {
 	for attempt := 1; ; attempt++ {
-		pos, err := s.joinQueue(ctx, product, buyer)
+		q, err := s.joinQueue(ctx, product, buyer, at)
 		if err == nil || !(isLockConflict(err) || isDuplicate(err)) || attempt == 5 {
 			if err != nil {
-				return 0, fmt.Errorf("join queue: %w", err)
+				return shardstock.QueuePlace{}, fmt.Errorf("join queue: %w", err)
 			}
-			return pos, nil
+			return q, nil
 		}
 	}
 }
 
-func (s *Store) joinQueue(ctx context.Context, product, buyer string) (int64, error) {
+func (s *Store) joinQueue(ctx context.Context, product, buyer string, now time.Time) (shardstock.QueuePlace, error) {
+	var q shardstock.QueuePlace
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return 0, err
+		return q, err
 	}
 	defer tx.Rollback()
 	var mode string
 	var joined int64
 	var drawn int
-	// The line's row first, locked: joins of one line, and its draw, take
-	// turns (SQLite's transactions are IMMEDIATE: they take turns anyway).
-	if err := tx.QueryRowContext(ctx, `SELECT mode, joined, drawn FROM queue_lines WHERE product_id = ?`+s.forUpdate(), product).Scan(&mode, &joined, &drawn); err != nil {
-		return 0, err
+	// The line's row first, locked: joins of one line, its draw and its
+	// rebase take turns (SQLite's transactions are IMMEDIATE: they take
+	// turns anyway).
+	if err := tx.QueryRowContext(ctx, `SELECT mode, joined, drawn, version FROM queue_lines WHERE product_id = ?`+s.forUpdate(), product).Scan(&mode, &joined, &drawn, &q.LineVersion); err != nil {
+		return q, err
 	}
-	var pos int64
-	switch err := tx.QueryRowContext(ctx, `SELECT position FROM queue_places WHERE product_id = ? AND buyer = ?`, product, buyer).Scan(&pos); {
+	var at int64
+	switch err := tx.QueryRowContext(ctx, `SELECT position, joined_at FROM queue_places WHERE product_id = ? AND buyer = ?`, product, buyer).Scan(&q.Position, &at); {
 	case err == nil:
-		return pos, tx.Commit()
+		q.JoinedAt = time.UnixMilli(at).UTC()
+		return q, tx.Commit()
 	case !errors.Is(err, sql.ErrNoRows):
-		return 0, err
+		return q, err
 	}
+	count := `UPDATE queue_lines SET lobby = lobby + 1 WHERE product_id = ?`
 	if mode == string(shardstock.QueueFIFO) || drawn == 1 {
-		pos = joined + 1
-		if _, err := tx.ExecContext(ctx, `UPDATE queue_lines SET joined = ? WHERE product_id = ?`, pos, product); err != nil {
-			return 0, err
-		}
+		q.Position = joined + 1
+		count = `UPDATE queue_lines SET joined = joined + 1 WHERE product_id = ?`
 	}
+	if _, err := tx.ExecContext(ctx, count, product); err != nil {
+		return q, err
+	}
+	q.JoinedAt = now.UTC().Truncate(time.Millisecond)
 	if _, err := tx.ExecContext(ctx, `INSERT INTO queue_places (product_id, buyer, position, joined_at) VALUES (?, ?, ?, ?)`,
-		product, buyer, pos, time.Now().UnixMilli()); err != nil {
-		return 0, err
+		product, buyer, q.Position, q.JoinedAt.UnixMilli()); err != nil {
+		return q, err
 	}
-	return pos, tx.Commit()
+	return q, tx.Commit()
 }
 
 // forUpdate locks the rows a MariaDB/MySQL SELECT reads.
@@ -147,16 +165,20 @@ func (s *Store) forUpdate() string {
 }
 
 // QueuePlace returns buyer's place in product's line.
-func (s *Store) QueuePlace(ctx context.Context, product, buyer string) (int64, bool, error) {
-	var pos int64
-	err := s.read.QueryRowContext(ctx, `SELECT position FROM queue_places WHERE product_id = ? AND buyer = ?`, product, buyer).Scan(&pos)
+// LineVersion is the line's version as read with it.
+func (s *Store) QueuePlace(ctx context.Context, product, buyer string) (shardstock.QueuePlace, bool, error) {
+	var q shardstock.QueuePlace
+	var at int64
+	err := s.read.QueryRowContext(ctx, `SELECT p.position, p.joined_at, l.version FROM queue_places p JOIN queue_lines l ON l.product_id = p.product_id
+		WHERE p.product_id = ? AND p.buyer = ?`, product, buyer).Scan(&q.Position, &at, &q.LineVersion)
 	if errors.Is(err, sql.ErrNoRows) {
-		return 0, false, nil
+		return q, false, nil
 	}
 	if err != nil {
-		return 0, false, fmt.Errorf("queue place: %w", err)
+		return q, false, fmt.Errorf("queue place: %w", err)
 	}
-	return pos, true, nil
+	q.JoinedAt = time.UnixMilli(at).UTC()
+	return q, true, nil
 }
 
 // DrawQueue places the lobby of product's draw line, once: places 1 to n
@@ -197,7 +219,7 @@ func (s *Store) DrawQueue(ctx context.Context, product string, shuffle func([]st
 			return fmt.Errorf("draw queue: %w", err)
 		}
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE queue_lines SET drawn = 1, joined = ? WHERE product_id = ?`, len(lobby), product); err != nil {
+	if _, err := tx.ExecContext(ctx, `UPDATE queue_lines SET drawn = 1, joined = ?, lobby = 0 WHERE product_id = ?`, len(lobby), product); err != nil {
 		return fmt.Errorf("draw queue: %w", err)
 	}
 	if err := tx.Commit(); err != nil {

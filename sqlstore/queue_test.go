@@ -31,11 +31,11 @@ func TestConcurrentJoinsGetDistinctPlaces(t *testing.T) {
 			var wg sync.WaitGroup
 			for i := range 2 * buyers {
 				wg.Go(func() {
-					pos, err := s.JoinQueue(ctx, "lamp", fmt.Sprint("b", i%buyers)) // each buyer twice
+					q, err := s.JoinQueue(ctx, "lamp", fmt.Sprint("b", i%buyers), time.Now()) // each buyer twice
 					if err != nil {
 						t.Error(err)
 					}
-					places[i] = pos
+					places[i] = q.Position
 				})
 			}
 			wg.Wait()
@@ -71,9 +71,12 @@ func TestDrawPlacesTheLobbyOnce(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, b := range []string{"c", "a", "b"} {
-				if pos, err := s.JoinQueue(ctx, "lamp", b); pos != 0 || err != nil {
-					t.Fatalf("%s joins the lobby: %d %v", b, pos, err)
+				if q, err := s.JoinQueue(ctx, "lamp", b, time.Now()); q.Position != 0 || err != nil {
+					t.Fatalf("%s joins the lobby: %+v %v", b, q, err)
 				}
+			}
+			if lines, err := s.QueueLines(ctx); err != nil || lines["lamp"].Lobby != 3 || lines["lamp"].Joined != 0 {
+				t.Fatalf("the line with three in the lobby: %+v %v, want lobby 3", lines["lamp"], err)
 			}
 			reverse := func(s []string) { slices.Reverse(s) }
 			if err := s.DrawQueue(ctx, "lamp", reverse); err != nil {
@@ -83,12 +86,15 @@ func TestDrawPlacesTheLobbyOnce(t *testing.T) {
 				t.Fatal(err)
 			}
 			for b, want := range map[string]int64{"c": 1, "b": 2, "a": 3} {
-				if pos, found, err := s.QueuePlace(ctx, "lamp", b); pos != want || !found || err != nil {
-					t.Errorf("%s's place %d %v %v, want %d", b, pos, found, err, want)
+				if q, found, err := s.QueuePlace(ctx, "lamp", b); q.Position != want || !found || err != nil {
+					t.Errorf("%s's place %+v %v %v, want %d", b, q, found, err, want)
 				}
 			}
-			if pos, err := s.JoinQueue(ctx, "lamp", "late"); pos != 4 || err != nil {
-				t.Fatalf("a join after the draw: %d %v, want 4", pos, err)
+			if q, err := s.JoinQueue(ctx, "lamp", "late", time.Now()); q.Position != 4 || err != nil {
+				t.Fatalf("a join after the draw: %+v %v, want 4", q, err)
+			}
+			if lines, err := s.QueueLines(ctx); err != nil || lines["lamp"].Lobby != 0 || lines["lamp"].Joined != 4 {
+				t.Fatalf("the line after the draw: %+v %v, want 4 joined and nobody in the lobby", lines["lamp"], err)
 			}
 		})
 	}
@@ -113,6 +119,43 @@ func TestQueueSecretIsMadeOnceAndRevocationsAreKept(t *testing.T) {
 			r, err := s.QueueRevoked(ctx)
 			if err != nil || !r["lamp"]["bot"] || len(r["lamp"]) != 1 || r["Lamp"]["bot"] {
 				t.Fatalf("revoked: %v %v", r, err)
+			}
+		})
+	}
+}
+
+// A line moved back after an idle spell is written only when no place was
+// handed out since it was read: a buyer told their turn came keeps it. A
+// join keeps its time and answers with the line's version.
+func TestRebaseOfAQueueLineLosesToAJoin(t *testing.T) {
+	for name, s := range sqlstoretest.Stores(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			t0 := time.UnixMilli(1_800_000_000_000).UTC()
+			line := shardstock.QueueLine{Product: "lamp", Mode: shardstock.QueueFIFO, Rate: 5, Window: time.Minute,
+				Clock: []shardstock.QueueSegment{{At: t0, Rate: 5}}}
+			if ok, err := s.SaveQueueLine(ctx, line); !ok || err != nil {
+				t.Fatalf("save: %v %v", ok, err)
+			}
+			lines, _ := s.QueueLines(ctx)
+			read := lines["lamp"]
+			q, err := s.JoinQueue(ctx, "lamp", "a", t0.Add(time.Minute))
+			if err != nil || q.Position != 1 || !q.JoinedAt.Equal(t0.Add(time.Minute)) || q.LineVersion != 1 {
+				t.Fatalf("a's join: %+v %v, want place 1 at t0+1m on version 1", q, err)
+			}
+			read.AppendAt(t0.Add(time.Minute), read.Joined+5, 5)
+			if ok, err := s.RebaseQueueLine(ctx, read); ok || err != nil {
+				t.Fatalf("a rebase from a read before a's join was written: %v %v", ok, err)
+			}
+			lines, _ = s.QueueLines(ctx)
+			read = lines["lamp"]
+			read.AppendAt(t0.Add(time.Minute), read.Joined+5, 5)
+			if ok, err := s.RebaseQueueLine(ctx, read); !ok || err != nil {
+				t.Fatalf("a rebase from a fresh read: %v %v", ok, err)
+			}
+			again, found, err := s.QueuePlace(ctx, "lamp", "a")
+			if err != nil || !found || again.Position != 1 || !again.JoinedAt.Equal(q.JoinedAt) || again.LineVersion != 2 {
+				t.Fatalf("a's place read back: %+v %v %v, want place 1 joined as before, version 2", again, found, err)
 			}
 		})
 	}

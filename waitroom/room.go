@@ -14,6 +14,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -29,11 +30,15 @@ type Store interface {
 	// at l.Version (0: none yet), as version l.Version+1; false: another
 	// writer was first.
 	SaveQueueLine(ctx context.Context, l shardstock.QueueLine) (bool, error)
+	// RebaseQueueLine is SaveQueueLine that also needs no place handed out
+	// since l was read (the stored joined is still l.Joined).
+	RebaseQueueLine(ctx context.Context, l shardstock.QueueLine) (bool, error)
 	// JoinQueue gives buyer a place in product's line, or the one they have
-	// (0: in the lobby of a draw not yet drawn).
-	JoinQueue(ctx context.Context, product, buyer string) (int64, error)
+	// (Position 0: in the lobby of a draw not yet drawn), with the line's
+	// version as the place was handed out; a new place is joined at at.
+	JoinQueue(ctx context.Context, product, buyer string, at time.Time) (shardstock.QueuePlace, error)
 	// QueuePlace is buyer's place (found false: never joined).
-	QueuePlace(ctx context.Context, product, buyer string) (pos int64, found bool, err error)
+	QueuePlace(ctx context.Context, product, buyer string) (p shardstock.QueuePlace, found bool, err error)
 	// DrawQueue places the lobby of product's draw line once, in the order
 	// shuffle leaves it.
 	DrawQueue(ctx context.Context, product string, shuffle func([]string)) error
@@ -77,6 +82,8 @@ type Room struct {
 	cfg    Config
 	signer *signer
 	state  atomic.Pointer[state]
+	reads  sync.Mutex  // one Refresh at a time: a slower one never stores an older read
+	behind atomic.Bool // a Refresh out of turn is running (catchUp)
 }
 
 // state is what the room last read.
@@ -148,6 +155,8 @@ func (r *Room) Run(ctx context.Context) {
 // ahead of its buyers (so that a crowd arriving later is let in at the
 // rate, not at once).
 func (r *Room) Refresh(ctx context.Context) error {
+	r.reads.Lock()
+	defer r.reads.Unlock()
 	lines, err := r.cfg.Store.QueueLines(ctx)
 	if err != nil {
 		return err
@@ -167,7 +176,11 @@ func (r *Room) Refresh(ctx context.Context) error {
 				left[id] = n
 			}
 		}
-		wrote, err := r.tend(ctx, l, n, known, now)
+		var starts time.Time // the sale's start as the catalog has it now (zero: unknown)
+		if p, err := r.cfg.Products.Product(ctx, id); err == nil {
+			starts = later(p.StartsAt, now).Truncate(time.Millisecond)
+		}
+		wrote, err := r.tend(ctx, l, starts, n, known, now)
 		if err != nil {
 			return err
 		}
@@ -182,7 +195,9 @@ func (r *Room) Refresh(ctx context.Context) error {
 	return nil
 }
 
-// tend does what a line needs from whoever reads it: the draw of its
+// tend does what a line needs from whoever reads it: its clock moved to
+// the sale's start (starts, when known) while the sale has not started, so
+// a start moved later or earlier moves every turn with it; the draw of its
 // lobby once the sale starts; its number moved back when it ran ahead of
 // its buyers (so a crowd arriving later is let in at the rate, not at
 // once); and its number held while no unit is left (left, when known: a
@@ -191,29 +206,36 @@ func (r *Room) Refresh(ctx context.Context) error {
 // units a release or a stock add brings back. Each write carries the
 // line's version: of several coordinators, one makes it. wrote: something
 // was written, or another writer was first.
-func (r *Room) tend(ctx context.Context, l shardstock.QueueLine, left int64, known bool, now time.Time) (wrote bool, err error) {
-	if now.Before(l.Starts()) {
-		return false, nil
-	}
-	if l.Mode == shardstock.QueueDraw && !l.Drawn {
-		if err := r.cfg.Store.DrawQueue(ctx, l.Product, func(s []string) {
-			rand.Shuffle(len(s), func(i, j int) { s[i], s[j] = s[j], s[i] })
-		}); err != nil {
-			return false, fmt.Errorf("draw %s: %w", l.Product, err)
-		}
-		wrote = true
-	}
-	save := func() (bool, error) {
-		saved, err := r.cfg.Store.SaveQueueLine(ctx, l)
+func (r *Room) tend(ctx context.Context, l shardstock.QueueLine, starts time.Time, left int64, known bool, now time.Time) (wrote bool, err error) {
+	save := func(write func(context.Context, shardstock.QueueLine) (bool, error)) (bool, error) {
+		saved, err := write(ctx, l)
 		if saved {
 			l.Version++
 		}
 		return saved, err
 	}
+	if !starts.IsZero() && !starts.Equal(l.Starts()) && (now.Before(l.Starts()) || now.Before(starts)) && !l.Drawn {
+		// Nobody could buy yet: the clock starts again at the new start.
+		l.Clock, l.Expired = []shardstock.QueueSegment{{At: starts, Rate: l.Running()}}, 0
+		if saved, err := save(r.cfg.Store.SaveQueueLine); err != nil || !saved {
+			return true, err
+		}
+		wrote = true
+	}
+	if now.Before(l.Starts()) {
+		return wrote, nil
+	}
+	if l.Mode == shardstock.QueueDraw && !l.Drawn {
+		if err := r.draw(ctx, l.Product); err != nil {
+			return false, err
+		}
+		wrote = true
+	}
 	if ahead := l.Serving(now) - l.Joined; l.Running() > 0 && float64(ahead) > 2*l.Rate {
+		// Only while no place is handed out meanwhile: a buyer told their
+		// turn came keeps it (and a turn never comes before the join).
 		l.AppendAt(now, l.Joined+int64(math.Ceil(l.Rate)), l.Rate)
-		saved, err := save()
-		if err != nil || !saved {
+		if saved, err := save(r.cfg.Store.RebaseQueueLine); err != nil || !saved {
 			return true, err
 		}
 		wrote = true
@@ -221,12 +243,56 @@ func (r *Room) tend(ctx context.Context, l shardstock.QueueLine, left int64, kno
 	if known && (left == 0) != l.Held {
 		l.Held = left == 0
 		l.Append(now, 0, l.Running())
-		if _, err := save(); err != nil {
+		if _, err := save(r.cfg.Store.SaveQueueLine); err != nil {
 			return true, err
 		}
 		wrote = true
 	}
 	return wrote, nil
+}
+
+// draw places the lobby of product's draw line (once: a second draw finds
+// it drawn).
+func (r *Room) draw(ctx context.Context, product string) error {
+	if err := r.cfg.Store.DrawQueue(ctx, product, func(s []string) {
+		rand.Shuffle(len(s), func(i, j int) { s[i], s[j] = s[j], s[i] })
+	}); err != nil {
+		return fmt.Errorf("draw %s: %w", product, err)
+	}
+	return nil
+}
+
+// fresh is product's line at version v or later: this room's copy, or
+// the lines read again when the buyer was told something from a newer one
+// (by another coordinator, or by a change this one has not read yet).
+func (r *Room) fresh(ctx context.Context, product string, v int64) (shardstock.QueueLine, error) {
+	if l, ok := r.line(product); ok && l.Version >= v {
+		return l, nil
+	}
+	if err := r.Refresh(ctx); err != nil {
+		return shardstock.QueueLine{}, unavailable(err)
+	}
+	l, ok := r.line(product)
+	if !ok {
+		return shardstock.QueueLine{}, noRoom(product)
+	}
+	return l, nil
+}
+
+// catchUp reads the lines now, in the background (once at a time): a
+// purchase showed this room is behind.
+func (r *Room) catchUp() {
+	if !r.behind.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer r.behind.Store(false)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := r.Refresh(ctx); err != nil {
+			r.cfg.Logger.Warn("could not read the waiting rooms", "err", err)
+		}
+	}()
 }
 
 // Queued reports whether product sells through a waiting room.
@@ -260,17 +326,24 @@ func (r *Room) Admit(product, buyer, token string, now time.Time) error {
 	if token == "" {
 		return shardstock.ErrNotAdmitted
 	}
-	pos, err := r.signer.verify(token, product, buyer)
+	t, err := r.signer.verify(token, product, buyer)
 	if err != nil {
 		return notAdmitted(err.Error())
 	}
 	if r.revoked(product, buyer) {
 		return shardstock.ErrRevoked
 	}
+	pos := t.Position
 	if pos == 0 {
 		return notAdmitted("your place is drawn when the sale starts: look at the queue for it")
 	}
-	_, until, admitted, passed := l.Turn(pos, now)
+	if t.LineVersion > l.Version {
+		// The buyer was told their turn from a line this coordinator has
+		// not read yet (it does within Every): neither yes nor no.
+		r.catchUp()
+		return fmt.Errorf("%w: the waiting room changed a moment ago: try again", shardstock.ErrUnavailable)
+	}
+	_, until, admitted, passed := l.Turn(pos, t.JoinedAt, now)
 	switch {
 	case passed:
 		return notAdmitted(fmt.Sprintf("your turn (place %d) passed%s", pos, at(until)))
@@ -327,11 +400,26 @@ func (r *Room) Join(ctx context.Context, product, buyer, work string) (Place, er
 		return Place{}, &shardstock.Error{Code: shardstock.ErrWorkRequired.Code, Message: fmt.Sprintf(
 			"send {\"work\": nonce} where SHA-256 of %q + nonce begins with %d zero bits", WorkInput(product, buyer), l.Difficulty)}
 	}
-	pos, err := r.cfg.Store.JoinQueue(ctx, product, buyer)
+	if p, err := r.cfg.Products.Product(ctx, product); err != nil {
+		return Place{}, err
+	} else if p.Archived {
+		return Place{}, shardstock.ErrEnded
+	}
+	if l.Mode == shardstock.QueueDraw && !l.Drawn && !now.Before(l.Starts()) {
+		// The start came and this room has not read the draw: draw first
+		// (or find it drawn), so this join does not go into the lobby.
+		if err := r.draw(ctx, product); err != nil {
+			return Place{}, unavailable(err)
+		}
+	}
+	q, err := r.cfg.Store.JoinQueue(ctx, product, buyer, now)
 	if err != nil {
 		return Place{}, unavailable(err)
 	}
-	return r.place(l, product, buyer, pos, now)
+	if l, err = r.fresh(ctx, product, q.LineVersion); err != nil {
+		return Place{}, err
+	}
+	return r.place(l, product, buyer, q, now)
 }
 
 // Look tells buyer, holding token (or none), where they stand in
@@ -346,11 +434,12 @@ func (r *Room) Look(ctx context.Context, product, buyer, token string) (Place, e
 		return Place{Status: "not_joined", Mode: string(l.Mode), Serving: l.Serving(now), Difficulty: l.Difficulty,
 			OpensAt: l.Starts().Add(-l.Lead), RetryAfter: time.Second}, nil
 	}
-	pos, err := r.signer.verify(token, product, buyer)
+	t, err := r.signer.verify(token, product, buyer)
 	if err != nil {
 		return Place{}, notAdmitted(err.Error())
 	}
-	if pos == 0 {
+	q := t.QueuePlace
+	if q.Position == 0 {
 		p, found, err := r.cfg.Store.QueuePlace(ctx, product, buyer)
 		if err != nil {
 			return Place{}, unavailable(err)
@@ -358,14 +447,19 @@ func (r *Room) Look(ctx context.Context, product, buyer, token string) (Place, e
 		if !found {
 			return Place{}, notAdmitted("no place of yours in this line: join again")
 		}
-		pos = p
+		q = p
 	}
-	return r.place(l, product, buyer, pos, now)
+	if l, err = r.fresh(ctx, product, max(q.LineVersion, t.LineVersion)); err != nil {
+		return Place{}, err
+	}
+	return r.place(l, product, buyer, q, now)
 }
 
-// place is buyer's Place at pos, with its token.
-func (r *Room) place(l shardstock.QueueLine, product, buyer string, pos int64, now time.Time) (Place, error) {
-	tok, err := r.signer.sign(product, buyer, pos, string(l.Mode), now)
+// place is buyer's Place q, with its token.
+func (r *Room) place(l shardstock.QueueLine, product, buyer string, q shardstock.QueuePlace, now time.Time) (Place, error) {
+	pos := q.Position
+	q.LineVersion = max(q.LineVersion, l.Version)
+	tok, err := r.signer.sign(product, buyer, ticket{QueuePlace: q, Mode: string(l.Mode)}, now)
 	if err != nil {
 		return Place{}, err
 	}
@@ -381,7 +475,7 @@ func (r *Room) place(l shardstock.QueueLine, product, buyer string, pos int64, n
 		p.Status, p.RetryAfter = "lobby", min(max(l.Starts().Sub(now), time.Second), pace)
 		return p, nil
 	}
-	from, until, admitted, passed := l.Turn(pos, now)
+	from, until, admitted, passed := l.Turn(pos, q.JoinedAt, now)
 	switch {
 	case admitted: // never told sold out: the purchase answers what the shards say
 		p.Status, p.AdmittedUntil, p.RetryAfter = "admitted", until, time.Second
@@ -438,7 +532,7 @@ func (r *Room) Define(ctx context.Context, product string, d api.QueueDefinition
 	}
 	return r.change(ctx, product, true, func(l *shardstock.QueueLine, now time.Time) error {
 		mode := shardstock.QueueMode(d.Mode)
-		if l.Version > 0 && l.Mode != mode && l.Joined > 0 {
+		if l.Version > 0 && l.Mode != mode && l.Joined+l.Lobby > 0 {
 			return shardstock.Conflict("the line has buyers: its mode cannot change")
 		}
 		l.Mode, l.Lead, l.Window, l.Difficulty = mode, time.Duration(d.LeadSeconds)*time.Second, time.Duration(d.WindowSeconds)*time.Second, d.Difficulty
@@ -459,8 +553,8 @@ func check(d api.QueueDefinition) error {
 	switch {
 	case d.Mode != string(shardstock.QueueFIFO) && d.Mode != string(shardstock.QueueDraw):
 		return shardstock.Invalid(`mode must be "fifo" or "draw"`)
-	case !(d.Rate > 0) || d.Rate > 1e6:
-		return shardstock.Invalid("rate must be more than 0 and at most 1000000 places a second")
+	case !(d.Rate >= 0.001) || d.Rate > 1e6:
+		return shardstock.Invalid("rate must be 0.001 to 1000000 places a second")
 	case d.LeadSeconds < 0 || d.LeadSeconds > 7*24*3600:
 		return shardstock.Invalid("lead_seconds must be 0 to 604800")
 	case d.WindowSeconds < 1 || d.WindowSeconds > 24*3600:
@@ -591,7 +685,7 @@ func summary(l shardstock.QueueLine, now time.Time) Summary {
 	serving := l.Serving(now)
 	return Summary{Product: l.Product, Mode: string(l.Mode), Rate: l.Rate, LeadSeconds: int64(l.Lead / time.Second),
 		WindowSeconds: int64(l.Window / time.Second), Difficulty: l.Difficulty, Paused: l.Paused, Held: l.Held, Starts: l.Starts(),
-		Joined: l.Joined, Serving: serving, Waiting: max(l.Joined-serving, 0), Drawn: l.Drawn}
+		Joined: l.Joined + l.Lobby, Serving: serving, Waiting: max(l.Joined-serving, 0) + l.Lobby, Drawn: l.Drawn}
 }
 
 // EdgeLines are the waiting rooms for an edge that checks places before

@@ -19,12 +19,12 @@ import (
 type memStore struct {
 	mu      sync.Mutex
 	lines   map[string]shardstock.QueueLine
-	places  map[string]map[string]int64
+	places  map[string]map[string]shardstock.QueuePlace
 	revoked map[string]map[string]bool
 }
 
 func newMemStore() *memStore {
-	return &memStore{lines: map[string]shardstock.QueueLine{}, places: map[string]map[string]int64{}, revoked: map[string]map[string]bool{}}
+	return &memStore{lines: map[string]shardstock.QueueLine{}, places: map[string]map[string]shardstock.QueuePlace{}, revoked: map[string]map[string]bool{}}
 }
 
 func (m *memStore) QueueLines(context.Context) (map[string]shardstock.QueueLine, error) {
@@ -39,42 +39,54 @@ func (m *memStore) QueueLines(context.Context) (map[string]shardstock.QueueLine,
 }
 
 func (m *memStore) SaveQueueLine(_ context.Context, l shardstock.QueueLine) (bool, error) {
+	return m.save(l, false)
+}
+
+func (m *memStore) RebaseQueueLine(_ context.Context, l shardstock.QueueLine) (bool, error) {
+	return m.save(l, true)
+}
+
+func (m *memStore) save(l shardstock.QueueLine, sameJoined bool) (bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	old, ok := m.lines[l.Product]
-	if (ok && old.Version != l.Version) || (!ok && l.Version != 0) {
+	if (ok && old.Version != l.Version) || (!ok && l.Version != 0) || sameJoined && old.Joined != l.Joined {
 		return false, nil
 	}
-	l.Joined, l.Drawn, l.Version = old.Joined, old.Drawn, l.Version+1
+	l.Joined, l.Lobby, l.Drawn, l.Version = old.Joined, old.Lobby, old.Drawn, l.Version+1
 	m.lines[l.Product] = l
 	return true, nil
 }
 
-func (m *memStore) JoinQueue(_ context.Context, product, buyer string) (int64, error) {
+func (m *memStore) JoinQueue(_ context.Context, product, buyer string, at time.Time) (shardstock.QueuePlace, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if pos, ok := m.places[product][buyer]; ok {
-		return pos, nil
-	}
 	l := m.lines[product]
-	var pos int64
+	if q, ok := m.places[product][buyer]; ok {
+		q.LineVersion = l.Version
+		return q, nil
+	}
+	q := shardstock.QueuePlace{JoinedAt: at, LineVersion: l.Version}
 	if l.Mode == shardstock.QueueFIFO || l.Drawn {
 		l.Joined++
-		pos = l.Joined
-		m.lines[product] = l
+		q.Position = l.Joined
+	} else {
+		l.Lobby++
 	}
+	m.lines[product] = l
 	if m.places[product] == nil {
-		m.places[product] = map[string]int64{}
+		m.places[product] = map[string]shardstock.QueuePlace{}
 	}
-	m.places[product][buyer] = pos
-	return pos, nil
+	m.places[product][buyer] = q
+	return q, nil
 }
 
-func (m *memStore) QueuePlace(_ context.Context, product, buyer string) (int64, bool, error) {
+func (m *memStore) QueuePlace(_ context.Context, product, buyer string) (shardstock.QueuePlace, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	pos, ok := m.places[product][buyer]
-	return pos, ok, nil
+	q, ok := m.places[product][buyer]
+	q.LineVersion = m.lines[product].Version
+	return q, ok, nil
 }
 
 func (m *memStore) DrawQueue(_ context.Context, product string, shuffle func([]string)) error {
@@ -85,17 +97,19 @@ func (m *memStore) DrawQueue(_ context.Context, product string, shuffle func([]s
 		return nil
 	}
 	var lobby []string
-	for b, pos := range m.places[product] {
-		if pos == 0 {
+	for b, q := range m.places[product] {
+		if q.Position == 0 {
 			lobby = append(lobby, b)
 		}
 	}
 	slices.Sort(lobby)
 	shuffle(lobby)
 	for i, b := range lobby {
-		m.places[product][b] = int64(i + 1)
+		q := m.places[product][b]
+		q.Position = int64(i + 1)
+		m.places[product][b] = q
 	}
-	l.Drawn, l.Joined = true, int64(len(lobby))
+	l.Drawn, l.Joined, l.Lobby = true, int64(len(lobby)), 0
 	m.lines[product] = l
 	return nil
 }
@@ -143,13 +157,25 @@ type fixture struct {
 	store *memStore
 	now   time.Time
 	left  map[string]int64 // units left; absent: the shards do not answer
+	items products
 }
 
 var saleStart = time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 
 func newFixture(t *testing.T, d api.QueueDefinition) *fixture {
-	f := &fixture{t: t, store: newMemStore(), now: saleStart.Add(-time.Hour), left: map[string]int64{"lamp": 100}}
-	f.room = New(Config{Store: f.store, Products: products{"lamp": {ID: "lamp", Stock: 100, StartsAt: saleStart}},
+	f := &fixture{t: t, store: newMemStore(), now: saleStart.Add(-time.Hour), left: map[string]int64{"lamp": 100},
+		items: products{"lamp": {ID: "lamp", Stock: 100, StartsAt: saleStart}}}
+	f.room = f.another(f.store)
+	if _, err := f.room.Define(context.Background(), "lamp", d); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// another is a room over store on the fixture's clock, products and stock
+// (a second coordinator, when store is the fixture's).
+func (f *fixture) another(store Store) *Room {
+	r := New(Config{Store: store, Products: f.items,
 		Now: func() time.Time { return f.now }, DropOut: 2,
 		Stock: func(_ context.Context, p string) (int64, error) {
 			n, ok := f.left[p]
@@ -158,13 +184,10 @@ func newFixture(t *testing.T, d api.QueueDefinition) *fixture {
 			}
 			return n, nil
 		}})
-	if err := f.room.Start(context.Background()); err != nil {
-		t.Fatal(err)
+	if err := r.Start(context.Background()); err != nil {
+		f.t.Fatal(err)
 	}
-	if _, err := f.room.Define(context.Background(), "lamp", d); err != nil {
-		t.Fatal(err)
-	}
-	return f
+	return r
 }
 
 func (f *fixture) at(d time.Duration) {
@@ -397,8 +420,8 @@ func TestDrawPlacesTheLobbyUniformly(t *testing.T) {
 		}
 		f.at(0)
 		for i := range n {
-			pos, _, _ := f.store.QueuePlace(context.Background(), "lamp", fmt.Sprint("b", i))
-			counts[i][pos-1]++
+			q, _, _ := f.store.QueuePlace(context.Background(), "lamp", fmt.Sprint("b", i))
+			counts[i][q.Position-1]++
 		}
 		if p := f.join("late"); p.Position != n+1 {
 			t.Fatalf("a join after the draw: place %d, want %d", p.Position, n+1)
@@ -436,7 +459,8 @@ func TestALobbyTokenGetsItsPlaceAtTheDraw(t *testing.T) {
 func TestDefinitionsAreChecked(t *testing.T) {
 	f := newFixture(t, fifo)
 	for _, d := range []api.QueueDefinition{{Mode: "lifo", Rate: 1, WindowSeconds: 1}, {Mode: "fifo", Rate: 0, WindowSeconds: 1},
-		{Mode: "fifo", Rate: 1, WindowSeconds: 0}, {Mode: "fifo", Rate: 1, WindowSeconds: 1, Difficulty: 29}, {Mode: "fifo", Rate: math.NaN(), WindowSeconds: 1}} {
+		{Mode: "fifo", Rate: 1, WindowSeconds: 0}, {Mode: "fifo", Rate: 1, WindowSeconds: 1, Difficulty: 29}, {Mode: "fifo", Rate: math.NaN(), WindowSeconds: 1},
+		{Mode: "fifo", Rate: 1e-12, WindowSeconds: 1}} {
 		if _, err := f.room.Define(context.Background(), "lamp", d); code(err) != "bad_request" {
 			t.Errorf("define %+v: %v, want bad_request", d, err)
 		}
@@ -498,5 +522,154 @@ func TestTheLineWaitsWhileNothingIsLeftAndMovesOnAtARelease(t *testing.T) {
 	f.at(20 * time.Second)
 	if s, _ := f.room.Summary(context.Background(), "lamp"); s.Serving != paused.Serving {
 		t.Fatalf("the operator's pause moved from %d to %d", paused.Serving, s.Serving)
+	}
+}
+
+// After an idle spell (the number ran ahead, was moved back, and its old
+// stretches expired), a buyer who joins late is admitted from their join,
+// not told their turn passed before they came.
+func TestALateJoinAfterAnIdleSpellIsAdmittedNotPassed(t *testing.T) {
+	f := newFixture(t, fifo)
+	f.at(0)
+	f.join("ann")
+	for i := range 90 { // a minute and a half of nobody, read every second
+		f.at(time.Duration(i) * time.Second)
+	}
+	if l, _ := f.room.line("lamp"); l.Expired < 2 {
+		t.Fatalf("expired up to %d: the test does not reach a pruned clock", l.Expired)
+	}
+	p := f.join("bob")
+	if p.Position != 2 || p.Status != "admitted" || !p.AdmittedUntil.Equal(f.now.Add(30*time.Second)) {
+		t.Fatalf("bob joins after the idle spell: %+v, want place 2 admitted for the window from now", p)
+	}
+	if err := f.room.Admit("lamp", "bob", p.Token, f.now.Add(29*time.Second)); err != nil {
+		t.Fatalf("bob buys within his window: %v", err)
+	}
+	if err := f.room.Admit("lamp", "bob", p.Token, f.now.Add(31*time.Second)); code(err) != "not_admitted" {
+		t.Fatalf("bob buys after his window: %v, want not_admitted", err)
+	}
+}
+
+// hookStore runs afterRead once, after the next read of the lines (to
+// put a join between a coordinator's read and its write).
+type hookStore struct {
+	*memStore
+	afterRead func()
+}
+
+func (h *hookStore) QueueLines(ctx context.Context) (map[string]shardstock.QueueLine, error) {
+	l, err := h.memStore.QueueLines(ctx)
+	if f := h.afterRead; f != nil {
+		h.afterRead = nil
+		f()
+	}
+	return l, err
+}
+
+// A coordinator that moves an idle line back from a read taken before
+// some joins does not take back the turns those joins were told of; and a
+// coordinator that has not read the move answers a token issued on it
+// with "try again", not with its own older line.
+func TestMovingAnIdleLineBackNeverTakesBackATurnAlreadyTold(t *testing.T) {
+	f := newFixture(t, fifo)
+	hooked := &hookStore{memStore: f.store}
+	a, b, c := f.another(hooked), f.another(f.store), f.another(f.store)
+	f.now = saleStart
+	for _, r := range []*Room{b, c} {
+		if err := r.Refresh(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.now = saleStart.Add(time.Minute) // the number ran ahead to 120 with nobody in line
+	if l, _ := b.line("lamp"); l.Serving(f.now) < 100 {
+		t.Fatalf("b serves %d: the line did not run ahead", l.Serving(f.now))
+	}
+	tokens := map[string]string{}
+	hooked.afterRead = func() { // a has read the line with nobody in it
+		for i := range 5 {
+			buyer := fmt.Sprint("b", i)
+			p, err := b.Join(context.Background(), "lamp", buyer, "")
+			if err != nil || p.Status != "admitted" {
+				t.Fatalf("%s joins on b: %+v %v, want admitted", buyer, p, err)
+			}
+			tokens[buyer] = p.Token
+		}
+	}
+	for range 2 { // the write from the old read loses; the next read moves it back
+		if err := a.Refresh(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, _ := a.line("lamp")
+	if l.Serving(f.now) > 5+2 {
+		t.Fatalf("the line serves %d after the idle spell, want it moved back to the 5 in line and a second's rate", l.Serving(f.now))
+	}
+	if err := b.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for buyer, tok := range tokens {
+		for name, r := range map[string]*Room{"a": a, "b": b} {
+			if err := r.Admit("lamp", buyer, tok, f.now); err != nil {
+				t.Errorf("%s, told admitted, buys on %s after the move: %v", buyer, name, err)
+			}
+		}
+	}
+	late, err := b.Join(context.Background(), "lamp", "late", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Admit("lamp", "late", late.Token, f.now); code(err) != "unavailable" {
+		t.Fatalf("c, which has not read the move, admits a place issued on it: %v, want unavailable", err)
+	}
+}
+
+// A draw line's lobby counts as joined, and its mode cannot change under
+// it (an earlier version let a draw line turn fifo with buyers in the
+// lobby, who then never got a place).
+func TestALobbyKeepsItsDrawLine(t *testing.T) {
+	f := newFixture(t, api.QueueDefinition{Mode: "draw", Rate: 1, LeadSeconds: 600, WindowSeconds: 30})
+	f.at(-time.Minute)
+	f.join("ann")
+	if _, err := f.room.Define(context.Background(), "lamp", fifo); code(err) != "conflict" {
+		t.Fatalf("change a line with one in the lobby to fifo: %v, want conflict", err)
+	}
+	f.at(-time.Minute)
+	if s, err := f.room.Summary(context.Background(), "lamp"); err != nil || s.Joined != 1 || s.Waiting != 1 {
+		t.Fatalf("summary with one in the lobby: %+v %v, want 1 joined and waiting", s, err)
+	}
+}
+
+// A join just after the start, before this coordinator has read the draw,
+// queues after the lobby instead of joining the draw.
+func TestAJoinAfterTheStartIsNotDrawnWithTheLobby(t *testing.T) {
+	f := newFixture(t, api.QueueDefinition{Mode: "draw", Rate: 1, LeadSeconds: 600, WindowSeconds: 30})
+	f.at(-time.Minute)
+	for i := range 3 {
+		f.join(fmt.Sprint("early", i))
+	}
+	f.now = saleStart.Add(100 * time.Millisecond) // no read since the start
+	if p := f.join("late"); p.Position != 4 || p.Status == "lobby" {
+		t.Fatalf("a join after the start: %+v, want place 4 behind the drawn lobby", p)
+	}
+}
+
+// A sale's start moved after its line was defined moves the line's clock
+// with it, so no turn comes and goes before anyone can buy.
+func TestALineFollowsItsSalesStart(t *testing.T) {
+	f := newFixture(t, fifo)
+	f.at(-time.Minute)
+	ann := f.join("ann")
+	f.items["lamp"].StartsAt = saleStart.Add(time.Hour)
+	f.at(-30 * time.Second)
+	f.at(10 * time.Second)
+	if err := f.room.Admit("lamp", "ann", ann.Token, f.now); code(err) != "not_admitted" {
+		t.Fatalf("ann at the old start+10s: %v, want not_admitted (the sale starts an hour later)", err)
+	}
+	f.at(time.Hour + time.Second)
+	if err := f.room.Admit("lamp", "ann", ann.Token, f.now); err != nil {
+		t.Fatalf("ann a second after the new start: %v, want admitted", err)
+	}
+	if s, _ := f.room.Summary(context.Background(), "lamp"); !s.Starts.Equal(saleStart.Add(time.Hour)) {
+		t.Fatalf("the line starts at %v, want the sale's new start", s.Starts)
 	}
 }

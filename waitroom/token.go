@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/shardstock/shardstock"
 )
 
 // A place token is a JWT (HS256) for TokenAudience: the product, the buyer
@@ -24,6 +26,14 @@ type placeClaims struct {
 	Product string `json:"pid"`
 	Pos     int64  `json:"pos"`  // 0: in a draw's lobby, placed at the start
 	Mode    string `json:"mode"` // the line's mode when it was issued
+	Joined  int64  `json:"jat"`  // when the buyer joined, Unix ms: no turn comes before it
+	Version int64  `json:"ver"`  // the line's version the token was issued on
+}
+
+// ticket is what a verified token says.
+type ticket struct {
+	shardstock.QueuePlace
+	Mode string
 }
 
 // signer signs and verifies place tokens.
@@ -38,26 +48,27 @@ func newSigner(secret []byte, now func() time.Time) *signer {
 		jwt.WithLeeway(5*time.Second), jwt.WithTimeFunc(now))}
 }
 
-// sign issues buyer's token for pos in product's line.
-func (s *signer) sign(product, buyer string, pos int64, mode string, now time.Time) (string, error) {
+// sign issues buyer's token for their place in product's line.
+func (s *signer) sign(product, buyer string, t ticket, now time.Time) (string, error) {
 	c := placeClaims{RegisteredClaims: jwt.RegisteredClaims{Issuer: TokenIssuer, Subject: buyer, Audience: jwt.ClaimStrings{TokenAudience},
-		IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(now.Add(tokenTTL))}, Product: product, Pos: pos, Mode: mode}
+		IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(now.Add(tokenTTL))}, Product: product, Pos: t.Position, Mode: t.Mode,
+		Joined: t.JoinedAt.UnixMilli(), Version: t.LineVersion}
 	return jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString(s.secret)
 }
 
 var errBadToken = errors.New("the queue token is not valid for this buyer and product")
 
 // verify returns the place raw gives buyer in product's line.
-func (s *signer) verify(raw, product, buyer string) (int64, error) {
+func (s *signer) verify(raw, product, buyer string) (ticket, error) {
 	var c placeClaims
 	if _, err := s.parser.ParseWithClaims(raw, &c, func(*jwt.Token) (any, error) { return s.secret, nil }); err != nil {
 		if errors.Is(err, jwt.ErrTokenExpired) {
-			return 0, errors.New("the queue token has expired: join again")
+			return ticket{}, errors.New("the queue token has expired: join again")
 		}
-		return 0, errBadToken
+		return ticket{}, errBadToken
 	}
 	if c.Subject != buyer || c.Product != product || c.Pos < 0 {
-		return 0, errBadToken
+		return ticket{}, errBadToken
 	}
-	return c.Pos, nil
+	return ticket{QueuePlace: shardstock.QueuePlace{Position: c.Pos, JoinedAt: time.UnixMilli(c.Joined).UTC(), LineVersion: c.Version}, Mode: c.Mode}, nil
 }

@@ -30,7 +30,8 @@ func (m *Main) queueFigures() []metrics.QueueFigures {
 }
 
 // unitsLeft is the units of product salable on the shards, or an error
-// when a shard does not answer: an outage is never taken for a sell-out.
+// when a shard does not answer or does not hold the product: an outage is
+// never taken for a sell-out.
 func (m *Main) unitsLeft(ctx context.Context, product string) (int64, error) {
 	v, err := m.inv.views.Stock(ctx, product)
 	if err != nil {
@@ -39,6 +40,9 @@ func (m *Main) unitsLeft(ctx context.Context, product string) (int64, error) {
 	for _, sh := range v.Shards {
 		if !sh.Up {
 			return 0, fmt.Errorf("%w: shard %d does not answer", shardstock.ErrUnavailable, sh.Index)
+		}
+		if sh.Salable == nil { // lost with its data, until the resync: not a count of 0
+			return 0, fmt.Errorf("%w: shard %d does not know %s", shardstock.ErrUnavailable, sh.Index, product)
 		}
 	}
 	return v.Salable, nil

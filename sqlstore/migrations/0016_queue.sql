@@ -3,8 +3,9 @@
 -- lead and window in ms, difficulty in zero bits) and its clock (JSON
 -- segments {at ms, base, rate}; expired: every place up to it had its turn
 -- long ago); held: 1 while no unit is left and the number waits for one;
--- version grows with every change of these, and joined (places handed out)
--- and drawn (a draw's lobby placed) are kept apart from it.
+-- version grows with every change of these, and joined (places handed out),
+-- lobby (buyers waiting for a draw) and drawn (a draw's lobby placed) are
+-- kept apart from it.
 CREATE TABLE IF NOT EXISTS queue_lines (
   product_id VARCHAR(64) NOT NULL PRIMARY KEY,
   mode VARCHAR(8) NOT NULL,
@@ -17,6 +18,7 @@ CREATE TABLE IF NOT EXISTS queue_lines (
   clock TEXT NOT NULL,
   expired BIGINT NOT NULL,
   joined BIGINT NOT NULL DEFAULT 0,
+  lobby BIGINT NOT NULL DEFAULT 0,
   drawn INT NOT NULL DEFAULT 0,
   version BIGINT NOT NULL
 );
