@@ -81,9 +81,11 @@
       if (r.status === 404) return; // no waiting room: buy as usual
       const b = await r.json();
       if (!r.ok) {
-        if (queue.token) { queue.token = ""; localStorage.removeItem("shardstock-queue-" + id); return look(); }
+        // A place the server refuses (403: not this buyer's, expired) is
+        // dropped; an outage or a limit (503, 429) keeps it for the next look.
+        if (r.status === 403 && queue.token) { queue.token = ""; localStorage.removeItem("shardstock-queue-" + id); return look(); }
         document.getElementById("queue-note").textContent = b.message || b.error;
-        return lookLater(5);
+        return lookLater(Number(r.headers.get("Retry-After")) || 5);
       }
       document.getElementById("queue").hidden = false;
       if (b.token) { queue.token = b.token; localStorage.setItem("shardstock-queue-" + id, b.token); }
