@@ -49,8 +49,8 @@ type Consumers struct {
 	Ingest func(ctx context.Context, evs []shardstock.ReservationEvent) (int, error)
 	// Settle applies a settlement to its shard (inventory.Settlements.Settle).
 	Settle func(ctx context.Context, st shardstock.Settlement) error
-	// OnDeadLetter, if set, is told each reservation dead-lettered (metrics).
-	OnDeadLetter func()
+	// OnDeadLetter, if set, is told each reservation dead-lettered, and why.
+	OnDeadLetter func(ev shardstock.ReservationEvent, cause error)
 }
 
 // Subscribe starts both subscriptions; they run until the RocketMQ client
@@ -109,7 +109,7 @@ func (c Consumers) deadLetter(ctx context.Context, ev shardstock.ReservationEven
 		return fmt.Errorf("dead-letter %s: %w", ev.ID, err)
 	}
 	if c.OnDeadLetter != nil {
-		c.OnDeadLetter()
+		c.OnDeadLetter(ev, cause)
 	}
 	c.Logger.Error("reservation moved to the dead-letter topic", "order", ev.ID, "product", ev.ProductID,
 		"topic", TopicDeadReservations, "err", cause)

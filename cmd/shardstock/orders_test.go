@@ -229,8 +229,8 @@ func redeliver(t *testing.T, m *Main, r *shardtest.Redis, product, paidID, cance
 		{OrderID: paid.ID, ProductID: product, UserID: paid.UserID, Shard: paid.Shard, Action: shardstock.Confirm},
 		{OrderID: cancelled.ID, ProductID: product, UserID: cancelled.UserID, Shard: cancelled.Shard, Action: shardstock.Release},
 	}
-	if m.rmq != nil {
-		if err := m.rmq.Publish(ctx, messaging.TopicReservations, ev.ID, ev.Encode()); err != nil {
+	if b, ok := m.mq.(*messaging.Broker); ok {
+		if err := b.MQ.Publish(ctx, messaging.TopicReservations, ev.ID, ev.Encode()); err != nil {
 			t.Fatal(err)
 		}
 	} else {
@@ -244,13 +244,7 @@ func redeliver(t *testing.T, m *Main, r *shardtest.Redis, product, paidID, cance
 	}
 	for _, s := range again {
 		for range 2 {
-			var err error
-			if m.rmq != nil {
-				err = m.rmq.Publish(ctx, messaging.TopicSettlements, s.OrderID, s.Encode())
-			} else {
-				err = (&messaging.StreamSettler{Clients: m.clients()}).Publish(ctx, s)
-			}
-			if err != nil {
+			if err := m.mq.Publish(ctx, s); err != nil {
 				t.Fatal(err)
 			}
 		}

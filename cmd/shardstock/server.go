@@ -44,8 +44,8 @@ type Main struct {
 	metrics  *metrics.Metrics
 	store    *sqlstore.Store
 	set      *shard.Set
-	rmq      *messaging.RocketMQ // nil in streams mode
-	spool    *spool.Spool        // nil: disabled
+	mq       messaging.Transport
+	spool    *spool.Spool // nil: disabled
 	buyers   *flashsale.Handler
 	health   *ha.Health
 	report   *report.Recorder
@@ -124,11 +124,10 @@ func (m *Main) Run(ctx context.Context) error {
 	if err := m.startResyncs(); err != nil {
 		return err
 	}
-	settler, err := m.openTransport(ctx)
-	if err != nil {
+	if m.mq, err = m.openTransport(ctx); err != nil {
 		return err
 	}
-	m.orders = order.NewService(m.store, settler, set, order.Config{Claims: set, PayTimeout: m.cfg.PayTimeout,
+	m.orders = order.NewService(m.store, m.mq, set, order.Config{Claims: set, PayTimeout: m.cfg.PayTimeout,
 		FailFastAge: m.cfg.FailFastAge, Rate: m.cfg.OrderRate, Now: m.cfg.Test.OrderClock, Logger: m.log, PaySecret: m.cfg.PaySecret,
 		Budget:   orderBudget{set: set, rate: m.cfg.OrderRate},
 		OnIngest: func(st string) { m.metrics.OrdersIngested.WithLabelValues(st).Inc() }})
@@ -194,13 +193,13 @@ func (m *Main) openStore(ctx context.Context) error {
 	return nil
 }
 
-// openTransport connects RocketMQ when configured and returns where
-// settlements are published.
-func (m *Main) openTransport(ctx context.Context) (order.Settler, error) {
+// openTransport opens the message transport SHARDSTOCK_MQ names (it is
+// where settlements are published).
+func (m *Main) openTransport(ctx context.Context) (messaging.Transport, error) {
 	if m.cfg.MQ == "streams" {
-		return &messaging.StreamSettler{Clients: m.clients(), Direct: func(ctx context.Context, st shardstock.Settlement) error {
+		return &messaging.Streams{StreamSettler: messaging.StreamSettler{Clients: m.clients(), Direct: func(ctx context.Context, st shardstock.Settlement) error {
 			return m.inv.settlements.Settle(ctx, st)
-		}}, nil
+		}}}, nil
 	}
 	rc, _ := messaging.ParseRocketMQ(m.cfg.MQ)
 	rc.Instance = messaging.ConsumerName()
@@ -211,8 +210,7 @@ func (m *Main) openTransport(ctx context.Context) (order.Settler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("SHARDSTOCK_MQ: %w", err)
 	}
-	m.rmq = r
-	return messaging.Settlements{MQ: r}, nil
+	return &messaging.Broker{MQ: r, Clients: m.clients()}, nil
 }
 
 func (m *Main) clients() []*redis.Client {
@@ -245,28 +243,13 @@ func (m *Main) startLoops() error {
 	if m.spool != nil {
 		m.loops.Go(func() { m.spool.Run(ctx, m.buyers.Replay) })
 	}
-	outbox := &messaging.GroupReader{Clients: m.clients(), Streams: messaging.OutboxStreams,
-		ClaimIdle: m.cfg.ClaimIdle, Logger: m.log, Count: outboxRead, Gather: outboxGather}
-	if m.rmq == nil {
-		outbox.Group, outbox.HandleBatch = "orders", messaging.ReservationBatchHandler(m.log, m.orders.IngestBatch)
-		settle := m.settleReader()
-		payments := m.paymentReader()
-		m.loops.Go(func() { settle.Run(ctx) })
-		m.loops.Go(func() { payments.Run(ctx) })
-	} else {
-		outbox.Group, outbox.HandleBatch = "relay", messaging.ReservationBatchHandler(m.log, m.rmq.Relay)
-		consumers := messaging.Consumers{MQ: m.rmq, Logger: m.log, Ingest: m.orders.IngestBatch, Settle: m.settleFromTopic,
-			OnDeadLetter: m.metrics.DeadLettered.Inc}
-		if err := consumers.Subscribe(ctx); err != nil {
-			return fmt.Errorf("SHARDSTOCK_MQ: %w", err)
-		}
-		if err := m.subscribePayments(ctx); err != nil {
-			return err
-		}
+	err := m.mq.Start(ctx, &m.loops, messaging.Pipeline{Ingest: m.orders.IngestBatch, Settle: m.inv.settlements.Settle,
+		Pay: m.applyPayment, Refused: refused, Logger: m.log, ClaimIdle: m.cfg.ClaimIdle, DeadLettered: m.deadLettered,
+		OnError:  func(group string) { m.metrics.ConsumerErrors.WithLabelValues(group).Inc() },
+		OnParked: func(group string) { m.metrics.ParkedEntries.WithLabelValues(group).Inc() }})
+	if err != nil {
+		return fmt.Errorf("SHARDSTOCK_MQ: %w", err)
 	}
-	outbox.OnError = m.metrics.ConsumerErrors.WithLabelValues(outbox.Group).Inc
-	outbox.OnParked = m.metrics.ParkedEntries.WithLabelValues(outbox.Group).Inc
-	m.loops.Go(func() { outbox.Run(ctx) })
 	return nil
 }
 
@@ -292,22 +275,6 @@ func (m *Main) publishLoop(ctx context.Context) {
 		}
 	}
 }
-
-// outboxRead is the most reservations read from one outbox at a time: one
-// order transaction, one acknowledgement. Against 100 (make bench's drain
-// of 160,000 reservations, 2026-12-02), 500 to 1,000 took SQLite from 37,000
-// to 49,000 orders/s and cut the coordinator's CPU per order from 23 to 15
-// us and the shards' from 10 to 5 (fewer commits, reads, acknowledgements
-// and fsyncs per order). MariaDB's own CPU per order moved from 30-40 us at
-// 100-300 to 47-115 at 1,000 (larger transactions on a table larger than its
-// buffer pool), hence not more.
-const outboxRead = 500
-
-// outboxGather is how long the outbox reader waits after a read that was not
-// full: a reservation becomes an order up to this much later, and the reads
-// (each a write on the shard, and an fsync with appendfsync always, as is
-// each acknowledgement) carry more each.
-const outboxGather = 50 * time.Millisecond
 
 // orderBudget is the cluster's order-creation rate, kept on the shards
 // (SHARDSTOCK_ORDER_RATE for all coordinators together).
@@ -363,19 +330,12 @@ func (m *Main) listen() error {
 	}
 	m.served = make(chan error, 1)
 	go func() { m.served <- m.server.Serve(ln) }()
-	m.log.Info("serving", "addr", ln.Addr().String(), "shards", len(m.cfg.Shards), "mq", m.mqName(),
+	m.log.Info("serving", "addr", ln.Addr().String(), "shards", len(m.cfg.Shards), "mq", m.mq.Name(),
 		"db", m.store.Dialect(), "user_auth", m.cfg.UserAuth)
 	if m.cfg.GeneratedToken {
 		m.log.Warn("SHARDSTOCK_DEV=1: generated an admin token for this run", "admin_token", m.cfg.AdminToken)
 	}
 	return nil
-}
-
-func (m *Main) mqName() string {
-	if m.rmq == nil {
-		return "streams"
-	}
-	return "rocketmq"
 }
 
 // identity is the buyers' identity check of the configured mode.
@@ -441,8 +401,8 @@ func (m *Main) close() error {
 	// The loops (the relay among them) stop using the producer before the
 	// broker connection closes.
 	m.loops.Wait()
-	if m.rmq != nil {
-		add(m.rmq.Close())
+	if m.mq != nil {
+		add(m.mq.Close())
 	}
 	if m.set != nil {
 		add(m.set.Close())
