@@ -42,13 +42,20 @@ type Pages struct {
 	rendered map[string]renderedPage // product id -> page
 }
 
+// PagesConfig sets up Pages; zero values mean the defaults.
+type PagesConfig struct {
+	Products Products         // the catalog the pages show
+	Sessions Sessions         // the sale sessions (the front page's)
+	Now      func() time.Time // default time.Now
+}
+
 // NewPages parses the embedded templates.
-func NewPages(catalog Products, sessions Sessions, now func() time.Time) *Pages {
-	if now == nil {
-		now = time.Now
+func NewPages(cfg PagesConfig) *Pages {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	t := template.Must(template.ParseFS(web, "web/*.html"))
-	return &Pages{catalog: catalog, sessions: sessions, now: now, tmpl: t, rendered: map[string]renderedPage{},
+	return &Pages{catalog: cfg.Products, sessions: cfg.Sessions, now: cfg.Now, tmpl: t, rendered: map[string]renderedPage{},
 		static: http.StripPrefix("/static/", http.FileServer(http.FS(assets{web})))}
 }
 

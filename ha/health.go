@@ -26,6 +26,16 @@ type ShardStatus struct {
 // Health records per-shard reachability. It is safe for concurrent use and
 // satisfies shard.Health.
 type Health struct {
+	cfg      HealthConfig
+	breakers []*Breaker
+	mu       sync.RWMutex // guards state
+	state    []ShardStatus
+}
+
+// HealthConfig sets up a Health; zero values mean the defaults.
+type HealthConfig struct {
+	Shards  int           // how many shards are tracked
+	Breaker BreakerConfig // each shard's breaker (whose clock Health uses too)
 	// SlowAfter: a ping answered later than this counts as a failure, so a
 	// shard that has turned slow (but still answers) leaves rotation like a
 	// down one, and the shard view says why. Zero: latency is not judged.
@@ -34,20 +44,18 @@ type Health struct {
 	// the shard (an error reply does: the shard is up); the shard package
 	// knows its client's errors (shard.Answered). Default: only a nil error.
 	Answered func(error) bool
-	now      func() time.Time
-	breakers []*Breaker
-	mu       sync.RWMutex // guards state
-	state    []ShardStatus
 }
 
-// NewHealth tracks n shards, all presumed up, each with a breaker of cfg
-// (whose clock Health uses too).
-func NewHealth(n int, cfg BreakerConfig) *Health {
-	cfg.fill()
-	h := &Health{now: cfg.Now, state: make([]ShardStatus, n), Answered: func(err error) bool { return err == nil }}
+// NewHealth tracks cfg.Shards shards, all presumed up.
+func NewHealth(cfg HealthConfig) *Health {
+	cfg.Breaker.fill()
+	if cfg.Answered == nil {
+		cfg.Answered = func(err error) bool { return err == nil }
+	}
+	h := &Health{cfg: cfg, state: make([]ShardStatus, cfg.Shards)}
 	for i := range h.state {
-		h.state[i] = ShardStatus{Up: true, Since: cfg.Now()}
-		h.breakers = append(h.breakers, NewBreaker(cfg))
+		h.state[i] = ShardStatus{Up: true, Since: cfg.Breaker.Now()}
+		h.breakers = append(h.breakers, NewBreaker(cfg.Breaker))
 	}
 	return h
 }
@@ -63,7 +71,7 @@ func (h *Health) Observe(i int, err error) {
 	if errors.Is(err, context.Canceled) {
 		return
 	}
-	up := err == nil || h.Answered(err)
+	up := err == nil || h.cfg.Answered(err)
 	h.breakers[i].Record(up)
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -72,7 +80,7 @@ func (h *Health) Observe(i int, err error) {
 		s.LastError = err.Error()
 	}
 	if s.Up != up {
-		s.Up, s.Since = up, h.now()
+		s.Up, s.Since = up, h.cfg.Breaker.Now()
 	}
 }
 
@@ -112,10 +120,10 @@ func (h *Health) Run(ctx context.Context, p Pinger, interval time.Duration) {
 		var wg sync.WaitGroup
 		for i := range h.state {
 			wg.Go(func() {
-				start := h.now()
+				start := h.cfg.Breaker.Now()
 				err := p.Ping(ctx, i)
-				if took := h.now().Sub(start); err == nil && h.SlowAfter > 0 && took > h.SlowAfter {
-					err = fmt.Errorf("slow: a ping took %s (over %s)", took.Round(time.Millisecond), h.SlowAfter)
+				if took := h.cfg.Breaker.Now().Sub(start); err == nil && h.cfg.SlowAfter > 0 && took > h.cfg.SlowAfter {
+					err = fmt.Errorf("slow: a ping took %s (over %s)", took.Round(time.Millisecond), h.cfg.SlowAfter)
 				}
 				h.Observe(i, err)
 			})

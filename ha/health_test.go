@@ -28,8 +28,7 @@ func TestObserve(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			h := NewHealth(1, BreakerConfig{})
-			h.Answered = func(err error) bool { return errors.Is(err, errReply) }
+			h := NewHealth(HealthConfig{Shards: 1, Answered: func(err error) bool { return errors.Is(err, errReply) }})
 			h.Observe(0, errors.New("i/o timeout")) // start from down
 			h.Observe(0, tc.err)
 			if h.Status()[0].Up != tc.up {
@@ -38,7 +37,7 @@ func TestObserve(t *testing.T) {
 		})
 	}
 	t.Run("a caller's cancellation says nothing about the shard", func(t *testing.T) {
-		h := NewHealth(1, BreakerConfig{})
+		h := NewHealth(HealthConfig{Shards: 1})
 		h.Observe(0, context.Canceled)
 		if !h.Status()[0].Up {
 			t.Fatal("cancelled call marked the shard down")
@@ -46,7 +45,7 @@ func TestObserve(t *testing.T) {
 	})
 	t.Run("last error is kept and since moves on change only", func(t *testing.T) {
 		now := time.Unix(100, 0)
-		h := NewHealth(2, BreakerConfig{Failures: 1, Now: func() time.Time { return now }})
+		h := NewHealth(HealthConfig{Shards: 2, Breaker: BreakerConfig{Failures: 1, Now: func() time.Time { return now }}})
 		now = now.Add(time.Second)
 		h.Observe(1, errors.New("boom"))
 		now = now.Add(time.Second)
@@ -75,7 +74,7 @@ func (p *flakyPinger) Ping(context.Context, int) error {
 }
 
 func TestRunBringsAShardBack(t *testing.T) {
-	h := NewHealth(1, BreakerConfig{Failures: 1, Cooldown: 5 * time.Millisecond})
+	h := NewHealth(HealthConfig{Shards: 1, Breaker: BreakerConfig{Failures: 1, Cooldown: 5 * time.Millisecond}})
 	p := &flakyPinger{}
 	p.fail.Store(true)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -111,8 +110,7 @@ func (d slowPinger) Ping(ctx context.Context, i int) error {
 // SlowAfter, is taken out of rotation like a down one, and its status
 // says why.
 func TestSlowShardLeavesRotation(t *testing.T) {
-	h := NewHealth(1, BreakerConfig{})
-	h.SlowAfter = 20 * time.Millisecond
+	h := NewHealth(HealthConfig{Shards: 1, SlowAfter: 20 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go h.Run(ctx, slowPinger(40*time.Millisecond), 10*time.Millisecond)

@@ -29,7 +29,7 @@ func (b *emptyBudget) Take(_ context.Context, want int) (int, error) {
 // an fsync on a shard each time) every millisecond.
 func TestAdmitWaitsForTheTokensItWants(t *testing.T) {
 	b := &emptyBudget{open: time.Now().Add(300 * time.Millisecond)}
-	s := NewService(nil, nil, nil, Config{Rate: 10000, Budget: b})
+	s := NewService(Config{Rate: 10000, Budget: b})
 	if err := s.admit(context.Background(), 100); err != nil { // 100 tokens at 10,000/s: 10 ms
 		t.Fatal(err)
 	}

@@ -51,7 +51,7 @@ type harness struct {
 func newHarness(t *testing.T, store *sqlstore.Store, limit int64) *harness {
 	h := &harness{t: t, store: store, settler: &recordingSettler{}}
 	h.now.Store(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC).UnixMilli())
-	h.svc = NewService(store, h.settler, nil, Config{PayTimeout: 15 * time.Minute, FailFastAge: 30 * time.Minute,
+	h.svc = NewService(Config{Store: store, Settler: h.settler, PayTimeout: 15 * time.Minute, FailFastAge: 30 * time.Minute,
 		Rate: 1e6, Now: func() time.Time { return time.UnixMilli(h.now.Load()) }})
 	def := fmt.Sprintf(`{"id":"p","stock":100,"per_user_limit":%d}`, limit)
 	if _, _, err := store.SaveProduct(context.Background(), "p", def); err != nil {
@@ -438,7 +438,7 @@ func TestClaimsOfReleasedOrdersGoBackDurably(t *testing.T) {
 		// A new store on the same database (another coordinator, or this one
 		// restarted) finds them: the queue is the order table.
 		homes.down.Store(false)
-		other := NewService(s, h.settler, nil, Config{Claims: homes, Now: h.svc.cfg.Now})
+		other := NewService(Config{Store: s, Settler: h.settler, Claims: homes, Now: h.svc.cfg.Now})
 		if err := other.sweep(context.Background()); err != nil {
 			t.Fatal(err)
 		}

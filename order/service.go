@@ -79,8 +79,13 @@ type ClaimReturner interface {
 	GiveBack(ctx context.Context, p *shardstock.Product, user, id string) error
 }
 
-// Config tunes a Service; zero values mean the defaults.
+// Config sets up a Service; zero values mean the defaults.
 type Config struct {
+	Store   Store   // the orders (required)
+	Settler Settler // where settlements go (required to settle)
+	// Holds, if set, finds a reservation's hold on the shards when it has
+	// no order row yet; nil: no pending lookups.
+	Holds HoldFinder
 	// Claims, if set, gets the claims of cancelled and failed orders back
 	// (the sweep retries each until it succeeds); nil: claims are kept.
 	Claims      ClaimReturner
@@ -134,11 +139,11 @@ type Service struct {
 	products   sync.Map // product id -> *shardstock.Product (definitions never change)
 }
 
-// NewService returns a Service; holds may be nil (no pending lookups).
-func NewService(store Store, settler Settler, holds HoldFinder, cfg Config) *Service {
+// NewService returns a Service.
+func NewService(cfg Config) *Service {
 	cfg.fill()
 	burst := max(1, int(cfg.Rate/10))
-	return &Service{store: store, settler: settler, holds: holds, cfg: cfg,
+	return &Service{store: cfg.Store, settler: cfg.Settler, holds: cfg.Holds, cfg: cfg,
 		limiter: rate.NewLimiter(rate.Limit(cfg.Rate), burst), kick: make(chan struct{}, 1)}
 }
 

@@ -102,16 +102,25 @@ type key struct {
 	label   string
 }
 
-// NewRecorder records into store. stock gives every product's salable
-// units per shard (read every flush); now is the clock (nil: time.Now).
-func NewRecorder(store Store, stock func(context.Context) (map[string][]int64, error), now func() time.Time, logger *slog.Logger) *Recorder {
-	if now == nil {
-		now = time.Now
+// RecorderConfig sets up a Recorder; zero values mean the defaults.
+type RecorderConfig struct {
+	Store Store // where the counts go (every flush)
+	// Stock gives every product's salable units per shard (read every
+	// flush); nil: no stock is recorded.
+	Stock  func(context.Context) (map[string][]int64, error)
+	Now    func() time.Time // default time.Now
+	Logger *slog.Logger     // default slog.Default()
+}
+
+// NewRecorder records into cfg.Store.
+func NewRecorder(cfg RecorderConfig) *Recorder {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
-	if logger == nil {
-		logger = slog.Default()
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
 	}
-	return &Recorder{store: store, stock: stock, now: now, logger: logger,
+	return &Recorder{store: cfg.Store, stock: cfg.Stock, now: cfg.Now, logger: cfg.Logger,
 		counts: map[key]int64{}, seconds: map[string]map[int64]bool{}, last: map[string][]int64{}, full: map[string]bool{}}
 }
 

@@ -25,8 +25,8 @@ func TestTwoRecordersMakeOneReport(t *testing.T) {
 			now := func() time.Time { return at }
 			stock := map[string][]int64{"lamp": {2, 1}}
 			salable := func(context.Context) (map[string][]int64, error) { return stock, nil }
-			a := report.NewRecorder(store, salable, now, nil)
-			b := report.NewRecorder(store, salable, now, nil)
+			a := report.NewRecorder(report.RecorderConfig{Store: store, Stock: salable, Now: now})
+			b := report.NewRecorder(report.RecorderConfig{Store: store, Stock: salable, Now: now})
 
 			a.Purchase("lamp", "reserved", 3*time.Millisecond)
 			b.Purchase("lamp", "reserved", 4*time.Millisecond)
@@ -145,7 +145,7 @@ func TestRecorderCountsEveryPurchaseOnce(t *testing.T) {
 	var clock atomic.Int64
 	clock.Store(1_800_000_000)
 	store := &memStore{}
-	r := report.NewRecorder(store, nil, func() time.Time { return time.Unix(clock.Load(), 0) }, nil)
+	r := report.NewRecorder(report.RecorderConfig{Store: store, Now: func() time.Time { return time.Unix(clock.Load(), 0) }})
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Go(func() {

@@ -21,13 +21,19 @@ type Clock struct {
 	skew   atomic.Int64        // ns the coordinator's clock is ahead of the shards'
 }
 
-// NewClock returns the sale clock over set's shards; wall is the
-// coordinator's own clock (nil: time.Now).
-func NewClock(set *Set, wall func() time.Time, onSkew func(time.Duration)) *Clock {
-	if wall == nil {
-		wall = time.Now
+// ClockConfig sets up a Clock; zero values mean the defaults.
+type ClockConfig struct {
+	Set    *Set                // the shards whose clock the sale runs on
+	Wall   func() time.Time    // the coordinator's own clock; default time.Now
+	OnSkew func(time.Duration) // optional: each new measurement (the metric)
+}
+
+// NewClock returns the sale clock over cfg.Set's shards.
+func NewClock(cfg ClockConfig) *Clock {
+	if cfg.Wall == nil {
+		cfg.Wall = time.Now
 	}
-	return &Clock{set: set, wall: wall, onSkew: onSkew}
+	return &Clock{set: cfg.Set, wall: cfg.Wall, onSkew: cfg.OnSkew}
 }
 
 // Now is the coordinator's clock moved onto the shards'.

@@ -13,7 +13,7 @@ import (
 
 // Answered reports whether a call's error still came with an answer from
 // the shard: an error reply (other than LOADING: a shard loading its data
-// is not ready) proves it is up. ha.Health.Answered is set to it.
+// is not ready) proves it is up. ha.HealthConfig.Answered is set to it.
 func Answered(err error) bool {
 	if err == nil {
 		return true

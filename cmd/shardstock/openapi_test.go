@@ -44,9 +44,10 @@ func documentedRoutes(doc []byte) map[string]bool {
 
 func TestOpenAPIMatchesTheRoutes(t *testing.T) {
 	m := NewMain(&Config{AdminToken: testToken, UserAuth: "header"}, nil)
-	m.orders = order.NewService(nil, nil, nil, order.Config{})
+	m.orders = order.NewService(order.Config{})
 	m.registry = prometheus.NewRegistry()
 	m.buyers = flashsale.NewHandler(flashsale.Config{})
+	m.pages = flashsale.NewPages(flashsale.PagesConfig{})
 	e := m.router()
 	served := map[string]bool{}
 	param := regexp.MustCompile(`:(\w+)`)

@@ -11,7 +11,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/shardstock/shardstock/api"
-	"github.com/shardstock/shardstock/flashsale"
 	"github.com/shardstock/shardstock/order"
 	"github.com/shardstock/shardstock/report"
 	"github.com/shardstock/shardstock/waitroom"
@@ -62,9 +61,6 @@ func (m *Main) router() *echo.Echo {
 // (api/routes.go), which package client calls; api/openapi.yaml describes
 // the same routes (TestOpenAPIMatchesTheRoutes checks both ways).
 func (m *Main) mount(e *echo.Echo) {
-	if m.pages == nil {
-		m.pages = flashsale.NewPages(m.inv.catalog, m.store, nil)
-	}
 	buyers, pages := m.buyers, m.pages
 	orders := order.Handlers{Orders: m.orders, Callbacks: m.orders, Identity: m.identity()}
 	inv := m.inv.handlers()

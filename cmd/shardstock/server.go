@@ -93,10 +93,8 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	m.registry = prometheus.NewRegistry()
 	m.metrics = metrics.New(m.registry)
-	m.health = ha.NewHealth(len(m.cfg.Shards), ha.BreakerConfig{})
 	// A shard whose pings take longer than a call may is as good as down.
-	m.health.SlowAfter = m.cfg.ShardTimeout
-	m.health.Answered = shard.Answered
+	m.health = ha.NewHealth(ha.HealthConfig{Shards: len(m.cfg.Shards), SlowAfter: m.cfg.ShardTimeout, Answered: shard.Answered})
 	for i := range m.cfg.Shards {
 		m.metrics.RedisErrors.WithLabelValues(strconv.Itoa(i))
 	}
@@ -109,7 +107,7 @@ func (m *Main) Run(ctx context.Context) error {
 		return fmt.Errorf("SHARDSTOCK_SHARDS: %w", err)
 	}
 	m.set = set
-	m.clock = shard.NewClock(set, m.cfg.Test.Clock, func(d time.Duration) { m.metrics.ClockSkew.Set(d.Seconds()) })
+	m.clock = shard.NewClock(shard.ClockConfig{Set: set, Wall: m.cfg.Test.Clock, OnSkew: func(d time.Duration) { m.metrics.ClockSkew.Set(d.Seconds()) }})
 	m.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "shardstock_claim_givebacks_pending",
 		Help: "Per-user limit claims waiting for their register to answer so they can be given back."},
 		func() float64 { return float64(set.PendingGiveBacks()) }))
@@ -127,7 +125,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if m.mq, err = m.openTransport(ctx); err != nil {
 		return err
 	}
-	m.orders = order.NewService(m.store, m.mq, set, order.Config{Claims: set, PayTimeout: m.cfg.PayTimeout,
+	m.orders = order.NewService(order.Config{Store: m.store, Settler: m.mq, Holds: set, Claims: set, PayTimeout: m.cfg.PayTimeout,
 		FailFastAge: m.cfg.FailFastAge, Rate: m.cfg.OrderRate, Now: m.cfg.Test.OrderClock, Logger: m.log, PaySecret: m.cfg.PaySecret,
 		Budget:   orderBudget{set: set, rate: m.cfg.OrderRate},
 		OnIngest: func(st string) { m.metrics.OrdersIngested.WithLabelValues(st).Inc() }})
@@ -137,8 +135,8 @@ func (m *Main) Run(ctx context.Context) error {
 	if err := m.openRoom(ctx); err != nil {
 		return err
 	}
-	m.report = report.NewRecorder(m.store, m.inv.views.Salable, nil, m.log)
-	m.pages = flashsale.NewPages(m.inv.catalog, m.store, nil)
+	m.report = report.NewRecorder(report.RecorderConfig{Store: m.store, Stock: m.inv.views.Salable, Logger: m.log})
+	m.pages = flashsale.NewPages(flashsale.PagesConfig{Products: m.inv.catalog, Sessions: m.store})
 	m.buyers = flashsale.NewHandler(flashsale.Config{Products: m.inv.catalog, Cache: m.inv.catalog, Reserver: m.set, Identity: m.identity(), RealIP: m.realIP(),
 		Now: m.clock.Now, MaxInFlight: m.cfg.MaxInFlight,
 		Observe: m.observePurchase, Spool: m.spoolPort(), Logger: m.log,
