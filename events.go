@@ -8,23 +8,29 @@ import (
 	"time"
 )
 
-// Order statuses (api/openapi.yaml). Pending is only ever computed (a hold with no
-// order row yet), never stored.
+// OrderStatus is where an order stands (api/openapi.yaml). Pending is only
+// ever computed (a hold with no order row yet), never stored.
+type OrderStatus string
+
+// The order statuses.
 const (
-	StatusPending         = "pending"
-	StatusAwaitingPayment = "awaiting_payment"
-	StatusPaid            = "paid"
-	StatusCancelled       = "cancelled"
-	StatusFailed          = "failed"
+	StatusPending         OrderStatus = "pending"
+	StatusAwaitingPayment OrderStatus = "awaiting_payment"
+	StatusPaid            OrderStatus = "paid"
+	StatusCancelled       OrderStatus = "cancelled"
+	StatusFailed          OrderStatus = "failed"
 )
+
+// OrderStatuses are the statuses a stored order row can have.
+var OrderStatuses = []OrderStatus{StatusAwaitingPayment, StatusPaid, StatusCancelled, StatusFailed}
 
 // Order is an order row.
 type Order struct {
-	ID        string `json:"order_id"`
-	UserID    string `json:"user_id"`
-	ProductID string `json:"product_id"`
-	Shard     int    `json:"shard"`
-	Status    string `json:"status"`
+	ID        string      `json:"order_id"`
+	UserID    string      `json:"user_id"`
+	ProductID string      `json:"product_id"`
+	Shard     int         `json:"shard"`
+	Status    OrderStatus `json:"status"`
 	// PayBy is when an order awaiting payment is cancelled if unpaid: the
 	// payment timeout after its row was written (zero: not known, as for a
 	// pending reservation or a row from before 0.7.0).
@@ -73,17 +79,20 @@ func ReservationFromFields(f map[string]any) (ReservationEvent, error) {
 	return e, nil
 }
 
-// Settlement actions: what the holder shard must do with a hold.
+// Action is what a settlement makes the holder shard do with a hold.
+type Action string
+
+// The settlement actions.
 const (
 	// Confirm: the order was paid; locked -> sold.
-	Confirm = "confirm"
+	Confirm Action = "confirm"
 	// Release: the order was cancelled, failed or timed out; locked ->
 	// salable, and the buyer's claim is given back.
-	Release = "release"
+	Release Action = "release"
 	// ReleaseDuplicate: a second hold for one reservation id (a reserve that
 	// ran on a shard whose answer was lost, then failed over); locked ->
 	// salable, the claim stays with the order.
-	ReleaseDuplicate = "release_duplicate"
+	ReleaseDuplicate Action = "release_duplicate"
 )
 
 // Settlement is the pay-result message: apply Action to hold OrderID of
@@ -93,7 +102,7 @@ type Settlement struct {
 	ProductID string `json:"product_id"`
 	UserID    string `json:"user_id"`
 	Shard     int    `json:"shard"`
-	Action    string `json:"action"`
+	Action    Action `json:"action"`
 }
 
 // Encode is the message body.
@@ -162,7 +171,7 @@ type Transfer struct {
 type NewOrder struct {
 	Event  ReservationEvent
 	Limit  int64
-	Status string
+	Status OrderStatus
 }
 
 // ErrOrderExists: an order with that reservation id exists already (the

@@ -25,7 +25,7 @@ type SettlementsConfig struct {
 	Products Products
 	Orders   OrderRows // nil: no order table (a shard set tested alone)
 	Holds    SettleHolds
-	OnSettle func(action string) // optional: a settlement was applied (metrics)
+	OnSettle func(action shardstock.Action) // optional: a settlement was applied (metrics)
 	Logger   *slog.Logger
 }
 

@@ -10,10 +10,10 @@ import (
 // a release of a cancelled or failed one, each on the order's shard, and a
 // release_duplicate on another shard than the order's.
 func TestSettlementMustMatchItsOrder(t *testing.T) {
-	order := func(status string) *shardstock.Order {
+	order := func(status shardstock.OrderStatus) *shardstock.Order {
 		return &shardstock.Order{ID: "o1", ProductID: "p", UserID: "alice", Shard: 1, Status: status}
 	}
-	st := func(action string, shard int) shardstock.Settlement {
+	st := func(action shardstock.Action, shard int) shardstock.Settlement {
 		return shardstock.Settlement{OrderID: "o1", ProductID: "p", UserID: "alice", Shard: shard, Action: action}
 	}
 	cases := []struct {

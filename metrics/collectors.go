@@ -126,7 +126,7 @@ func (c *ShardCollector) collectShard(ch chan<- prometheus.Metric, sh shardstock
 
 // OrderCounter counts orders by status (sqlstore.Store).
 type OrderCounter interface {
-	CountAllByStatus(ctx context.Context) (map[string]int64, error)
+	CountAllByStatus(ctx context.Context) (map[shardstock.OrderStatus]int64, error)
 }
 
 var descOrders = prometheus.NewDesc("shardstock_orders", "Order rows by status.", []string{"status"}, nil)
@@ -143,7 +143,7 @@ type OrderCollector struct {
 
 type cachedCounts struct {
 	at     time.Time
-	counts map[string]int64
+	counts map[shardstock.OrderStatus]int64
 }
 
 // Describe sends the descriptor.
@@ -170,8 +170,8 @@ func (c *OrderCollector) Collect(ch chan<- prometheus.Metric) {
 	if c.cache.counts == nil {
 		return
 	}
-	for _, st := range []string{"awaiting_payment", "paid", "cancelled", "failed"} {
-		ch <- prometheus.MustNewConstMetric(descOrders, prometheus.GaugeValue, float64(c.cache.counts[st]), st)
+	for _, st := range shardstock.OrderStatuses {
+		ch <- prometheus.MustNewConstMetric(descOrders, prometheus.GaugeValue, float64(c.cache.counts[st]), string(st))
 	}
 }
 

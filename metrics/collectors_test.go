@@ -9,14 +9,16 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/shardstock/shardstock"
 )
 
 type counter struct {
-	counts map[string]int64
+	counts map[shardstock.OrderStatus]int64
 	err    error
 }
 
-func (c *counter) CountAllByStatus(context.Context) (map[string]int64, error) { return c.counts, c.err }
+func (c *counter) CountAllByStatus(context.Context) (map[shardstock.OrderStatus]int64, error) { return c.counts, c.err }
 
 // threePaid is the exposition of counts with three paid orders.
 const threePaid = `
@@ -42,7 +44,7 @@ func TestOrderCountsThatFailDoNotFailTheScrape(t *testing.T) {
 	if n, err := testutil.GatherAndCount(reg); err != nil || n != 1 {
 		t.Fatalf("no counts read yet: %d metrics, %v; want the other one alone", n, err)
 	}
-	db.counts, db.err = map[string]int64{"paid": 3}, nil
+	db.counts, db.err = map[shardstock.OrderStatus]int64{"paid": 3}, nil
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(threePaid), "shardstock_orders"); err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,7 @@
 // the event; state (stock, backlogs, orders, shard health) is read by
 // collectors at scrape time from caches, so a scrape never costs one Redis
 // call per product. It imports shard (the snapshot and Health types) and
-// nothing else of shardstock's.
+// the root's value types, nothing else of shardstock's.
 package metrics
 
 import (
@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/shardstock/shardstock"
 	"github.com/shardstock/shardstock/shard"
 )
 
@@ -94,11 +95,11 @@ func New(reg prometheus.Registerer) *Metrics {
 		m.ConsumerErrors.WithLabelValues(g)
 		m.ParkedEntries.WithLabelValues(g)
 	}
-	for _, a := range []string{"confirm", "release", "release_duplicate"} {
-		m.Settlements.WithLabelValues(a)
+	for _, a := range []shardstock.Action{shardstock.Confirm, shardstock.Release, shardstock.ReleaseDuplicate} {
+		m.Settlements.WithLabelValues(string(a))
 	}
-	for _, s := range []string{"awaiting_payment", "failed"} {
-		m.OrdersIngested.WithLabelValues(s)
+	for _, s := range []shardstock.OrderStatus{shardstock.StatusAwaitingPayment, shardstock.StatusFailed} {
+		m.OrdersIngested.WithLabelValues(string(s))
 	}
 	reg.MustRegister(m.Purchases, m.PurchaseSeconds, m.Failovers, m.RedisErrors, m.ConsumerErrors, m.ParkedEntries, m.DeadLettered, m.PaymentMessages, m.ClockSkew, m.SpoolWriteErrors, m.Settlements, m.RefusedSettles,
 		m.OrdersIngested, m.RateLimited, m.PipelineCalls, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -71,7 +71,7 @@ func (h *harness) ingest(ev shardstock.ReservationEvent) {
 	}
 }
 
-func (h *harness) status(id string) string {
+func (h *harness) status(id string) shardstock.OrderStatus {
 	h.t.Helper()
 	o, err := h.store.Order(context.Background(), id)
 	if err != nil || o == nil {
@@ -165,12 +165,12 @@ func TestPayCancelTransitions(t *testing.T) {
 	type step struct {
 		op      string // success | fail | cancel
 		wantErr error
-		status  string
+		status  shardstock.OrderStatus
 	}
 	cases := []struct {
 		name   string
 		steps  []step
-		settle string // the one settlement action expected
+		settle shardstock.Action // the one settlement action expected
 	}{
 		{"two successes", []step{{"success", nil, "paid"}, {"success", nil, "paid"}}, shardstock.Confirm},
 		{"fail after success", []step{{"success", nil, "paid"}, {"fail", shardstock.ErrConflict, "paid"}}, shardstock.Confirm},
@@ -282,11 +282,11 @@ func TestPaymentTimeoutAndFailFast(t *testing.T) {
 		if h.status("old") != shardstock.StatusFailed {
 			t.Fatalf("an old reservation became %s", h.status("old"))
 		}
-		actions := map[string]string{}
+		actions := map[string]shardstock.Action{}
 		for _, g := range h.settle() {
 			actions[g.OrderID] = g.Action
 		}
-		want := map[string]string{"slow": shardstock.Release, "quick": shardstock.Confirm, "old": shardstock.Release}
+		want := map[string]shardstock.Action{"slow": shardstock.Release, "quick": shardstock.Confirm, "old": shardstock.Release}
 		if fmt.Sprint(actions) != fmt.Sprint(want) {
 			t.Fatalf("settlements %v, want %v", actions, want)
 		}
@@ -328,7 +328,7 @@ func TestIngestBatchDecidesLikeIngest(t *testing.T) {
 		if n, err := h.svc.IngestBatch(context.Background(), batch); n != len(batch) || err != nil {
 			t.Fatalf("IngestBatch = %d, %v", n, err)
 		}
-		want := map[string]string{"b1": shardstock.StatusAwaitingPayment, "b2": shardstock.StatusFailed,
+		want := map[string]shardstock.OrderStatus{"b1": shardstock.StatusAwaitingPayment, "b2": shardstock.StatusFailed,
 			"stale": shardstock.StatusFailed, "old1": shardstock.StatusAwaitingPayment, "b3": shardstock.StatusAwaitingPayment}
 		for id, st := range want {
 			if got := h.status(id); got != st {
@@ -340,10 +340,10 @@ func TestIngestBatchDecidesLikeIngest(t *testing.T) {
 		}
 		released := map[string]int{}
 		for _, st := range h.settle() {
-			released[st.OrderID+" "+st.Action] = st.Shard
+			released[st.OrderID+" "+string(st.Action)] = st.Shard
 		}
-		if len(released) != 3 || released["old1 "+shardstock.ReleaseDuplicate] != 2 ||
-			released["b2 "+shardstock.Release] != 1 || released["stale "+shardstock.Release] != 0 {
+		if len(released) != 3 || released["old1 release_duplicate"] != 2 ||
+			released["b2 release"] != 1 || released["stale release"] != 0 {
 			t.Fatalf("settlements %v, want the second hold of old1, b2 and stale released", released)
 		}
 	})

@@ -43,12 +43,12 @@ var ErrUnknownProduct = shardstock.Permanent(errors.New("product not in the cata
 // record and returns the order it was on record for before ("" if none).
 type Store interface {
 	Order(ctx context.Context, id string) (*shardstock.Order, error)
-	Insert(ctx context.Context, ev shardstock.ReservationEvent, limit int64, status string, now, payBy time.Time) (string, error)
-	InsertBatch(ctx context.Context, rows []shardstock.NewOrder, now, payBy time.Time) ([]string, error)
-	Transition(ctx context.Context, id, user, status string, now time.Time) (bool, error)
+	Insert(ctx context.Context, ev shardstock.ReservationEvent, limit int64, status shardstock.OrderStatus, now, payBy time.Time) (shardstock.OrderStatus, error)
+	InsertBatch(ctx context.Context, rows []shardstock.NewOrder, now, payBy time.Time) ([]shardstock.OrderStatus, error)
+	Transition(ctx context.Context, id, user string, status shardstock.OrderStatus, now time.Time) (bool, error)
 	CancelExpired(ctx context.Context, cutoff, now time.Time) (int64, error)
 	Unsettled(ctx context.Context, limit int, skip []int) ([]shardstock.Order, error)
-	MarkSettled(ctx context.Context, id, status string) error
+	MarkSettled(ctx context.Context, id string, status shardstock.OrderStatus) error
 	ClaimsPending(ctx context.Context, limit int) ([]shardstock.Order, error)
 	MarkClaimReturned(ctx context.Context, id string) error
 	RecordTransaction(ctx context.Context, transaction, id string) (string, error)
@@ -95,7 +95,7 @@ type Config struct {
 	SweepEvery  time.Duration // timeout and settlement sweeps; default 250ms
 	Now         func() time.Time
 	Logger      *slog.Logger
-	OnIngest    func(status string) // optional: an order row was written (metrics)
+	OnIngest    func(status shardstock.OrderStatus) // optional: an order row was written (metrics)
 	// Budget, if set, is the order-creation rate shared by every
 	// coordinator (Rate orders per second for the cluster, not per
 	// process); nil, or while it cannot answer: Rate for this process alone.
@@ -248,7 +248,7 @@ func (s *Service) IngestBatch(ctx context.Context, evs []shardstock.ReservationE
 // firstStatus is the status a reservation's order is written with:
 // awaiting payment, or failed when the reservation is older than the
 // fail-fast age (its unit goes back on sale).
-func (s *Service) firstStatus(ev shardstock.ReservationEvent) string {
+func (s *Service) firstStatus(ev shardstock.ReservationEvent) shardstock.OrderStatus {
 	if age := s.cfg.Now().Sub(ev.At()); age > s.cfg.FailFastAge {
 		s.cfg.Logger.Warn("reservation too old: failing it fast", "order", ev.ID, "age", age.Round(time.Second))
 		return shardstock.StatusFailed
@@ -411,14 +411,14 @@ func (s *Service) Cancel(ctx context.Context, id, user string) (*shardstock.Orde
 	return s.transition(ctx, id, user, shardstock.StatusCancelled)
 }
 
-func (s *Service) transition(ctx context.Context, id, user, to string) (*shardstock.Order, error) {
+func (s *Service) transition(ctx context.Context, id, user string, to shardstock.OrderStatus) (*shardstock.Order, error) {
 	o, _, err := s.transitionChanged(ctx, id, user, to)
 	return o, err
 }
 
 // transitionChanged is transition that also says whether this call made
 // the change (false for a repeat).
-func (s *Service) transitionChanged(ctx context.Context, id, user, to string) (*shardstock.Order, bool, error) {
+func (s *Service) transitionChanged(ctx context.Context, id, user string, to shardstock.OrderStatus) (*shardstock.Order, bool, error) {
 	changed, err := s.store.Transition(ctx, id, user, to, s.cfg.Now())
 	if err != nil {
 		return nil, false, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)

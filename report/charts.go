@@ -193,7 +193,7 @@ func latencyChart(r Report) ([]byte, error) {
 
 func ordersChart(r Report) ([]byte, error) {
 	var bars []chart.Value
-	for i, status := range []string{"awaiting_payment", "paid", "cancelled", "failed"} {
+	for i, status := range shardstock.OrderStatuses {
 		bars = append(bars, chart.Value{Label: fmt.Sprintf("%s %d", status, r.Orders[status]), Value: float64(r.Orders[status]),
 			Style: chart.Style{FillColor: chart.GetDefaultColor(i), StrokeColor: chart.GetDefaultColor(i)}})
 	}

@@ -30,15 +30,15 @@ type Report struct {
 	Salable   map[string][]int64 `json:"salable"`
 	SoldOutAt map[string]int64   `json:"sold_out_at"`
 	// Orders counts the product's orders by status now.
-	Orders map[string]int64 `json:"orders"`
+	Orders map[shardstock.OrderStatus]int64 `json:"orders"`
 }
 
 // Build assembles a Report from the recorded seconds and the order counts.
-func Build(product string, rows []shardstock.SaleSecond, orders map[string]int64) Report {
+func Build(product string, rows []shardstock.SaleSecond, orders map[shardstock.OrderStatus]int64) Report {
 	rep := Report{Product: product, Purchases: map[string][]int64{}, Salable: map[string][]int64{},
 		SoldOutAt: map[string]int64{}, Orders: orders, Seconds: []int64{}, P50MS: []int64{}, P99MS: []int64{}}
 	if rep.Orders == nil {
-		rep.Orders = map[string]int64{}
+		rep.Orders = map[shardstock.OrderStatus]int64{}
 	}
 	index := map[int64]int{}
 	for _, r := range rows {
@@ -139,7 +139,7 @@ type Handler struct {
 	Store    Store
 	Products Products
 	// Orders counts a product's orders by status (sqlstore.Store).
-	Orders func(ctx context.Context, product string) (map[string]int64, error)
+	Orders func(ctx context.Context, product string) (map[shardstock.OrderStatus]int64, error)
 }
 
 // GetReport answers the report as JSON.

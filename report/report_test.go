@@ -47,7 +47,7 @@ func TestTwoRecordersMakeOneReport(t *testing.T) {
 			if other, _ := store.SaleSeconds(ctx, ""); len(other) != 0 {
 				t.Fatalf("a purchase of no catalog product was recorded: %v", other)
 			}
-			rep := report.Build("lamp", rows, map[string]int64{"paid": 2})
+			rep := report.Build("lamp", rows, map[shardstock.OrderStatus]int64{"paid": 2})
 			if got := len(rep.Seconds); got != 2 {
 				t.Fatalf("seconds %v, want the two with activity", rep.Seconds)
 			}
@@ -82,7 +82,7 @@ func TestChartsRenderConcurrently(t *testing.T) {
 	rep := report.Build("lamp", []shardstock.SaleSecond{
 		{Second: 10, Kind: shardstock.KindOutcome, Label: "reserved", N: 5},
 		{Second: 11, Kind: shardstock.KindOutcome, Label: "reserved", N: 2},
-	}, map[string]int64{"paid": 1})
+	}, map[shardstock.OrderStatus]int64{"paid": 1})
 	var wg sync.WaitGroup
 	for range 4 {
 		for _, chart := range []string{"purchases.svg", "stock.svg", "latency.svg", "orders.svg"} {
@@ -107,7 +107,7 @@ func TestChartsRender(t *testing.T) {
 		{Second: 11, Kind: shardstock.KindLatency, Label: "6", N: 11},
 		{Second: 10, Kind: shardstock.KindSalable, Label: "0", N: 2},
 		{Second: 11, Kind: shardstock.KindSalable, Label: "0", N: 0},
-	}, map[string]int64{"paid": 3, "cancelled": 1})
+	}, map[shardstock.OrderStatus]int64{"paid": 3, "cancelled": 1})
 	oneSecond := report.Build("lamp", []shardstock.SaleSecond{ // shards sampled once, apart
 		{Second: 10, Kind: shardstock.KindSalable, Label: "0", N: 3},
 		{Second: 10, Kind: shardstock.KindSalable, Label: "1", N: 2},

@@ -45,7 +45,7 @@ func (s *Store) Order(ctx context.Context, id string) (*shardstock.Order, error)
 // none is free the order is written as failed instead (the per-user limit's
 // last guard) and marked for settlement. It returns the status written, or
 // shardstock.ErrOrderExists when the reservation id has a row already.
-func (s *Store) Insert(ctx context.Context, ev shardstock.ReservationEvent, limit int64, status string, now, payBy time.Time) (string, error) {
+func (s *Store) Insert(ctx context.Context, ev shardstock.ReservationEvent, limit int64, status shardstock.OrderStatus, now, payBy time.Time) (shardstock.OrderStatus, error) {
 	for attempt := 0; ; attempt++ {
 		written, err := s.insertOnce(ctx, ev, limit, status, now, payBy)
 		if err == nil || !(isDuplicate(err) || isLockConflict(err)) || attempt >= 5 {
@@ -63,7 +63,7 @@ func (s *Store) Insert(ctx context.Context, ev shardstock.ReservationEvent, limi
 	}
 }
 
-func (s *Store) insertOnce(ctx context.Context, ev shardstock.ReservationEvent, limit int64, status string, now, payBy time.Time) (string, error) {
+func (s *Store) insertOnce(ctx context.Context, ev shardstock.ReservationEvent, limit int64, status shardstock.OrderStatus, now, payBy time.Time) (shardstock.OrderStatus, error) {
 	return insertRow(ctx, s.db, ev, limit, status, now, payBy)
 }
 
@@ -73,7 +73,7 @@ type dbtx interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 
-func insertRow(ctx context.Context, q dbtx, ev shardstock.ReservationEvent, limit int64, status string, now, payBy time.Time) (string, error) {
+func insertRow(ctx context.Context, q dbtx, ev shardstock.ReservationEvent, limit int64, status shardstock.OrderStatus, now, payBy time.Time) (shardstock.OrderStatus, error) {
 	var seq sql.NullInt64
 	if status == shardstock.StatusAwaitingPayment {
 		free, err := freeSeq(ctx, q, ev.ProductID, ev.UserID, limit)
@@ -99,7 +99,7 @@ func insertRow(ctx context.Context, q dbtx, ev shardstock.ReservationEvent, limi
 }
 
 // payByOf is the pay_by column of a row written with status.
-func payByOf(status string, payBy time.Time) sql.NullInt64 {
+func payByOf(status shardstock.OrderStatus, payBy time.Time) sql.NullInt64 {
 	if status != shardstock.StatusAwaitingPayment {
 		return sql.NullInt64{}
 	}
@@ -112,7 +112,7 @@ func payByOf(status string, payBy time.Time) sql.NullInt64 {
 // that has a row already (left as it is). Any error rolls the whole batch
 // back — a seq taken meanwhile by another process included — and the caller
 // falls back to Insert, row by row.
-func (s *Store) InsertBatch(ctx context.Context, rows []shardstock.NewOrder, now, payBy time.Time) ([]string, error) {
+func (s *Store) InsertBatch(ctx context.Context, rows []shardstock.NewOrder, now, payBy time.Time) ([]shardstock.OrderStatus, error) {
 	for attempt := 0; ; attempt++ {
 		out, err := s.insertBatch(ctx, rows, now, payBy)
 		if err == nil || !isLockConflict(err) || attempt >= 3 {
@@ -121,7 +121,7 @@ func (s *Store) InsertBatch(ctx context.Context, rows []shardstock.NewOrder, now
 	}
 }
 
-func (s *Store) insertBatch(ctx context.Context, rows []shardstock.NewOrder, now, payBy time.Time) ([]string, error) {
+func (s *Store) insertBatch(ctx context.Context, rows []shardstock.NewOrder, now, payBy time.Time) ([]shardstock.OrderStatus, error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, err
@@ -135,7 +135,7 @@ func (s *Store) insertBatch(ctx context.Context, rows []shardstock.NewOrder, now
 	if err != nil {
 		return nil, err
 	}
-	out := make([]string, len(rows))
+	out := make([]shardstock.OrderStatus, len(rows))
 	var fresh []insertValues
 	for i, r := range rows {
 		if exists[r.Event.ID] {
@@ -246,7 +246,7 @@ func seqsInUse(ctx context.Context, q dbtx, rows []shardstock.NewOrder) (usedSeq
 type insertValues struct {
 	ev     shardstock.ReservationEvent
 	seq    sql.NullInt64
-	status string
+	status shardstock.OrderStatus
 }
 
 // insertAll writes rows with multi-row INSERTs.
@@ -320,7 +320,7 @@ func freeSeq(ctx context.Context, q dbtx, product, user string, limit int64) (in
 // Transition moves order id of user from awaiting_payment to status (paid,
 // or cancelled, which frees its seq) and marks it for settlement. It
 // reports whether this call made the change.
-func (s *Store) Transition(ctx context.Context, id, user, status string, now time.Time) (bool, error) {
+func (s *Store) Transition(ctx context.Context, id, user string, status shardstock.OrderStatus, now time.Time) (bool, error) {
 	res, err := s.exec(ctx, `UPDATE orders
 		SET status = ?, seq = CASE WHEN ? = 'paid' THEN seq ELSE NULL END, settle_pending = 1,
 		    claim_pending = CASE WHEN ? = 'paid' THEN 0 ELSE 1 END, updated_at = ?
@@ -379,7 +379,7 @@ func (s *Store) orders(ctx context.Context, q string, args ...any) ([]shardstock
 
 // MarkSettled clears the settlement mark of order id if it is still in
 // status (a later change would have set it again).
-func (s *Store) MarkSettled(ctx context.Context, id, status string) error {
+func (s *Store) MarkSettled(ctx context.Context, id string, status shardstock.OrderStatus) error {
 	_, err := s.exec(ctx, `UPDATE orders SET settle_pending = 0 WHERE id = ? AND status = ?`, id, status)
 	if err != nil {
 		return fmt.Errorf("mark settled %s: %w", id, err)
@@ -457,7 +457,7 @@ func (s *Store) CountsByShard(ctx context.Context, product string) (map[int]shar
 	out := map[int]shardstock.OrderCounts{}
 	for rows.Next() {
 		var shard int
-		var status string
+		var status shardstock.OrderStatus
 		var n int64
 		if err := rows.Scan(&shard, &status, &n); err != nil {
 			return nil, err
@@ -477,24 +477,24 @@ func (s *Store) CountsByShard(ctx context.Context, product string) (map[int]shar
 }
 
 // CountAllByStatus counts every order by status.
-func (s *Store) CountAllByStatus(ctx context.Context) (map[string]int64, error) {
+func (s *Store) CountAllByStatus(ctx context.Context) (map[shardstock.OrderStatus]int64, error) {
 	return s.countBy(ctx, `SELECT status, COUNT(*) FROM orders GROUP BY status`)
 }
 
 // CountByStatus counts every order of product by status.
-func (s *Store) CountByStatus(ctx context.Context, product string) (map[string]int64, error) {
+func (s *Store) CountByStatus(ctx context.Context, product string) (map[shardstock.OrderStatus]int64, error) {
 	return s.countBy(ctx, `SELECT status, COUNT(*) FROM orders WHERE product_id = ? GROUP BY status`, product)
 }
 
-func (s *Store) countBy(ctx context.Context, q string, args ...any) (map[string]int64, error) {
+func (s *Store) countBy(ctx context.Context, q string, args ...any) (map[shardstock.OrderStatus]int64, error) {
 	rows, err := s.read.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("count orders: %w", err)
 	}
 	defer rows.Close()
-	out := map[string]int64{}
+	out := map[shardstock.OrderStatus]int64{}
 	for rows.Next() {
-		var st string
+		var st shardstock.OrderStatus
 		var n int64
 		if err := rows.Scan(&st, &n); err != nil {
 			return nil, err

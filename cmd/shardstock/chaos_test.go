@@ -18,6 +18,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/shardstock/shardstock"
 	"github.com/shardstock/shardstock/shard/shardtest"
 	"github.com/shardstock/shardstock/sqlstore"
 )
@@ -357,7 +358,7 @@ func TestChaos(t *testing.T) {
 			t.Errorf("pay %s: %d %s", row[0], rep.status, rep.raw)
 		}
 	}
-	var final map[string]int64
+	var final map[shardstock.OrderStatus]int64
 	waitFor(t, 120*time.Second, "payments settled and unpaid orders timed out", func() (bool, string) {
 		c, _ := store.CountByStatus(ctx, "chaos")
 		final = c

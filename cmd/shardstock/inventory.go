@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/shardstock/shardstock"
 	"github.com/shardstock/shardstock/inventory"
 )
 
@@ -39,7 +40,7 @@ func (m *Main) openInventory() {
 		Orders: store, History: store, Transfers: inv.stock})
 	inv.settlements = inventory.NewSettlements(inventory.SettlementsConfig{Products: inv.catalog,
 		Orders: store, Holds: set, Logger: m.log,
-		OnSettle: func(a string) { m.metrics.Settlements.WithLabelValues(a).Inc() }})
+		OnSettle: func(a shardstock.Action) { m.metrics.Settlements.WithLabelValues(string(a)).Inc() }})
 }
 
 // handlers are the inventory's admin API and the buyers' stock view.

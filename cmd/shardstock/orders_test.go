@@ -102,12 +102,12 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool
 	t.Fatalf("%s: not within %s; last state: %s", what, timeout, last)
 }
 
-func statusCounts(t *testing.T, m *Main, product string) map[string]int64 {
+func statusCounts(t *testing.T, m *Main, product string) map[shardstock.OrderStatus]int64 {
 	t.Helper()
 	c, err := m.store.CountByStatus(context.Background(), product)
 	if err != nil {
 		t.Logf("count orders: %v", err)
-		return map[string]int64{}
+		return map[shardstock.OrderStatus]int64{}
 	}
 	return c
 }

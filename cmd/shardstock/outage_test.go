@@ -179,7 +179,7 @@ func TestFailFast(t *testing.T) {
 	waitFor(t, 30*time.Second, "failed order and released unit", func() (bool, string) {
 		o := do(t, "GET", base+"/api/v1/orders/"+id, "", "X-User-ID", "late")
 		st := productStatus(t, base, "ff")
-		return o.str("status") == shardstock.StatusFailed && st.Totals.Salable == 3 && st.Totals.Locked == 0,
+		return o.str("status") == string(shardstock.StatusFailed) && st.Totals.Salable == 3 && st.Totals.Locked == 0,
 			fmt.Sprintf("order %s, shards %+v", o.raw, st.Totals)
 	})
 	clock.advance(-31 * time.Minute)

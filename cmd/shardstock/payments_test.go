@@ -153,7 +153,7 @@ func TestPaymentResultsAsMessages(t *testing.T) {
 				n := statusCounts(t, m, "pm")
 				return n[shardstock.StatusPaid] == 5 && n[shardstock.StatusCancelled] == 1, fmt.Sprint(n)
 			})
-			want := map[string]string{early.str("order_id"): "paid", a: "paid", b: "paid", c: "paid", d: "paid", e: "cancelled"}
+			want := map[string]shardstock.OrderStatus{early.str("order_id"): "paid", a: "paid", b: "paid", c: "paid", d: "paid", e: "cancelled"}
 			for id, st := range want {
 				o, err := m.store.Order(context.Background(), id)
 				if err != nil || o == nil || o.Status != st {

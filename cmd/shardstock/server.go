@@ -128,7 +128,7 @@ func (m *Main) Run(ctx context.Context) error {
 	m.orders = order.NewService(order.Config{Store: m.store, Settler: m.mq, Holds: set, Claims: set, PayTimeout: m.cfg.PayTimeout,
 		FailFastAge: m.cfg.FailFastAge, Rate: m.cfg.OrderRate, Now: m.cfg.Test.OrderClock, Logger: m.log, PaySecret: m.cfg.PaySecret,
 		Budget:   orderBudget{set: set, rate: m.cfg.OrderRate},
-		OnIngest: func(st string) { m.metrics.OrdersIngested.WithLabelValues(st).Inc() }})
+		OnIngest: func(st shardstock.OrderStatus) { m.metrics.OrdersIngested.WithLabelValues(string(st)).Inc() }})
 	if err := m.openSpool(); err != nil {
 		return err
 	}
