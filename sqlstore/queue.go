@@ -59,10 +59,10 @@ func (s *Store) SaveQueueLine(ctx context.Context, l shardstock.QueueLine) (bool
 	return s.saveQueueLine(ctx, l, false)
 }
 
-// RebaseQueueLine is SaveQueueLine that also needs the stored joined to be
-// l.Joined: no place was handed out since l was read (a join takes the
-// line's row first, so it and this write take turns).
-func (s *Store) RebaseQueueLine(ctx context.Context, l shardstock.QueueLine) (bool, error) {
+// SaveQueueLineBeforeJoins is SaveQueueLine that also needs the stored
+// joined and lobby to be l's: nobody joined since l was read (a join takes
+// the line's row first, so it and this write take turns).
+func (s *Store) SaveQueueLineBeforeJoins(ctx context.Context, l shardstock.QueueLine) (bool, error) {
 	return s.saveQueueLine(ctx, l, true)
 }
 
@@ -92,8 +92,8 @@ func (s *Store) saveQueueLine(ctx context.Context, l shardstock.QueueLine, sameJ
 		return true, nil
 	}
 	res, err := s.exec(ctx, `UPDATE queue_lines SET mode = ?, rate = ?, lead_ms = ?, window_ms = ?, difficulty = ?, paused = ?, held = ?, clock = ?, expired = ?, version = version + 1
-		WHERE product_id = ? AND version = ? AND (? = 0 OR joined = ?)`, string(l.Mode), l.Rate, l.Lead.Milliseconds(), l.Window.Milliseconds(), l.Difficulty, paused, held,
-		string(clock), l.Expired, l.Product, l.Version, sameJoined, l.Joined)
+		WHERE product_id = ? AND version = ? AND (? = 0 OR (joined = ? AND lobby = ?))`, string(l.Mode), l.Rate, l.Lead.Milliseconds(), l.Window.Milliseconds(), l.Difficulty, paused, held,
+		string(clock), l.Expired, l.Product, l.Version, sameJoined, l.Joined, l.Lobby)
 	if err != nil {
 		return false, fmt.Errorf("save queue line: %w", err)
 	}

@@ -144,13 +144,13 @@ func TestRebaseOfAQueueLineLosesToAJoin(t *testing.T) {
 				t.Fatalf("a's join: %+v %v, want place 1 at t0+1m on version 1", q, err)
 			}
 			read.AppendAt(t0.Add(time.Minute), read.Joined+5, 5)
-			if ok, err := s.RebaseQueueLine(ctx, read); ok || err != nil {
+			if ok, err := s.SaveQueueLineBeforeJoins(ctx, read); ok || err != nil {
 				t.Fatalf("a rebase from a read before a's join was written: %v %v", ok, err)
 			}
 			lines, _ = s.QueueLines(ctx)
 			read = lines["lamp"]
 			read.AppendAt(t0.Add(time.Minute), read.Joined+5, 5)
-			if ok, err := s.RebaseQueueLine(ctx, read); !ok || err != nil {
+			if ok, err := s.SaveQueueLineBeforeJoins(ctx, read); !ok || err != nil {
 				t.Fatalf("a rebase from a fresh read: %v %v", ok, err)
 			}
 			again, found, err := s.QueuePlace(ctx, "lamp", "a")

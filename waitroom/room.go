@@ -30,9 +30,9 @@ type Store interface {
 	// at l.Version (0: none yet), as version l.Version+1; false: another
 	// writer was first.
 	SaveQueueLine(ctx context.Context, l shardstock.QueueLine) (bool, error)
-	// RebaseQueueLine is SaveQueueLine that also needs no place handed out
-	// since l was read (the stored joined is still l.Joined).
-	RebaseQueueLine(ctx context.Context, l shardstock.QueueLine) (bool, error)
+	// SaveQueueLineBeforeJoins is SaveQueueLine that also needs nobody to
+	// have joined since l was read (the stored joined and lobby are l's).
+	SaveQueueLineBeforeJoins(ctx context.Context, l shardstock.QueueLine) (bool, error)
 	// JoinQueue gives buyer a place in product's line, or the one they have
 	// (Position 0: in the lobby of a draw not yet drawn), with the line's
 	// version as the place was handed out; a new place is joined at at.
@@ -214,8 +214,10 @@ func (r *Room) tend(ctx context.Context, l shardstock.QueueLine, starts time.Tim
 		}
 		return saved, err
 	}
-	if !starts.IsZero() && !starts.Equal(l.Starts()) && (now.Before(l.Starts()) || now.Before(starts)) && !l.Drawn {
-		// Nobody could buy yet: the clock starts again at the new start.
+	if !starts.IsZero() && !starts.Equal(l.Starts()) && now.Before(l.Starts()) {
+		// Nobody's turn has come: the clock starts again at the new start.
+		// (Once it has, the clock runs on: a turn told stays told, and an
+		// operator who moves an open sale's start pauses its line.)
 		l.Clock, l.Expired = []shardstock.QueueSegment{{At: starts, Rate: l.Running()}}, 0
 		if saved, err := save(r.cfg.Store.SaveQueueLine); err != nil || !saved {
 			return true, err
@@ -235,7 +237,7 @@ func (r *Room) tend(ctx context.Context, l shardstock.QueueLine, starts time.Tim
 		// Only while no place is handed out meanwhile: a buyer told their
 		// turn came keeps it (and a turn never comes before the join).
 		l.AppendAt(now, l.Joined+int64(math.Ceil(l.Rate)), l.Rate)
-		if saved, err := save(r.cfg.Store.RebaseQueueLine); err != nil || !saved {
+		if saved, err := save(r.cfg.Store.SaveQueueLineBeforeJoins); err != nil || !saved {
 			return true, err
 		}
 		wrote = true
@@ -634,10 +636,15 @@ func (r *Room) change(ctx context.Context, product string, create bool, f func(l
 			return Summary{}, noRoom(product)
 		}
 		l.Product = product
+		was := l.Mode
 		if err := f(&l, r.cfg.Now()); err != nil {
 			return Summary{}, err
 		}
-		saved, err := r.cfg.Store.SaveQueueLine(ctx, l)
+		save := r.cfg.Store.SaveQueueLine
+		if l.Version > 0 && l.Mode != was { // the mode is the joins' too: none may slip in between
+			save = r.cfg.Store.SaveQueueLineBeforeJoins
+		}
+		saved, err := save(ctx, l)
 		if err != nil {
 			return Summary{}, unavailable(err)
 		}

@@ -42,7 +42,7 @@ func (m *memStore) SaveQueueLine(_ context.Context, l shardstock.QueueLine) (boo
 	return m.save(l, false)
 }
 
-func (m *memStore) RebaseQueueLine(_ context.Context, l shardstock.QueueLine) (bool, error) {
+func (m *memStore) SaveQueueLineBeforeJoins(_ context.Context, l shardstock.QueueLine) (bool, error) {
 	return m.save(l, true)
 }
 
@@ -50,7 +50,7 @@ func (m *memStore) save(l shardstock.QueueLine, sameJoined bool) (bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	old, ok := m.lines[l.Product]
-	if (ok && old.Version != l.Version) || (!ok && l.Version != 0) || sameJoined && old.Joined != l.Joined {
+	if (ok && old.Version != l.Version) || (!ok && l.Version != 0) || sameJoined && (old.Joined != l.Joined || old.Lobby != l.Lobby) {
 		return false, nil
 	}
 	l.Joined, l.Lobby, l.Drawn, l.Version = old.Joined, old.Lobby, old.Drawn, l.Version+1
