@@ -101,7 +101,8 @@ func TestLoadgenCrowd(t *testing.T) {
 	})
 	t.Run("draw", func(t *testing.T) {
 		const buyers, stock = 200, 50
-		rep := crowdSale(t, m, "crowd-draw", stock, 4*time.Second,
+		// Every join before the start (2 s of them): all 200 are drawn.
+		rep := crowdSale(t, m, "crowd-draw", stock, 5*time.Second,
 			api.QueueDefinition{Mode: "draw", Rate: 25, LeadSeconds: 600, WindowSeconds: 30},
 			"--buyers", fmt.Sprint(buyers), "--join-rate", "100", "--join-batch", "2")
 		checkCrowd(t, rep, buyers, stock)
