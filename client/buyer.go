@@ -1,9 +1,13 @@
 package client
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/shardstock/shardstock/api"
 )
@@ -25,4 +29,141 @@ func (c *Client) Purchase(ctx context.Context, product, user string) (int, error
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	return resp.StatusCode, nil
+}
+
+// Place is a buyer's place in a product's waiting room, as JoinQueue and
+// LookQueue answer it. Status is "waiting", "admitted", "passed",
+// "sold_out", "revoked", "lobby" (a draw's place, given at the start) or,
+// looked at without a token, "not_joined" (the line's public face: Mode,
+// Serving, Difficulty, OpensAt). Token is the place to send with the next
+// look and the purchase: a look may answer a new one (a drawn place).
+type Place struct {
+	Status        string    `json:"status"`
+	Mode          string    `json:"mode"`
+	Position      int64     `json:"position"`
+	Serving       int64     `json:"serving"`
+	Ahead         int64     `json:"ahead"`
+	WaitSeconds   float64   `json:"wait_seconds"` // until the turn, rounded up; 0: not known (paused, held)
+	AdmittedUntil time.Time `json:"admitted_until"`
+	Unlikely      bool      `json:"unlikely"`
+	Difficulty    int       `json:"difficulty"` // the proof of work a join needs, in leading zero bits
+	OpensAt       time.Time `json:"opens_at"`
+	Token         string    `json:"token"`
+	// RetryAfter is when the server asks to be looked at again (its
+	// Retry-After, whole seconds); 0 when it named none.
+	RetryAfter time.Duration `json:"-"`
+}
+
+// JoinQueue joins user to product's waiting room; work is the proof of
+// work's nonce when the line asks for one ("": none sent). A second join
+// answers the same place. An answer outside 2xx is an *Error (403
+// work_required, not_open; 404 no waiting room; 429); any other error means
+// no answer was read.
+func (c *Client) JoinQueue(ctx context.Context, product, user, work string) (Place, error) {
+	var body any
+	if work != "" {
+		body = api.QueueJoin{Work: work}
+	}
+	return c.place(ctx, http.MethodPost, product, user, "", body)
+}
+
+// LookQueue is user's place in product's waiting room, held as token (""
+// answers the line's public face). Errors as JoinQueue's.
+func (c *Client) LookQueue(ctx context.Context, product, user, token string) (Place, error) {
+	return c.place(ctx, http.MethodGet, product, user, token, nil)
+}
+
+func (c *Client) place(ctx context.Context, method, product, user, token string, body any) (Place, error) {
+	h := http.Header{}
+	if token != "" {
+		h.Set(api.QueueTokenHeader, token)
+	}
+	resp, raw, err := c.buyer(ctx, method, api.Path(api.QueuePath, product), user, h, body)
+	if err != nil {
+		return Place{}, err
+	}
+	if resp.StatusCode >= 300 {
+		return Place{}, answerError(resp.StatusCode, raw)
+	}
+	var p Place
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return Place{}, err
+	}
+	p.RetryAfter = retryAfter(resp)
+	return p, nil
+}
+
+// PurchaseAnswer is the server's answer to a purchase: its status, and the
+// error code and message of an answer outside 2xx.
+type PurchaseAnswer struct {
+	Status        int
+	Code, Message string
+	OrderID       string        // of a 200
+	RetryAfter    time.Duration // of a 429, when named
+}
+
+// PurchaseInLine buys one unit of product as user, holding token, the
+// user's place in the product's waiting room (403 not_admitted before the
+// turn, revoked). Whatever the server answers is returned with no error;
+// an error means no answer came.
+func (c *Client) PurchaseInLine(ctx context.Context, product, user, token string) (PurchaseAnswer, error) {
+	resp, raw, err := c.buyer(ctx, http.MethodPost, api.Path(api.PurchasePath, product), user, http.Header{api.QueueTokenHeader: {token}}, nil)
+	if err != nil {
+		return PurchaseAnswer{}, err
+	}
+	a := PurchaseAnswer{Status: resp.StatusCode, RetryAfter: retryAfter(resp)}
+	if resp.StatusCode >= 300 {
+		e := answerError(resp.StatusCode, raw)
+		a.Code, a.Message = e.Code, e.Message
+		return a, nil
+	}
+	var ok struct {
+		OrderID string `json:"order_id"`
+	}
+	json.Unmarshal(raw, &ok) // a 202 (a ticket) has none
+	a.OrderID = ok.OrderID
+	return a, nil
+}
+
+// buyer sends a buyer API request as user (api.UserIDHeader) with header
+// and an optional JSON body, and reads the answer's body.
+func (c *Client) buyer(ctx context.Context, method, path, user string, header http.Header, body any) (*http.Response, []byte, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, nil, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.URL+path, rd)
+	if err != nil {
+		return nil, nil, err
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	req.Header.Set(api.UserIDHeader, user)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.httpClient().Do(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+	if err != nil {
+		return nil, nil, err
+	}
+	return resp, raw, nil
+}
+
+// retryAfter is the answer's Retry-After in seconds (0: none, or a date).
+func retryAfter(resp *http.Response) time.Duration {
+	n, err := strconv.Atoi(resp.Header.Get("Retry-After"))
+	if err != nil || n < 0 {
+		return 0
+	}
+	return time.Duration(n) * time.Second
 }

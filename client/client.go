@@ -1,7 +1,7 @@
 // Package client calls a shardstock server over HTTP: the admin API for
-// "shardstock admin" and the buyer's purchase for "shardstock loadgen". Its
-// paths and request bodies are package api's, the ones the server mounts
-// and decodes. It imports only api.
+// "shardstock admin" and the buyer API (purchase, waiting room) for
+// "shardstock loadgen". Its paths and request bodies are package api's,
+// the ones the server mounts and decodes. It imports only api.
 package client
 
 import (

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -27,6 +28,11 @@ type loadConfig struct {
 	rate                      float64
 	duration                  time.Duration
 	json, progress            bool
+	// crowd mode
+	joinRate      float64       // joins per second (0: no pause between batches)
+	joinBatch     int           // joins sent at once
+	approach      time.Duration // looks in the last second before the turn (0: Retry-After alone)
+	leaveUnlikely bool          // a buyer told it is unlikely to get a unit leaves
 }
 
 // loadReport is loadgen's result (printed, or as JSON with --json).
@@ -40,6 +46,7 @@ type loadReport struct {
 	Statuses   map[string]int64   `json:"statuses"`
 	Invariants []string           `json:"invariants,omitempty"`
 	OK         bool               `json:"invariants_ok"`
+	Crowd      *crowdReport       `json:"crowd,omitempty"` // crowd mode's figures
 }
 
 const loadgenUsage = `Usage: shardstock loadgen [flags]
@@ -49,6 +56,19 @@ Modes:
   race    buy until the product is sold out (or --requests / --duration end it)
   steady  --rate purchases per second for --duration
   flood   as fast as possible for --duration (after a sell-out: the sold-out path)
+  crowd   --buyers wait in the product's waiting room (it must have one): each
+          joins (solving the line's proof of work), --join-batch joins at a
+          time at --join-rate joins a second, looks at its place at the
+          server's Retry-After and buys when admitted, until it bought or was
+          told sold out, passed or revoked (or unlikely: --leave-unlikely).
+          With --approach a buyer whose turn comes within a second looks
+          every --approach until it comes (Retry-After is whole seconds).
+          Reports fairness (Kendall tau-b of join order against purchase
+          order; for a draw, a chi-square test of places against join
+          order), looks per second while waiting, the time from the last
+          unit sold to each remaining buyer's sold-out answer, and the
+          proof of work's cost per join. Statuses and latency are the
+          purchases'; --conns bounds the looks and purchases in flight.
 With --admin-token it checks the invariants afterwards through the admin API
 (no oversell; salable + locked + sold = alloc on every shard that answers).
 `
@@ -60,7 +80,7 @@ func loadgen(args []string, getenv func(string) string, stdout, stderr io.Writer
 	var c loadConfig
 	fs.StringVar(&c.url, "url", "http://127.0.0.1:8080", "server base URL")
 	fs.StringVar(&c.product, "product", "lamp", "product id")
-	fs.StringVar(&c.mode, "mode", "race", "race, steady or flood")
+	fs.StringVar(&c.mode, "mode", "race", "race, steady, flood or crowd")
 	fs.IntVar(&c.buyers, "buyers", 100000, "distinct buyers (X-User-ID lg-0 .. lg-N-1)")
 	fs.IntVar(&c.conns, "conns", 64, "concurrent keep-alive connections")
 	fs.IntVar(&c.requests, "requests", 0, "stop after this many requests (0: no limit)")
@@ -69,6 +89,10 @@ func loadgen(args []string, getenv func(string) string, stdout, stderr io.Writer
 	fs.StringVar(&c.token, "admin-token", "", "admin token for the invariant check (default: SHARDSTOCK_ADMIN_TOKEN, which keeps it out of ps)")
 	fs.BoolVar(&c.json, "json", false, "print the report as JSON")
 	fs.BoolVar(&c.progress, "progress", true, "show a progress bar on stderr")
+	fs.Float64Var(&c.joinRate, "join-rate", 1000, "crowd mode: joins per second (0: as fast as the answers come)")
+	fs.IntVar(&c.joinBatch, "join-batch", 1, "crowd mode: joins sent at once (a batch is sent once the last one was answered)")
+	fs.DurationVar(&c.approach, "approach", 50*time.Millisecond, "crowd mode: look this often in the last second before the turn (0: at the Retry-After only)")
+	fs.BoolVar(&c.leaveUnlikely, "leave-unlikely", false, "crowd mode: a buyer told it is unlikely to get a unit leaves the line")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, loadgenUsage, "\nFlags:\n")
@@ -82,11 +106,21 @@ func loadgen(args []string, getenv func(string) string, stdout, stderr io.Writer
 	if c.token == "" {
 		c.token = getenv("SHARDSTOCK_ADMIN_TOKEN")
 	}
-	if c.mode != "race" && c.mode != "steady" && c.mode != "flood" || c.conns < 1 || c.buyers < 1 {
-		fmt.Fprintln(stderr, "shardstock: loadgen: --mode must be race, steady or flood; --conns and --buyers at least 1")
+	if !slices.Contains([]string{"race", "steady", "flood", "crowd"}, c.mode) || c.conns < 1 || c.buyers < 1 ||
+		c.joinBatch < 1 || c.joinRate < 0 || c.approach < 0 {
+		fmt.Fprintln(stderr, "shardstock: loadgen: --mode must be race, steady, flood or crowd; --conns, --buyers and --join-batch at least 1; --join-rate and --approach not negative")
 		return 2
 	}
-	rep := runLoad(context.Background(), c, stderr)
+	var rep *loadReport
+	if c.mode == "crowd" {
+		var err error
+		if rep, err = runCrowd(context.Background(), c, stderr); err != nil {
+			fmt.Fprintf(stderr, "shardstock: loadgen: %v\n", err)
+			return 1
+		}
+	} else {
+		rep = runLoad(context.Background(), c, stderr)
+	}
 	if c.json {
 		json.NewEncoder(stdout).Encode(rep)
 	} else {
@@ -114,7 +148,11 @@ func runLoad(ctx context.Context, c loadConfig, stderr io.Writer) *loadReport {
 	if c.mode == "steady" {
 		limiter = rate.NewLimiter(rate.Limit(c.rate), max(1, int(c.rate/100)))
 	}
-	bar := newBar(c, stderr)
+	total := int64(-1)
+	if c.requests > 0 {
+		total = int64(c.requests)
+	}
+	bar := newBar(c, stderr, total, "purchases ("+c.mode+")")
 	start := time.Now()
 	var wg sync.WaitGroup
 	for range c.conns {
@@ -163,15 +201,13 @@ func runLoad(ctx context.Context, c loadConfig, stderr io.Writer) *loadReport {
 	return rep
 }
 
-func newBar(c loadConfig, w io.Writer) *progressbar.ProgressBar {
+// newBar is a progress bar of total things (-1: not known) on w, unless
+// c turned it off.
+func newBar(c loadConfig, w io.Writer, total int64, what string) *progressbar.ProgressBar {
 	if !c.progress {
 		w = io.Discard
 	}
-	total := int64(-1)
-	if c.requests > 0 {
-		total = int64(c.requests)
-	}
-	return progressbar.NewOptions64(total, progressbar.OptionSetWriter(w), progressbar.OptionSetDescription("purchases ("+c.mode+")"),
+	return progressbar.NewOptions64(total, progressbar.OptionSetWriter(w), progressbar.OptionSetDescription(what),
 		progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionThrottle(200*time.Millisecond),
 		progressbar.OptionClearOnFinish())
 }
@@ -242,6 +278,9 @@ func printReport(w io.Writer, r *loadReport) {
 	}
 	sort.Strings(codes)
 	fmt.Fprintf(w, "statuses: %s\n", strings.Join(codes, " "))
+	if r.Crowd != nil {
+		printCrowd(w, r.Crowd)
+	}
 	for _, l := range r.Invariants {
 		fmt.Fprintf(w, "invariant: %s\n", l)
 	}

@@ -36,7 +36,7 @@ Usage:
   shardstock serve [flags]   run the server (buyer API, admin API, /metrics)
   shardstock token --user ID [--ttl 1h]
                              print a buyer token for hmac mode, signed with SHARDSTOCK_HMAC_SECRET
-  shardstock loadgen [flags] drive the buyer API (race, steady, flood) and report; see "shardstock loadgen --help"
+  shardstock loadgen [flags] drive the buyer API (race, steady, flood, crowd) and report; see "shardstock loadgen --help"
   shardstock admin COMMAND   an operator's client: status, pause, resume, add, remove, end, archive,
                              shards, drain, rebalance, reconcile; see "shardstock admin --help"
   shardstock help            show this help
