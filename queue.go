@@ -110,13 +110,36 @@ func (l *QueueLine) Running() float64 {
 	return l.Rate
 }
 
-// Starts is when the line's clock starts (the sale's start as the line was
-// defined).
+// Starts is when the line's clock starts: its sale's start, or DrawGrace
+// after it for a draw (LineStarts).
 func (l *QueueLine) Starts() time.Time {
 	if len(l.Clock) == 0 {
 		return time.Time{}
 	}
 	return l.Clock[0].At
+}
+
+// SaleStarts is the sale's start as the line has it: its clock's start,
+// less a draw's grace.
+func (l *QueueLine) SaleStarts() time.Time {
+	if l.Mode == QueueDraw {
+		return l.Starts().Add(-DrawGrace)
+	}
+	return l.Starts()
+}
+
+// DrawGrace is how long after its sale's start a draw line admits its
+// first places: the lobby is drawn at the start, and its buyers, told to
+// look again then, learn their places before the first turns come.
+const DrawGrace = 2 * time.Second
+
+// LineStarts is when the clock of a line of mode starts for a sale that
+// starts at sale (to the millisecond, as lines are stored).
+func LineStarts(mode QueueMode, sale time.Time) time.Time {
+	if mode == QueueDraw {
+		sale = sale.Add(DrawGrace)
+	}
+	return sale.Truncate(time.Millisecond)
 }
 
 // Turn is the stretch of time place pos, joined at joined, may buy in, at

@@ -18,7 +18,9 @@ type counter struct {
 	err    error
 }
 
-func (c *counter) CountAllByStatus(context.Context) (map[shardstock.OrderStatus]int64, error) { return c.counts, c.err }
+func (c *counter) CountAllByStatus(context.Context) (map[shardstock.OrderStatus]int64, error) {
+	return c.counts, c.err
+}
 
 // threePaid is the exposition of counts with three paid orders.
 const threePaid = `

@@ -176,9 +176,9 @@ func (r *Room) Refresh(ctx context.Context) error {
 				left[id] = n
 			}
 		}
-		var starts time.Time // the sale's start as the catalog has it now (zero: unknown)
+		var starts time.Time // when the line should start, as the catalog has the sale now (zero: as it does)
 		if p, err := r.cfg.Products.Product(ctx, id); err == nil {
-			starts = later(p.StartsAt, now).Truncate(time.Millisecond)
+			starts = lineStarts(l, p.StartsAt, now)
 		}
 		wrote, err := r.tend(ctx, l, starts, n, known, now)
 		if err != nil {
@@ -224,7 +224,7 @@ func (r *Room) tend(ctx context.Context, l shardstock.QueueLine, starts time.Tim
 		}
 		wrote = true
 	}
-	if now.Before(l.Starts()) {
+	if now.Before(l.SaleStarts()) {
 		return wrote, nil
 	}
 	if l.Mode == shardstock.QueueDraw && !l.Drawn {
@@ -232,6 +232,9 @@ func (r *Room) tend(ctx context.Context, l shardstock.QueueLine, starts time.Tim
 			return false, err
 		}
 		wrote = true
+	}
+	if now.Before(l.Starts()) { // a draw's grace
+		return wrote, nil
 	}
 	if ahead := l.Serving(now) - l.Joined; l.Running() > 0 && float64(ahead) > 2*l.Rate {
 		// Only while no place is handed out meanwhile: a buyer told their
@@ -251,6 +254,19 @@ func (r *Room) tend(ctx context.Context, l shardstock.QueueLine, starts time.Tim
 		wrote = true
 	}
 	return wrote, nil
+}
+
+// lineStarts is when l's clock should start for a sale that starts at
+// sale (zero: at once), at now: zero when the line starts as it is (a sale
+// without a start that opened when its line was defined).
+func lineStarts(l shardstock.QueueLine, sale, now time.Time) time.Time {
+	switch {
+	case sale.After(now):
+		return shardstock.LineStarts(l.Mode, sale)
+	case now.Before(l.SaleStarts()): // the sale opened before the line's start
+		return shardstock.LineStarts(l.Mode, now)
+	}
+	return time.Time{}
 }
 
 // draw places the lobby of product's draw line (once: a second draw finds
@@ -394,7 +410,7 @@ func (r *Room) Join(ctx context.Context, product, buyer, work string) (Place, er
 		return Place{}, noRoom(product)
 	}
 	now := r.cfg.Now()
-	if opens := l.Starts().Add(-l.Lead); now.Before(opens) {
+	if opens := l.SaleStarts().Add(-l.Lead); now.Before(opens) {
 		return Place{}, &shardstock.Error{Code: shardstock.ErrQueueNotOpen.Code,
 			Message: "the waiting room opens at " + opens.UTC().Format(time.RFC3339)}
 	}
@@ -407,7 +423,7 @@ func (r *Room) Join(ctx context.Context, product, buyer, work string) (Place, er
 	} else if p.Archived {
 		return Place{}, shardstock.ErrEnded
 	}
-	if l.Mode == shardstock.QueueDraw && !l.Drawn && !now.Before(l.Starts()) {
+	if l.Mode == shardstock.QueueDraw && !l.Drawn && !now.Before(l.SaleStarts()) {
 		// The start came and this room has not read the draw: draw first
 		// (or find it drawn), so this join does not go into the lobby.
 		if err := r.draw(ctx, product); err != nil {
@@ -434,7 +450,7 @@ func (r *Room) Look(ctx context.Context, product, buyer, token string) (Place, e
 	now := r.cfg.Now()
 	if token == "" {
 		return Place{Status: "not_joined", Mode: string(l.Mode), Serving: l.Serving(now), Difficulty: l.Difficulty,
-			OpensAt: l.Starts().Add(-l.Lead), RetryAfter: time.Second}, nil
+			OpensAt: l.SaleStarts().Add(-l.Lead), RetryAfter: time.Second}, nil
 	}
 	t, err := r.signer.verify(token, product, buyer)
 	if err != nil {
@@ -540,7 +556,7 @@ func (r *Room) Define(ctx context.Context, product string, d api.QueueDefinition
 		l.Mode, l.Lead, l.Window, l.Difficulty = mode, time.Duration(d.LeadSeconds)*time.Second, time.Duration(d.WindowSeconds)*time.Second, d.Difficulty
 		switch {
 		case l.Version == 0:
-			l.Rate, l.Clock = d.Rate, []shardstock.QueueSegment{{At: later(p.StartsAt, now).Truncate(time.Millisecond), Rate: d.Rate}}
+			l.Rate, l.Clock = d.Rate, []shardstock.QueueSegment{{At: shardstock.LineStarts(mode, later(p.StartsAt, now)), Rate: d.Rate}}
 		case l.Rate != d.Rate:
 			l.Rate = d.Rate
 			if l.Running() > 0 {
@@ -691,7 +707,7 @@ func (r *Room) Summary(ctx context.Context, product string) (Summary, error) {
 func summary(l shardstock.QueueLine, now time.Time) Summary {
 	serving := l.Serving(now)
 	return Summary{Product: l.Product, Mode: string(l.Mode), Rate: l.Rate, LeadSeconds: int64(l.Lead / time.Second),
-		WindowSeconds: int64(l.Window / time.Second), Difficulty: l.Difficulty, Paused: l.Paused, Held: l.Held, Starts: l.Starts(),
+		WindowSeconds: int64(l.Window / time.Second), Difficulty: l.Difficulty, Paused: l.Paused, Held: l.Held, Starts: l.SaleStarts(),
 		Joined: l.Joined + l.Lobby, Serving: serving, Waiting: max(l.Joined-serving, 0) + l.Lobby, Drawn: l.Drawn}
 }
 

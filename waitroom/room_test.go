@@ -446,13 +446,14 @@ func TestALobbyTokenGetsItsPlaceAtTheDraw(t *testing.T) {
 	if err := f.room.Admit("lamp", "ann", tok, f.now); code(err) != "not_admitted" {
 		t.Fatalf("a lobby token before the start: %v", err)
 	}
-	f.at(time.Second)
+	f.at(time.Second) // drawn, and the line's first turns come at the draw's grace
 	p, err := f.room.Look(context.Background(), "lamp", "ann", tok)
-	if err != nil || p.Position != 1 || p.Status != "admitted" {
-		t.Fatalf("look after the draw: %+v %v", p, err)
+	if err != nil || p.Position != 1 || p.Status != "waiting" || p.WaitSeconds != 2 {
+		t.Fatalf("look after the draw, before the grace: %+v %v, want place 1 waiting 2 s", p, err)
 	}
+	f.at(shardstock.DrawGrace + 100*time.Millisecond)
 	if err := f.room.Admit("lamp", "ann", p.Token, f.now); err != nil {
-		t.Fatalf("the drawn token: %v", err)
+		t.Fatalf("the drawn token after the grace: %v", err)
 	}
 }
 
