@@ -36,10 +36,13 @@ type QueueLine struct {
 	// its turn longer ago than Window (older segments are dropped).
 	Clock   []QueueSegment
 	Expired int64
-	Joined  int64 // places handed out
-	Lobby   int64 // buyers in a draw line's lobby, waiting for the draw
-	Drawn   bool  // a draw line's lobby has its places
-	Version int64 // grows with every change of the definition or the clock
+	// WindowVersion is the sale window's version the clock's start follows
+	// (shardstock.Product.WindowVersion).
+	WindowVersion int64
+	Joined        int64 // places handed out
+	Lobby         int64 // buyers in a draw line's lobby, waiting for the draw
+	Drawn         bool  // a draw line's lobby has its places
+	Version       int64 // grows with every change of the definition or the clock
 }
 
 // QueuePlace is a buyer's place in a line: Position (0: in a draw's lobby,
@@ -179,6 +182,9 @@ func (l *QueueLine) Append(t time.Time, by int64, rate float64) {
 // AppendAt changes the clock at t: from then the number is base and grows
 // at rate.
 func (l *QueueLine) AppendAt(t time.Time, base int64, rate float64) {
+	if n := len(l.Clock); n > 0 && l.Clock[n-1].Rate == 0 && rate == 0 && l.Clock[n-1].Base == base {
+		return // stopped where it stands: nothing changes
+	}
 	seg := QueueSegment{At: t, Base: base, Rate: rate}
 	if n := len(l.Clock); n > 0 && !t.After(l.Clock[n-1].At) {
 		seg.At = l.Clock[n-1].At // the clock only moves on: this change replaces the last

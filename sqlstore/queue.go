@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/shardstock/shardstock"
@@ -22,7 +23,7 @@ type segment struct {
 
 // QueueLines returns every product's waiting-room line.
 func (s *Store) QueueLines(ctx context.Context) (map[string]shardstock.QueueLine, error) {
-	rows, err := s.read.QueryContext(ctx, `SELECT product_id, mode, rate, lead_ms, window_ms, difficulty, paused, held, clock, expired, joined, lobby, drawn, version FROM queue_lines`)
+	rows, err := s.read.QueryContext(ctx, `SELECT product_id, mode, rate, lead_ms, window_ms, difficulty, paused, held, clock, expired, window_version, joined, lobby, drawn, version FROM queue_lines`)
 	if err != nil {
 		return nil, fmt.Errorf("queue lines: %w", err)
 	}
@@ -35,7 +36,7 @@ func (s *Store) QueueLines(ctx context.Context) (map[string]shardstock.QueueLine
 			lead, window        int64
 			paused, held, drawn int
 		)
-		if err := rows.Scan(&l.Product, &mode, &l.Rate, &lead, &window, &l.Difficulty, &paused, &held, &clock, &l.Expired, &l.Joined, &l.Lobby, &drawn, &l.Version); err != nil {
+		if err := rows.Scan(&l.Product, &mode, &l.Rate, &lead, &window, &l.Difficulty, &paused, &held, &clock, &l.Expired, &l.WindowVersion, &l.Joined, &l.Lobby, &drawn, &l.Version); err != nil {
 			return nil, fmt.Errorf("queue lines: %w", err)
 		}
 		var segs []segment
@@ -80,9 +81,9 @@ func (s *Store) saveQueueLine(ctx context.Context, l shardstock.QueueLine, sameJ
 		held = 1
 	}
 	if l.Version == 0 {
-		_, err := s.exec(ctx, `INSERT INTO queue_lines (product_id, mode, rate, lead_ms, window_ms, difficulty, paused, held, clock, expired, joined, drawn, version)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, 1)`, l.Product, string(l.Mode), l.Rate, l.Lead.Milliseconds(), l.Window.Milliseconds(),
-			l.Difficulty, paused, held, string(clock), l.Expired)
+		_, err := s.exec(ctx, `INSERT INTO queue_lines (product_id, mode, rate, lead_ms, window_ms, difficulty, paused, held, clock, expired, window_version, joined, drawn, version)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0, 1)`, l.Product, string(l.Mode), l.Rate, l.Lead.Milliseconds(), l.Window.Milliseconds(),
+			l.Difficulty, paused, held, string(clock), l.Expired, l.WindowVersion)
 		if isDuplicate(err) {
 			return false, nil
 		}
@@ -91,9 +92,9 @@ func (s *Store) saveQueueLine(ctx context.Context, l shardstock.QueueLine, sameJ
 		}
 		return true, nil
 	}
-	res, err := s.exec(ctx, `UPDATE queue_lines SET mode = ?, rate = ?, lead_ms = ?, window_ms = ?, difficulty = ?, paused = ?, held = ?, clock = ?, expired = ?, version = version + 1
+	res, err := s.exec(ctx, `UPDATE queue_lines SET mode = ?, rate = ?, lead_ms = ?, window_ms = ?, difficulty = ?, paused = ?, held = ?, clock = ?, expired = ?, window_version = ?, version = version + 1
 		WHERE product_id = ? AND version = ? AND (? = 0 OR (joined = ? AND lobby = ?))`, string(l.Mode), l.Rate, l.Lead.Milliseconds(), l.Window.Milliseconds(), l.Difficulty, paused, held,
-		string(clock), l.Expired, l.Product, l.Version, sameJoined, l.Joined, l.Lobby)
+		string(clock), l.Expired, l.WindowVersion, l.Product, l.Version, sameJoined, l.Joined, l.Lobby)
 	if err != nil {
 		return false, fmt.Errorf("save queue line: %w", err)
 	}
@@ -182,50 +183,72 @@ func (s *Store) QueuePlace(ctx context.Context, product, buyer string) (shardsto
 }
 
 // DrawQueue places the lobby of product's draw line, once: places 1 to n
-// in the order shuffle leaves the buyers (sorted before it).
-func (s *Store) DrawQueue(ctx context.Context, product string, shuffle func([]string)) error {
+// in the order shuffle leaves the buyers (sorted before it); n, or -1 when
+// it was drawn already. The places are written drawChunk at a time (a
+// lobby of 50,000 took MariaDB 8.8 s one row at a time).
+func (s *Store) DrawQueue(ctx context.Context, product string, shuffle func([]string)) (int64, error) {
+	n, err := s.drawQueue(ctx, product, shuffle)
+	if err != nil {
+		return 0, fmt.Errorf("draw queue: %w", err)
+	}
+	return n, nil
+}
+
+const drawChunk = 500
+
+func (s *Store) drawQueue(ctx context.Context, product string, shuffle func([]string)) (int64, error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("draw queue: %w", err)
+		return 0, err
 	}
 	defer tx.Rollback()
 	var drawn int
 	if err := tx.QueryRowContext(ctx, `SELECT drawn FROM queue_lines WHERE product_id = ?`+s.forUpdate(), product).Scan(&drawn); err != nil {
-		return fmt.Errorf("draw queue: %w", err)
+		return 0, err
 	}
 	if drawn == 1 {
-		return nil
+		return -1, nil
 	}
 	rows, err := tx.QueryContext(ctx, `SELECT buyer FROM queue_places WHERE product_id = ? AND position = 0 ORDER BY buyer`, product)
 	if err != nil {
-		return fmt.Errorf("draw queue: %w", err)
+		return 0, err
 	}
 	var lobby []string
 	for rows.Next() {
 		var b string
 		if err := rows.Scan(&b); err != nil {
 			rows.Close()
-			return fmt.Errorf("draw queue: %w", err)
+			return 0, err
 		}
 		lobby = append(lobby, b)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("draw queue: %w", err)
+		return 0, err
 	}
 	shuffle(lobby)
-	for i, b := range lobby {
-		if _, err := tx.ExecContext(ctx, `UPDATE queue_places SET position = ? WHERE product_id = ? AND buyer = ?`, i+1, product, b); err != nil {
-			return fmt.Errorf("draw queue: %w", err)
+	for from := 0; from < len(lobby); from += drawChunk {
+		chunk := lobby[from:min(from+drawChunk, len(lobby))]
+		var q strings.Builder
+		args := make([]any, 0, 3*len(chunk)+1)
+		q.WriteString(`UPDATE queue_places SET position = CASE buyer`)
+		for i, b := range chunk {
+			q.WriteString(` WHEN ? THEN ?`)
+			args = append(args, b, from+i+1)
+		}
+		q.WriteString(` END WHERE product_id = ? AND buyer IN (?` + strings.Repeat(`, ?`, len(chunk)-1) + `)`)
+		args = append(args, product)
+		for _, b := range chunk {
+			args = append(args, b)
+		}
+		if _, err := tx.ExecContext(ctx, q.String(), args...); err != nil {
+			return 0, err
 		}
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE queue_lines SET drawn = 1, joined = ?, lobby = 0 WHERE product_id = ?`, len(lobby), product); err != nil {
-		return fmt.Errorf("draw queue: %w", err)
+		return 0, err
 	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("draw queue: %w", err)
-	}
-	return nil
+	return int64(len(lobby)), tx.Commit()
 }
 
 // RevokeQueue records that buyer's place in product's line admits nobody.

@@ -79,11 +79,11 @@ func TestDrawPlacesTheLobbyOnce(t *testing.T) {
 				t.Fatalf("the line with three in the lobby: %+v %v, want lobby 3", lines["lamp"], err)
 			}
 			reverse := func(s []string) { slices.Reverse(s) }
-			if err := s.DrawQueue(ctx, "lamp", reverse); err != nil {
-				t.Fatal(err)
+			if n, err := s.DrawQueue(ctx, "lamp", reverse); n != 3 || err != nil {
+				t.Fatalf("the draw: %d %v, want 3 placed", n, err)
 			}
-			if err := s.DrawQueue(ctx, "lamp", func([]string) { t.Error("drawn twice") }); err != nil {
-				t.Fatal(err)
+			if n, err := s.DrawQueue(ctx, "lamp", func([]string) { t.Error("drawn twice") }); n != -1 || err != nil {
+				t.Fatalf("a second draw: %d %v, want -1 (drawn already)", n, err)
 			}
 			for b, want := range map[string]int64{"c": 1, "b": 2, "a": 3} {
 				if q, found, err := s.QueuePlace(ctx, "lamp", b); q.Position != want || !found || err != nil {
@@ -156,6 +156,37 @@ func TestRebaseOfAQueueLineLosesToAJoin(t *testing.T) {
 			again, found, err := s.QueuePlace(ctx, "lamp", "a")
 			if err != nil || !found || again.Position != 1 || !again.JoinedAt.Equal(q.JoinedAt) || again.LineVersion != 2 {
 				t.Fatalf("a's place read back: %+v %v %v, want place 1 joined as before, version 2", again, found, err)
+			}
+		})
+	}
+}
+
+// A lobby larger than one statement's chunk gets every place from 1 to n
+// once, in the shuffle's order.
+func TestDrawOfALobbyLargerThanAChunk(t *testing.T) {
+	for name, s := range sqlstoretest.Stores(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			line := shardstock.QueueLine{Product: "lamp", Mode: shardstock.QueueDraw, Rate: 5, Window: time.Minute,
+				Clock: []shardstock.QueueSegment{{At: time.UnixMilli(1_800_000_000_000).UTC(), Rate: 5}}}
+			if _, err := s.SaveQueueLine(ctx, line); err != nil {
+				t.Fatal(err)
+			}
+			const n = 1201
+			for i := range n {
+				if _, err := s.JoinQueue(ctx, "lamp", fmt.Sprintf("b%04d", i), time.Now()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var order []string
+			drawn, err := s.DrawQueue(ctx, "lamp", func(b []string) { slices.Reverse(b); order = slices.Clone(b) })
+			if drawn != n || err != nil {
+				t.Fatalf("the draw: %d %v, want %d", drawn, err, n)
+			}
+			for i, b := range order {
+				if q, _, err := s.QueuePlace(ctx, "lamp", b); q.Position != int64(i+1) || err != nil {
+					t.Fatalf("%s's place %d %v, want %d", b, q.Position, err, i+1)
+				}
 			}
 		})
 	}

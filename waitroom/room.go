@@ -40,8 +40,8 @@ type Store interface {
 	// QueuePlace is buyer's place (found false: never joined).
 	QueuePlace(ctx context.Context, product, buyer string) (p shardstock.QueuePlace, found bool, err error)
 	// DrawQueue places the lobby of product's draw line once, in the order
-	// shuffle leaves it.
-	DrawQueue(ctx context.Context, product string, shuffle func([]string)) error
+	// shuffle leaves it: how many it placed, or -1 when it was drawn already.
+	DrawQueue(ctx context.Context, product string, shuffle func([]string)) (int64, error)
 	RevokeQueue(ctx context.Context, product, buyer string) error
 	QueueRevoked(ctx context.Context) (map[string]map[string]bool, error)
 	// QueueSecret is the secret every coordinator signs places with,
@@ -84,6 +84,8 @@ type Room struct {
 	state  atomic.Pointer[state]
 	reads  sync.Mutex  // one Refresh at a time: a slower one never stores an older read
 	behind atomic.Bool // a Refresh out of turn is running (catchUp)
+	// failing: the lines whose last tend failed (logged once); guarded by reads
+	failing map[string]bool
 }
 
 // state is what the room last read.
@@ -110,7 +112,7 @@ func New(cfg Config) *Room {
 	if cfg.DropOut <= 0 {
 		cfg.DropOut = 2
 	}
-	return &Room{cfg: cfg}
+	return &Room{cfg: cfg, failing: map[string]bool{}}
 }
 
 // Start reads the secret and the lines. A room that could not read them
@@ -176,13 +178,20 @@ func (r *Room) Refresh(ctx context.Context) error {
 				left[id] = n
 			}
 		}
-		var starts time.Time // when the line should start, as the catalog has the sale now (zero: as it does)
+		var sale *shardstock.Product // the sale as the catalog has it now (nil: unknown)
 		if p, err := r.cfg.Products.Product(ctx, id); err == nil {
-			starts = lineStarts(l, p.StartsAt, now)
+			sale = p
 		}
-		wrote, err := r.tend(ctx, l, starts, n, known, now)
-		if err != nil {
-			return err
+		wrote, err := r.tend(ctx, l, sale, n, known, now)
+		switch {
+		case err != nil && !r.failing[id]:
+			// One line's trouble (its store write) leaves the others, and
+			// revokes, read as ever.
+			r.cfg.Logger.Warn("waiting room: could not tend the line; it is read as it is", "product", id, "err", err)
+			r.failing[id] = true
+		case err == nil && r.failing[id]:
+			r.cfg.Logger.Info("waiting room: the line is tended again", "product", id)
+			delete(r.failing, id)
 		}
 		changed = changed || wrote
 	}
@@ -195,63 +204,91 @@ func (r *Room) Refresh(ctx context.Context) error {
 	return nil
 }
 
-// tend does what a line needs from whoever reads it: its clock moved to
-// the sale's start (starts, when known) while the sale has not started, so
-// a start moved later or earlier moves every turn with it; the draw of its
-// lobby once the sale starts; its number moved back when it ran ahead of
-// its buyers (so a crowd arriving later is let in at the rate, not at
-// once); and its number held while no unit is left (left, when known: a
-// count of every shard) and run again once one is back, so the places next
-// in line, not those whose turn came while nothing was salable, get the
-// units a release or a stock add brings back. Each write carries the
-// line's version: of several coordinators, one makes it. wrote: something
-// was written, or another writer was first.
-func (r *Room) tend(ctx context.Context, l shardstock.QueueLine, starts time.Time, left int64, known bool, now time.Time) (wrote bool, err error) {
+// tend does what a line needs from whoever reads it, each write carrying
+// the line's version (of several coordinators, one makes it):
+//   - before any turn has come, its clock follows its sale's start (sale,
+//     when known) to a newer window, so a start moved later or earlier
+//     moves every turn with it;
+//   - once the sale starts, a draw's lobby is drawn, and the line's first
+//     turns come DrawGrace after the draw is written;
+//   - a number that ran ahead of its buyers stops a second's worth past the
+//     last place handed out (so a crowd arriving later is let in at the
+//     rate, not at once), and runs on once its buyers reach it;
+//   - while no unit is left (left, when known: a count of every shard) the
+//     number is held, at the last place handed out if it ran past it, so
+//     nobody's turn comes and goes with nothing to buy, and the places next
+//     in line get what a release or a stock add brings back.
+//
+// A write that moves the number back is made only if nobody joined since
+// the line was read: a turn told stays told. wrote: something was written,
+// or another writer was first.
+func (r *Room) tend(ctx context.Context, l shardstock.QueueLine, sale *shardstock.Product, left int64, known bool, now time.Time) (wrote bool, err error) {
 	save := func(write func(context.Context, shardstock.QueueLine) (bool, error)) (bool, error) {
 		saved, err := write(ctx, l)
 		if saved {
 			l.Version++
+			wrote = true
 		}
 		return saved, err
 	}
-	if !starts.IsZero() && !starts.Equal(l.Starts()) && now.Before(l.Starts()) {
-		// Nobody's turn has come: the clock starts again at the new start.
-		// (Once it has, the clock runs on: a turn told stays told, and an
-		// operator who moves an open sale's start pauses its line.)
-		l.Clock, l.Expired = []shardstock.QueueSegment{{At: starts, Rate: l.Running()}}, 0
-		if saved, err := save(r.cfg.Store.SaveQueueLine); err != nil || !saved {
-			return true, err
+	if sale != nil && now.Before(l.Starts()) {
+		starts := lineStarts(l, sale.StartsAt, now)
+		newer := sale.WindowVersion > l.WindowVersion || sale.WindowVersion == l.WindowVersion && starts.After(l.Starts())
+		if !starts.IsZero() && !starts.Equal(l.Starts()) && newer {
+			// A catalog behind another coordinator's (an older window) never
+			// moves the line back to its start.
+			l.Clock, l.Expired, l.WindowVersion = []shardstock.QueueSegment{{At: starts, Rate: l.Running()}}, 0, sale.WindowVersion
+			if saved, err := save(r.cfg.Store.SaveQueueLine); err != nil || !saved {
+				return true, err
+			}
 		}
-		wrote = true
 	}
 	if now.Before(l.SaleStarts()) {
 		return wrote, nil
 	}
 	if l.Mode == shardstock.QueueDraw && !l.Drawn {
-		if err := r.draw(ctx, l.Product); err != nil {
-			return false, err
+		drawn, err := r.draw(ctx, l.Product)
+		if err != nil {
+			return wrote, err
 		}
 		wrote = true
+		if drawn >= 0 { // this call drew: the grace runs from now
+			l.Drawn, l.Joined, l.Lobby = true, drawn, 0
+			if starts := shardstock.LineStarts(l.Mode, r.cfg.Now()); starts.After(l.Starts()) {
+				l.Clock, l.Expired = []shardstock.QueueSegment{{At: starts, Rate: l.Running()}}, 0
+				if saved, err := save(r.cfg.Store.SaveQueueLineBeforeJoins); err != nil || !saved {
+					return true, err
+				}
+			}
+		}
 	}
 	if now.Before(l.Starts()) { // a draw's grace
 		return wrote, nil
 	}
-	if ahead := l.Serving(now) - l.Joined; l.Running() > 0 && float64(ahead) > 2*l.Rate {
-		// Only while no place is handed out meanwhile: a buyer told their
-		// turn came keeps it (and a turn never comes before the join).
-		l.AppendAt(now, l.Joined+int64(math.Ceil(l.Rate)), l.Rate)
+	last, serving := l.Clock[len(l.Clock)-1], l.Serving(now)
+	switch {
+	case l.Running() > 0 && last.Rate > 0 && float64(serving-l.Joined) > 2*l.Rate:
+		l.AppendAt(now, l.Joined+int64(math.Ceil(l.Rate)), 0)
 		if saved, err := save(r.cfg.Store.SaveQueueLineBeforeJoins); err != nil || !saved {
 			return true, err
 		}
-		wrote = true
-	}
-	if known && (left == 0) != l.Held {
-		l.Held = left == 0
-		l.Append(now, 0, l.Running())
-		if _, err := save(r.cfg.Store.SaveQueueLine); err != nil {
+	case l.Running() > 0 && last.Rate == 0 && l.Joined >= serving:
+		l.Append(now, 0, l.Rate)
+		if saved, err := save(r.cfg.Store.SaveQueueLine); err != nil || !saved {
 			return true, err
 		}
-		wrote = true
+	}
+	if known && (left == 0) != l.Held {
+		write := r.cfg.Store.SaveQueueLine
+		if l.Held = left == 0; l.Held {
+			l.AppendAt(now, min(l.Serving(now), l.Joined), 0)
+			write = r.cfg.Store.SaveQueueLineBeforeJoins
+		} else {
+			l.Append(now, 0, l.Running())
+		}
+		if _, err := save(write); err != nil {
+			return true, err
+		}
 	}
 	return wrote, nil
 }
@@ -269,15 +306,16 @@ func lineStarts(l shardstock.QueueLine, sale, now time.Time) time.Time {
 	return time.Time{}
 }
 
-// draw places the lobby of product's draw line (once: a second draw finds
-// it drawn).
-func (r *Room) draw(ctx context.Context, product string) error {
-	if err := r.cfg.Store.DrawQueue(ctx, product, func(s []string) {
+// draw places the lobby of product's draw line, once: how many it drew,
+// or -1 when it was drawn already.
+func (r *Room) draw(ctx context.Context, product string) (int64, error) {
+	n, err := r.cfg.Store.DrawQueue(ctx, product, func(s []string) {
 		rand.Shuffle(len(s), func(i, j int) { s[i], s[j] = s[j], s[i] })
-	}); err != nil {
-		return fmt.Errorf("draw %s: %w", product, err)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("draw %s: %w", product, err)
 	}
-	return nil
+	return n, nil
 }
 
 // fresh is product's line at version v or later: this room's copy, or
@@ -426,7 +464,7 @@ func (r *Room) Join(ctx context.Context, product, buyer, work string) (Place, er
 	if l.Mode == shardstock.QueueDraw && !l.Drawn && !now.Before(l.SaleStarts()) {
 		// The start came and this room has not read the draw: draw first
 		// (or find it drawn), so this join does not go into the lobby.
-		if err := r.draw(ctx, product); err != nil {
+		if _, err := r.draw(ctx, product); err != nil {
 			return Place{}, unavailable(err)
 		}
 	}
@@ -557,6 +595,7 @@ func (r *Room) Define(ctx context.Context, product string, d api.QueueDefinition
 		switch {
 		case l.Version == 0:
 			l.Rate, l.Clock = d.Rate, []shardstock.QueueSegment{{At: shardstock.LineStarts(mode, later(p.StartsAt, now)), Rate: d.Rate}}
+			l.WindowVersion = p.WindowVersion
 		case l.Rate != d.Rate:
 			l.Rate = d.Rate
 			if l.Running() > 0 {

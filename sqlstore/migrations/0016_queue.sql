@@ -1,8 +1,9 @@
 -- The waiting rooms (package waitroom). queue_lines: a product's line as
 -- the operator defined it (mode fifo or draw, rate in places a second,
 -- lead and window in ms, difficulty in zero bits) and its clock (JSON
--- segments {at ms, base, rate}; expired: every place up to it had its turn
--- long ago); held: 1 while no unit is left and the number waits for one;
+-- segments {at ms, base, rate}, MEDIUMTEXT: MariaDB's TEXT ends at 64 KiB;
+-- expired: every place up to it had its turn long ago; window_version: the
+-- sale window's version the clock's start follows); held: 1 while no unit is left and the number waits for one;
 -- version grows with every change of these, and joined (places handed out),
 -- lobby (buyers waiting for a draw) and drawn (a draw's lobby placed) are
 -- kept apart from it.
@@ -15,8 +16,9 @@ CREATE TABLE IF NOT EXISTS queue_lines (
   difficulty INT NOT NULL,
   paused INT NOT NULL,
   held INT NOT NULL DEFAULT 0,
-  clock TEXT NOT NULL,
+  clock MEDIUMTEXT NOT NULL,
   expired BIGINT NOT NULL,
+  window_version BIGINT NOT NULL DEFAULT 0,
   joined BIGINT NOT NULL DEFAULT 0,
   lobby BIGINT NOT NULL DEFAULT 0,
   drawn INT NOT NULL DEFAULT 0,
