@@ -42,7 +42,11 @@ type QueueLine struct {
 	Joined        int64 // places handed out
 	Lobby         int64 // buyers in a draw line's lobby, waiting for the draw
 	Drawn         bool  // a draw line's lobby has its places
-	Version       int64 // grows with every change of the definition or the clock
+	// DrawnAt is when the lobby got its places: no turn of a draw line
+	// comes before DrawGrace after it, so its buyers learn their places
+	// before the first turns, however long the draw took.
+	DrawnAt time.Time
+	Version int64 // grows with every change of the definition or the clock
 }
 
 // QueuePlace is a buyer's place in a line: Position (0: in a draw's lobby,
@@ -165,6 +169,9 @@ func (l *QueueLine) Turn(pos int64, joined, t time.Time) (from, until time.Time,
 		}
 		if joined.After(from) {
 			from = joined
+		}
+		if l.Mode == QueueDraw && !l.DrawnAt.IsZero() && l.DrawnAt.Add(DrawGrace).After(from) {
+			from = l.DrawnAt.Add(DrawGrace)
 		}
 	}
 	until = from.Add(l.Window)

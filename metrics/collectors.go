@@ -179,7 +179,7 @@ func (c *OrderCollector) Collect(ch chan<- prometheus.Metric) {
 type QueueFigures struct {
 	Product                  string
 	Joined, Serving, Waiting int64
-	Paused                   bool
+	Paused, Held             bool
 }
 
 // QueueCollector exports every waiting room's figures, from memory: the
@@ -193,6 +193,7 @@ var (
 	descQueueServing = prometheus.NewDesc("shardstock_queue_serving", "A waiting room's number now serving: every place up to it has had its turn.", []string{"product"}, nil)
 	descQueueWaiting = prometheus.NewDesc("shardstock_queue_waiting", "Buyers in a waiting room whose turn has not come.", []string{"product"}, nil)
 	descQueuePaused  = prometheus.NewDesc("shardstock_queue_paused", "1 while an operator holds a waiting room's number now serving.", []string{"product"}, nil)
+	descQueueHeld    = prometheus.NewDesc("shardstock_queue_held", "1 while a waiting room's number waits for a unit to come back (none is left).", []string{"product"}, nil)
 )
 
 // Describe sends the descriptors.
@@ -201,18 +202,22 @@ func (c *QueueCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descQueueServing
 	ch <- descQueueWaiting
 	ch <- descQueuePaused
+	ch <- descQueueHeld
 }
 
 // Collect sends every line's figures.
 func (c *QueueCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, l := range c.Lines() {
-		paused := 0.0
-		if l.Paused {
-			paused = 1
+	flag := func(b bool) float64 {
+		if b {
+			return 1
 		}
+		return 0
+	}
+	for _, l := range c.Lines() {
 		ch <- prometheus.MustNewConstMetric(descQueueJoined, prometheus.GaugeValue, float64(l.Joined), l.Product)
 		ch <- prometheus.MustNewConstMetric(descQueueServing, prometheus.GaugeValue, float64(l.Serving), l.Product)
 		ch <- prometheus.MustNewConstMetric(descQueueWaiting, prometheus.GaugeValue, float64(l.Waiting), l.Product)
-		ch <- prometheus.MustNewConstMetric(descQueuePaused, prometheus.GaugeValue, paused, l.Product)
+		ch <- prometheus.MustNewConstMetric(descQueuePaused, prometheus.GaugeValue, flag(l.Paused), l.Product)
+		ch <- prometheus.MustNewConstMetric(descQueueHeld, prometheus.GaugeValue, flag(l.Held), l.Product)
 	}
 }

@@ -23,7 +23,7 @@ type segment struct {
 
 // QueueLines returns every product's waiting-room line.
 func (s *Store) QueueLines(ctx context.Context) (map[string]shardstock.QueueLine, error) {
-	rows, err := s.read.QueryContext(ctx, `SELECT product_id, mode, rate, lead_ms, window_ms, difficulty, paused, held, clock, expired, window_version, joined, lobby, drawn, version FROM queue_lines`)
+	rows, err := s.read.QueryContext(ctx, `SELECT product_id, mode, rate, lead_ms, window_ms, difficulty, paused, held, clock, expired, window_version, joined, lobby, drawn, drawn_at, version FROM queue_lines`)
 	if err != nil {
 		return nil, fmt.Errorf("queue lines: %w", err)
 	}
@@ -35,8 +35,9 @@ func (s *Store) QueueLines(ctx context.Context) (map[string]shardstock.QueueLine
 			mode, clock         string
 			lead, window        int64
 			paused, held, drawn int
+			drawnAt             int64
 		)
-		if err := rows.Scan(&l.Product, &mode, &l.Rate, &lead, &window, &l.Difficulty, &paused, &held, &clock, &l.Expired, &l.WindowVersion, &l.Joined, &l.Lobby, &drawn, &l.Version); err != nil {
+		if err := rows.Scan(&l.Product, &mode, &l.Rate, &lead, &window, &l.Difficulty, &paused, &held, &clock, &l.Expired, &l.WindowVersion, &l.Joined, &l.Lobby, &drawn, &drawnAt, &l.Version); err != nil {
 			return nil, fmt.Errorf("queue lines: %w", err)
 		}
 		var segs []segment
@@ -48,6 +49,9 @@ func (s *Store) QueueLines(ctx context.Context) (map[string]shardstock.QueueLine
 		}
 		l.Mode, l.Lead, l.Window = shardstock.QueueMode(mode), time.Duration(lead)*time.Millisecond, time.Duration(window)*time.Millisecond
 		l.Paused, l.Held, l.Drawn = paused == 1, held == 1, drawn == 1
+		if drawnAt > 0 {
+			l.DrawnAt = time.UnixMilli(drawnAt).UTC()
+		}
 		out[l.Product] = l
 	}
 	return out, rows.Err()
@@ -183,11 +187,12 @@ func (s *Store) QueuePlace(ctx context.Context, product, buyer string) (shardsto
 }
 
 // DrawQueue places the lobby of product's draw line, once: places 1 to n
-// in the order shuffle leaves the buyers (sorted before it); n, or -1 when
-// it was drawn already. The places are written drawChunk at a time (a
+// in the order shuffle leaves the buyers (sorted before it), the line
+// marked drawn at now() as the places are written, and its version moved on; n, or -1 when it was drawn
+// already. The places are written drawChunk at a time (a
 // lobby of 50,000 took MariaDB 8.8 s one row at a time).
-func (s *Store) DrawQueue(ctx context.Context, product string, shuffle func([]string)) (int64, error) {
-	n, err := s.drawQueue(ctx, product, shuffle)
+func (s *Store) DrawQueue(ctx context.Context, product string, now func() time.Time, shuffle func([]string)) (int64, error) {
+	n, err := s.drawQueue(ctx, product, now, shuffle)
 	if err != nil {
 		return 0, fmt.Errorf("draw queue: %w", err)
 	}
@@ -196,7 +201,7 @@ func (s *Store) DrawQueue(ctx context.Context, product string, shuffle func([]st
 
 const drawChunk = 500
 
-func (s *Store) drawQueue(ctx context.Context, product string, shuffle func([]string)) (int64, error) {
+func (s *Store) drawQueue(ctx context.Context, product string, now func() time.Time, shuffle func([]string)) (int64, error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, err
@@ -245,7 +250,8 @@ func (s *Store) drawQueue(ctx context.Context, product string, shuffle func([]st
 			return 0, err
 		}
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE queue_lines SET drawn = 1, joined = ?, lobby = 0 WHERE product_id = ?`, len(lobby), product); err != nil {
+	if _, err := tx.ExecContext(ctx, `UPDATE queue_lines SET drawn = 1, drawn_at = ?, joined = ?, lobby = 0, version = version + 1 WHERE product_id = ?`,
+		now().UnixMilli(), len(lobby), product); err != nil {
 		return 0, err
 	}
 	return int64(len(lobby)), tx.Commit()

@@ -79,10 +79,10 @@ func TestDrawPlacesTheLobbyOnce(t *testing.T) {
 				t.Fatalf("the line with three in the lobby: %+v %v, want lobby 3", lines["lamp"], err)
 			}
 			reverse := func(s []string) { slices.Reverse(s) }
-			if n, err := s.DrawQueue(ctx, "lamp", reverse); n != 3 || err != nil {
+			if n, err := s.DrawQueue(ctx, "lamp", time.Now, reverse); n != 3 || err != nil {
 				t.Fatalf("the draw: %d %v, want 3 placed", n, err)
 			}
-			if n, err := s.DrawQueue(ctx, "lamp", func([]string) { t.Error("drawn twice") }); n != -1 || err != nil {
+			if n, err := s.DrawQueue(ctx, "lamp", time.Now, func([]string) { t.Error("drawn twice") }); n != -1 || err != nil {
 				t.Fatalf("a second draw: %d %v, want -1 (drawn already)", n, err)
 			}
 			for b, want := range map[string]int64{"c": 1, "b": 2, "a": 3} {
@@ -179,7 +179,7 @@ func TestDrawOfALobbyLargerThanAChunk(t *testing.T) {
 				}
 			}
 			var order []string
-			drawn, err := s.DrawQueue(ctx, "lamp", func(b []string) { slices.Reverse(b); order = slices.Clone(b) })
+			drawn, err := s.DrawQueue(ctx, "lamp", time.Now, func(b []string) { slices.Reverse(b); order = slices.Clone(b) })
 			if drawn != n || err != nil {
 				t.Fatalf("the draw: %d %v, want %d", drawn, err, n)
 			}

@@ -41,7 +41,9 @@ type Store interface {
 	QueuePlace(ctx context.Context, product, buyer string) (p shardstock.QueuePlace, found bool, err error)
 	// DrawQueue places the lobby of product's draw line once, in the order
 	// shuffle leaves it: how many it placed, or -1 when it was drawn already.
-	DrawQueue(ctx context.Context, product string, shuffle func([]string)) (int64, error)
+	// The line is marked drawn at now() once the places are written, its
+	// version moved on.
+	DrawQueue(ctx context.Context, product string, now func() time.Time, shuffle func([]string)) (int64, error)
 	RevokeQueue(ctx context.Context, product, buyer string) error
 	QueueRevoked(ctx context.Context) (map[string]map[string]bool, error)
 	// QueueSecret is the secret every coordinator signs places with,
@@ -56,7 +58,9 @@ type Products interface {
 
 // Stock is the units of product a buyer can still get on the shards that
 // answer (inventory.Views).
-type Stock func(ctx context.Context, product string) (int64, error)
+// complete: every shard answered with its count (else left is a lower
+// bound: the units on the shards that answered).
+type Stock func(ctx context.Context, product string) (left int64, complete bool, err error)
 
 // Config wires a Room. Store and Products are required.
 type Config struct {
@@ -171,18 +175,20 @@ func (r *Room) Refresh(ctx context.Context) error {
 	left := map[string]int64{}
 	changed := false
 	for id, l := range lines {
-		n, known := int64(0), false
+		var units stock
 		if r.cfg.Stock != nil {
-			if c, err := r.cfg.Stock(ctx, id); err == nil {
-				n, known = c, true
-				left[id] = n
+			if n, complete, err := r.cfg.Stock(ctx, id); err == nil {
+				units = stock{n: n, known: true, complete: complete}
+				if complete {
+					left[id] = n
+				}
 			}
 		}
 		var sale *shardstock.Product // the sale as the catalog has it now (nil: unknown)
 		if p, err := r.cfg.Products.Product(ctx, id); err == nil {
 			sale = p
 		}
-		wrote, err := r.tend(ctx, l, sale, n, known, now)
+		wrote, err := r.tend(ctx, l, sale, units, now)
 		switch {
 		case err != nil && !r.failing[id]:
 			// One line's trouble (its store write) leaves the others, and
@@ -214,15 +220,16 @@ func (r *Room) Refresh(ctx context.Context) error {
 //   - a number that ran ahead of its buyers stops a second's worth past the
 //     last place handed out (so a crowd arriving later is let in at the
 //     rate, not at once), and runs on once its buyers reach it;
-//   - while no unit is left (left, when known: a count of every shard) the
-//     number is held, at the last place handed out if it ran past it, so
-//     nobody's turn comes and goes with nothing to buy, and the places next
-//     in line get what a release or a stock add brings back.
+//   - while no unit is left (a complete count of 0: every shard answered)
+//     the number is held, at the last place handed out if it ran past it,
+//     so nobody's turn comes and goes with nothing to buy, and the places
+//     next in line get what a release or a stock add brings back (any unit
+//     counted, even with a shard down, runs it again).
 //
 // A write that moves the number back is made only if nobody joined since
 // the line was read: a turn told stays told. wrote: something was written,
 // or another writer was first.
-func (r *Room) tend(ctx context.Context, l shardstock.QueueLine, sale *shardstock.Product, left int64, known bool, now time.Time) (wrote bool, err error) {
+func (r *Room) tend(ctx context.Context, l shardstock.QueueLine, sale *shardstock.Product, units stock, now time.Time) (wrote bool, err error) {
 	save := func(write func(context.Context, shardstock.QueueLine) (bool, error)) (bool, error) {
 		saved, err := write(ctx, l)
 		if saved {
@@ -233,10 +240,17 @@ func (r *Room) tend(ctx context.Context, l shardstock.QueueLine, sale *shardstoc
 	}
 	if sale != nil && now.Before(l.Starts()) {
 		starts := lineStarts(l, sale.StartsAt, now)
-		newer := sale.WindowVersion > l.WindowVersion || sale.WindowVersion == l.WindowVersion && starts.After(l.Starts())
+		// A catalog behind another coordinator's holds an older start: it
+		// moves the line only with a newer window version, to a later
+		// start, while both starts are far enough ahead (settleStarts) for
+		// every coordinator to read the move before either comes, or once
+		// the sale has been open for settleStarts (a session's window has
+		// no version: brought forward at the last moment, its line starts
+		// up to settleStarts late).
+		far := now.Add(settleStarts)
+		newer := sale.WindowVersion > l.WindowVersion || sale.WindowVersion == l.WindowVersion &&
+			(starts.After(l.Starts()) || starts.After(far) && l.Starts().After(far) || sale.StartsAt.Add(settleStarts).Before(now))
 		if !starts.IsZero() && !starts.Equal(l.Starts()) && newer {
-			// A catalog behind another coordinator's (an older window) never
-			// moves the line back to its start.
 			l.Clock, l.Expired, l.WindowVersion = []shardstock.QueueSegment{{At: starts, Rate: l.Running()}}, 0, sale.WindowVersion
 			if saved, err := save(r.cfg.Store.SaveQueueLine); err != nil || !saved {
 				return true, err
@@ -247,20 +261,10 @@ func (r *Room) tend(ctx context.Context, l shardstock.QueueLine, sale *shardstoc
 		return wrote, nil
 	}
 	if l.Mode == shardstock.QueueDraw && !l.Drawn {
-		drawn, err := r.draw(ctx, l.Product)
-		if err != nil {
-			return wrote, err
-		}
-		wrote = true
-		if drawn >= 0 { // this call drew: the grace runs from now
-			l.Drawn, l.Joined, l.Lobby = true, drawn, 0
-			if starts := shardstock.LineStarts(l.Mode, r.cfg.Now()); starts.After(l.Starts()) {
-				l.Clock, l.Expired = []shardstock.QueueSegment{{At: starts, Rate: l.Running()}}, 0
-				if saved, err := save(r.cfg.Store.SaveQueueLineBeforeJoins); err != nil || !saved {
-					return true, err
-				}
-			}
-		}
+		// The line's version moves on: what follows is written again from
+		// the next read.
+		_, err := r.draw(ctx, l.Product)
+		return true, err
 	}
 	if now.Before(l.Starts()) { // a draw's grace
 		return wrote, nil
@@ -278,10 +282,19 @@ func (r *Room) tend(ctx context.Context, l shardstock.QueueLine, sale *shardstoc
 			return true, err
 		}
 	}
-	if known && (left == 0) != l.Held {
+	hold := l.Held
+	switch {
+	case units.known && units.n > 0:
+		hold = false
+	case units.complete && units.n == 0:
+		hold = true
+	}
+	if hold != l.Held {
 		write := r.cfg.Store.SaveQueueLine
-		if l.Held = left == 0; l.Held {
-			l.AppendAt(now, min(l.Serving(now), l.Joined), 0)
+		if l.Held = hold; hold && l.Serving(now) > l.Joined {
+			// Back to the last place handed out, if nobody joined since
+			// (else from the next read): a join while held waits.
+			l.AppendAt(now, l.Joined, 0)
 			write = r.cfg.Store.SaveQueueLineBeforeJoins
 		} else {
 			l.Append(now, 0, l.Running())
@@ -292,6 +305,18 @@ func (r *Room) tend(ctx context.Context, l shardstock.QueueLine, sale *shardstoc
 	}
 	return wrote, nil
 }
+
+// stock is a count of the units left: known (it could be read); complete
+// (every shard answered: else n is a lower bound).
+type stock struct {
+	n               int64
+	known, complete bool
+}
+
+// settleStarts: a line follows a start moved earlier by a catalog without
+// a newer window version (a session's) only while both starts are this far
+// ahead, so that every coordinator reads the move before either comes.
+const settleStarts = 5 * time.Second
 
 // lineStarts is when l's clock should start for a sale that starts at
 // sale (zero: at once), at now: zero when the line starts as it is (a sale
@@ -309,7 +334,7 @@ func lineStarts(l shardstock.QueueLine, sale, now time.Time) time.Time {
 // draw places the lobby of product's draw line, once: how many it drew,
 // or -1 when it was drawn already.
 func (r *Room) draw(ctx context.Context, product string) (int64, error) {
-	n, err := r.cfg.Store.DrawQueue(ctx, product, func(s []string) {
+	n, err := r.cfg.Store.DrawQueue(ctx, product, r.cfg.Now, func(s []string) {
 		rand.Shuffle(len(s), func(i, j int) { s[i], s[j] = s[j], s[i] })
 	})
 	if err != nil {
@@ -462,10 +487,17 @@ func (r *Room) Join(ctx context.Context, product, buyer, work string) (Place, er
 		return Place{}, shardstock.ErrEnded
 	}
 	if l.Mode == shardstock.QueueDraw && !l.Drawn && !now.Before(l.SaleStarts()) {
-		// The start came and this room has not read the draw: draw first
-		// (or find it drawn), so this join does not go into the lobby.
-		if _, err := r.draw(ctx, product); err != nil {
-			return Place{}, unavailable(err)
+		// The start came and this room has not read the draw: read the
+		// lines (drawing them, unless another coordinator did or the start
+		// moved), so this join does not go into a lobby drawn already.
+		var err error
+		if l, err = r.fresh(ctx, product, l.Version+1); err != nil {
+			return Place{}, err
+		}
+		if l.Mode == shardstock.QueueDraw && !l.Drawn && !now.Before(l.SaleStarts()) {
+			if _, err := r.draw(ctx, product); err != nil {
+				return Place{}, unavailable(err)
+			}
 		}
 	}
 	q, err := r.cfg.Store.JoinQueue(ctx, product, buyer, now)
@@ -591,6 +623,11 @@ func (r *Room) Define(ctx context.Context, product string, d api.QueueDefinition
 		if l.Version > 0 && l.Mode != mode && l.Joined+l.Lobby > 0 {
 			return shardstock.Conflict("the line has buyers: its mode cannot change")
 		}
+		if window := time.Duration(d.WindowSeconds) * time.Second; l.Version > 0 && window < l.Window && !now.Before(l.Starts()) {
+			// Every turn is computed with the window: a shorter one would
+			// end turns already told.
+			return shardstock.Conflict(fmt.Sprintf("turns have come: window_seconds can grow, not shrink below %d", int64(l.Window/time.Second)))
+		}
 		l.Mode, l.Lead, l.Window, l.Difficulty = mode, time.Duration(d.LeadSeconds)*time.Second, time.Duration(d.WindowSeconds)*time.Second, d.Difficulty
 		switch {
 		case l.Version == 0:
@@ -650,6 +687,11 @@ func (r *Room) Advance(ctx context.Context, product string, by int64) (Summary, 
 		return Summary{}, shardstock.Invalid("by must be 1 to 1000000000")
 	}
 	return r.change(ctx, product, false, func(l *shardstock.QueueLine, now time.Time) error {
+		if l.Held {
+			// Places let in now would have nothing to buy, and their turns
+			// would pass before a unit comes back.
+			return shardstock.Conflict("no unit is left: the line waits for one to come back (a release or a stock add), and moves on by itself")
+		}
 		l.Append(later(now, l.Starts()), by, l.Running())
 		return nil
 	})
@@ -752,7 +794,7 @@ func summary(l shardstock.QueueLine, now time.Time) Summary {
 
 // EdgeLines are the waiting rooms for an edge that checks places before
 // the coordinators do (deploy/nginx/limiter.lua), one line each: "queue ID
-// N", where every place up to N is admitted by now+ahead (the edge's copy
+// N", where every place up to N may be admitted by now+ahead (the edge's copy
 // is up to a second or two old; the coordinator checks exactly).
 func (r *Room) EdgeLines(now time.Time, ahead time.Duration) string {
 	st := r.state.Load()
@@ -761,7 +803,11 @@ func (r *Room) EdgeLines(now time.Time, ahead time.Duration) string {
 	}
 	var b strings.Builder
 	for id, l := range st.lines {
-		fmt.Fprintf(&b, "queue %s %d\n", id, l.Serving(now.Add(ahead)))
+		n := l.Serving(now)
+		if !l.Paused && !l.Held { // a stopped idle line moves on at its rate when buyers reach it
+			n += int64(math.Ceil(l.Rate * ahead.Seconds()))
+		}
+		fmt.Fprintf(&b, "queue %s %d\n", id, n)
 	}
 	return b.String()
 }

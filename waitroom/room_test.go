@@ -53,7 +53,7 @@ func (m *memStore) save(l shardstock.QueueLine, sameJoined bool) (bool, error) {
 	if (ok && old.Version != l.Version) || (!ok && l.Version != 0) || sameJoined && (old.Joined != l.Joined || old.Lobby != l.Lobby) {
 		return false, nil
 	}
-	l.Joined, l.Lobby, l.Drawn, l.Version = old.Joined, old.Lobby, old.Drawn, l.Version+1
+	l.Joined, l.Lobby, l.Drawn, l.DrawnAt, l.Version = old.Joined, old.Lobby, old.Drawn, old.DrawnAt, l.Version+1
 	m.lines[l.Product] = l
 	return true, nil
 }
@@ -89,7 +89,7 @@ func (m *memStore) QueuePlace(_ context.Context, product, buyer string) (shardst
 	return q, ok, nil
 }
 
-func (m *memStore) DrawQueue(_ context.Context, product string, shuffle func([]string)) (int64, error) {
+func (m *memStore) DrawQueue(_ context.Context, product string, now func() time.Time, shuffle func([]string)) (int64, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	l := m.lines[product]
@@ -109,7 +109,7 @@ func (m *memStore) DrawQueue(_ context.Context, product string, shuffle func([]s
 		q.Position = int64(i + 1)
 		m.places[product][b] = q
 	}
-	l.Drawn, l.Joined, l.Lobby = true, int64(len(lobby)), 0
+	l.Drawn, l.DrawnAt, l.Joined, l.Lobby, l.Version = true, now(), int64(len(lobby)), 0, l.Version+1
 	m.lines[product] = l
 	return int64(len(lobby)), nil
 }
@@ -177,12 +177,12 @@ func newFixture(t *testing.T, d api.QueueDefinition) *fixture {
 func (f *fixture) another(store Store) *Room {
 	r := New(Config{Store: store, Products: f.items,
 		Now: func() time.Time { return f.now }, DropOut: 2,
-		Stock: func(_ context.Context, p string) (int64, error) {
+		Stock: func(_ context.Context, p string) (int64, bool, error) {
 			n, ok := f.left[p]
 			if !ok {
-				return 0, shardstock.ErrUnavailable
+				return 0, false, shardstock.ErrUnavailable
 			}
-			return n, nil
+			return n, true, nil
 		}})
 	if err := r.Start(context.Background()); err != nil {
 		f.t.Fatal(err)
@@ -448,8 +448,8 @@ func TestALobbyTokenGetsItsPlaceAtTheDraw(t *testing.T) {
 	}
 	f.at(time.Second) // drawn now, and the line's first turns come the draw's grace later
 	p, err := f.room.Look(context.Background(), "lamp", "ann", tok)
-	if err != nil || p.Position != 1 || p.Status != "waiting" || p.WaitSeconds != 3 {
-		t.Fatalf("look after the draw, before the grace: %+v %v, want place 1 waiting 3 s", p, err)
+	if err != nil || p.Position != 1 || p.Status != "waiting" || p.WaitSeconds != 2 {
+		t.Fatalf("look after the draw, before the grace: %+v %v, want place 1 waiting 2 s (the grace from the draw)", p, err)
 	}
 	f.at(time.Second + shardstock.DrawGrace + 100*time.Millisecond)
 	if err := f.room.Admit("lamp", "ann", p.Token, f.now); err != nil {

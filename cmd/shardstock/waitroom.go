@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/shardstock/shardstock"
 	"github.com/shardstock/shardstock/metrics"
 	"github.com/shardstock/shardstock/waitroom"
 )
@@ -24,26 +23,24 @@ func (m *Main) openRoom(ctx context.Context) error {
 func (m *Main) queueFigures() []metrics.QueueFigures {
 	var out []metrics.QueueFigures
 	for _, l := range m.room.Lines() {
-		out = append(out, metrics.QueueFigures{Product: l.Product, Joined: l.Joined, Serving: l.Serving, Waiting: l.Waiting, Paused: l.Paused})
+		out = append(out, metrics.QueueFigures{Product: l.Product, Joined: l.Joined, Serving: l.Serving, Waiting: l.Waiting, Paused: l.Paused, Held: l.Held})
 	}
 	return out
 }
 
-// unitsLeft is the units of product salable on the shards, or an error
-// when a shard does not answer or does not hold the product: an outage is
-// never taken for a sell-out.
-func (m *Main) unitsLeft(ctx context.Context, product string) (int64, error) {
+// unitsLeft is the units of product salable on the shards that answer and
+// hold it; complete when every shard did (an outage, or a shard that lost
+// the product before its resync, is never taken for a sell-out).
+func (m *Main) unitsLeft(ctx context.Context, product string) (int64, bool, error) {
 	v, err := m.inv.views.Stock(ctx, product)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
+	complete := true
 	for _, sh := range v.Shards {
-		if !sh.Up {
-			return 0, fmt.Errorf("%w: shard %d does not answer", shardstock.ErrUnavailable, sh.Index)
-		}
-		if sh.Salable == nil { // lost with its data, until the resync: not a count of 0
-			return 0, fmt.Errorf("%w: shard %d does not know %s", shardstock.ErrUnavailable, sh.Index, product)
+		if !sh.Up || sh.Salable == nil {
+			complete = false
 		}
 	}
-	return v.Salable, nil
+	return v.Salable, complete, nil
 }

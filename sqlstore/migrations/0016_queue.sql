@@ -5,8 +5,8 @@
 -- expired: every place up to it had its turn long ago; window_version: the
 -- sale window's version the clock's start follows); held: 1 while no unit is left and the number waits for one;
 -- version grows with every change of these, and joined (places handed out),
--- lobby (buyers waiting for a draw) and drawn (a draw's lobby placed) are
--- kept apart from it.
+-- lobby (buyers waiting for a draw) and drawn (a draw's lobby placed; at
+-- drawn_at, ms) are kept apart from it (a draw also counts as a change).
 CREATE TABLE IF NOT EXISTS queue_lines (
   product_id VARCHAR(64) NOT NULL PRIMARY KEY,
   mode VARCHAR(8) NOT NULL,
@@ -22,6 +22,7 @@ CREATE TABLE IF NOT EXISTS queue_lines (
   joined BIGINT NOT NULL DEFAULT 0,
   lobby BIGINT NOT NULL DEFAULT 0,
   drawn INT NOT NULL DEFAULT 0,
+  drawn_at BIGINT NOT NULL DEFAULT 0,
   version BIGINT NOT NULL
 );
 -- A buyer's place in a line (position 0: in a draw's lobby, placed at the
