@@ -18,8 +18,7 @@ func TestConcurrentJoinsGetDistinctPlaces(t *testing.T) {
 	for name, s := range sqlstoretest.Stores(t) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
-			line := shardstock.QueueLine{Product: "lamp", Mode: shardstock.QueueFIFO, Rate: 5, Window: time.Minute,
-				Clock: []shardstock.QueueSegment{{At: time.UnixMilli(1_800_000_000_000).UTC(), Rate: 5}}}
+			line := lampLine(shardstock.QueueFIFO)
 			if ok, err := s.SaveQueueLine(ctx, line); !ok || err != nil {
 				t.Fatalf("save: %v %v", ok, err)
 			}
@@ -65,8 +64,7 @@ func TestDrawPlacesTheLobbyOnce(t *testing.T) {
 	for name, s := range sqlstoretest.Stores(t) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
-			line := shardstock.QueueLine{Product: "lamp", Mode: shardstock.QueueDraw, Rate: 5, Window: time.Minute,
-				Clock: []shardstock.QueueSegment{{At: time.UnixMilli(1_800_000_000_000).UTC(), Rate: 5}}}
+			line := lampLine(shardstock.QueueDraw)
 			if _, err := s.SaveQueueLine(ctx, line); err != nil {
 				t.Fatal(err)
 			}
@@ -131,9 +129,8 @@ func TestRebaseOfAQueueLineLosesToAJoin(t *testing.T) {
 	for name, s := range sqlstoretest.Stores(t) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
-			t0 := time.UnixMilli(1_800_000_000_000).UTC()
-			line := shardstock.QueueLine{Product: "lamp", Mode: shardstock.QueueFIFO, Rate: 5, Window: time.Minute,
-				Clock: []shardstock.QueueSegment{{At: t0, Rate: 5}}}
+			line := lampLine(shardstock.QueueFIFO)
+			t0 := line.Starts()
 			if ok, err := s.SaveQueueLine(ctx, line); !ok || err != nil {
 				t.Fatalf("save: %v %v", ok, err)
 			}
@@ -167,8 +164,7 @@ func TestDrawOfALobbyLargerThanAChunk(t *testing.T) {
 	for name, s := range sqlstoretest.Stores(t) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
-			line := shardstock.QueueLine{Product: "lamp", Mode: shardstock.QueueDraw, Rate: 5, Window: time.Minute,
-				Clock: []shardstock.QueueSegment{{At: time.UnixMilli(1_800_000_000_000).UTC(), Rate: 5}}}
+			line := lampLine(shardstock.QueueDraw)
 			if _, err := s.SaveQueueLine(ctx, line); err != nil {
 				t.Fatal(err)
 			}
@@ -190,4 +186,11 @@ func TestDrawOfALobbyLargerThanAChunk(t *testing.T) {
 			}
 		})
 	}
+}
+
+// lampLine is a new line of product lamp in mode, 5 places a second from
+// a fixed start, a minute to buy.
+func lampLine(mode shardstock.QueueMode) shardstock.QueueLine {
+	return shardstock.QueueLine{Product: "lamp", Mode: mode, Rate: 5, Window: time.Minute,
+		Clock: []shardstock.QueueSegment{{At: time.UnixMilli(1_800_000_000_000).UTC(), Rate: 5}}}
 }

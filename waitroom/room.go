@@ -156,10 +156,9 @@ func (r *Room) Run(ctx context.Context) {
 	}
 }
 
-// Refresh reads the lines, the revoked buyers and the units left, draws
-// the lobbies whose start came, and moves back the clock of a line that ran
-// ahead of its buyers (so that a crowd arriving later is let in at the
-// rate, not at once).
+// Refresh reads the lines, the revoked buyers and the units left, does
+// what each line needs (tend), and keeps what it read for the answers
+// that read memory only (Admit, the edge's lines, the metrics).
 func (r *Room) Refresh(ctx context.Context) error {
 	r.reads.Lock()
 	defer r.reads.Unlock()
@@ -315,7 +314,8 @@ type stock struct {
 
 // settleStarts: a line follows a start moved earlier by a catalog without
 // a newer window version (a session's) only while both starts are this far
-// ahead, so that every coordinator reads the move before either comes.
+// ahead, so that every coordinator reads the move before either comes, or
+// once the sale has been open this long (no catalog is that far behind).
 const settleStarts = 5 * time.Second
 
 // lineStarts is when l's clock should start for a sale that starts at

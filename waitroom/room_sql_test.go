@@ -50,15 +50,7 @@ func (f *sqlFix) clock() time.Time {
 func (f *sqlFix) another(store Store, items products) *Room {
 	f.t.Helper()
 	r := New(Config{Store: store, Products: items, Now: f.clock, DropOut: 2,
-		Stock: func(_ context.Context, p string) (int64, bool, error) {
-			f.mu.Lock()
-			defer f.mu.Unlock()
-			n, ok := f.left[p]
-			if !ok {
-				return 0, false, shardstock.ErrUnavailable
-			}
-			return n, true, nil
-		}})
+		Stock: leftOf(&f.mu, f.left)})
 	if err := r.Start(context.Background()); err != nil {
 		f.t.Fatal(err)
 	}

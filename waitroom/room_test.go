@@ -158,6 +158,21 @@ type fixture struct {
 	now   time.Time
 	left  map[string]int64 // units left; absent: the shards do not answer
 	items products
+	mu    sync.Mutex // guards left for the rooms' reads
+}
+
+// leftOf is a Stock that counts left[product] under mu, every shard
+// answering; a product absent from left is a count that failed.
+func leftOf(mu *sync.Mutex, left map[string]int64) Stock {
+	return func(_ context.Context, p string) (int64, bool, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		n, ok := left[p]
+		if !ok {
+			return 0, false, shardstock.ErrUnavailable
+		}
+		return n, true, nil
+	}
 }
 
 var saleStart = time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
@@ -177,13 +192,7 @@ func newFixture(t *testing.T, d api.QueueDefinition) *fixture {
 func (f *fixture) another(store Store) *Room {
 	r := New(Config{Store: store, Products: f.items,
 		Now: func() time.Time { return f.now }, DropOut: 2,
-		Stock: func(_ context.Context, p string) (int64, bool, error) {
-			n, ok := f.left[p]
-			if !ok {
-				return 0, false, shardstock.ErrUnavailable
-			}
-			return n, true, nil
-		}})
+		Stock: leftOf(&f.mu, f.left)})
 	if err := r.Start(context.Background()); err != nil {
 		f.t.Fatal(err)
 	}
