@@ -15,6 +15,11 @@
 # environment:
 #   SHARDSTOCK_MARIADB_PORT  port      (default 3406)
 #   SHARDSTOCK_MARIADB_DIR   data dir  (default ./run/mariadb)
+#   SHARDSTOCK_MARIADB_HOST  the address it listens on, its certificate
+#                            names and dsn prints (default 127.0.0.1)
+#   SHARDSTOCK_MARIADB_CLIENTS  where its users may log in from: an address or
+#                            a MariaDB host pattern such as 10.77.0.% (default
+#                            the host's own address: only from this host)
 #
 # Least privilege: run as root, it starts mariadbd as the system user
 # shardstock-db (created once), never as root; otherwise as you. Reads and
@@ -24,7 +29,7 @@
 # else (no FILE, no other database); shardstock_test may create and use
 # databases named t_* and e2e_* only (the tests make one each). Root logs
 # in through the socket only. TLS: a CA and a server certificate for
-# 127.0.0.1 are made once under DIR/tls (openssl); clients verify the
+# its host address are made under DIR/tls (openssl); clients verify the
 # server with DIR/tls/ca.crt (shardstock: ?tls=true in the DSN and
 # SHARDSTOCK_DB_CA_FILE). The application's user must use TLS (REQUIRE
 # SSL): it logs in with neither its password nor anything else in plaintext.
@@ -49,6 +54,10 @@ source "$(dirname "$0")/lib.sh"
 umask 077
 
 port=${SHARDSTOCK_MARIADB_PORT:-3406}
+host=${SHARDSTOCK_MARIADB_HOST:-127.0.0.1}
+clients=${SHARDSTOCK_MARIADB_CLIENTS:-$host}
+[[ $host =~ ^[0-9.]+$ ]] && [ "$host" != 0.0.0.0 ] || { echo "mariadb.sh: SHARDSTOCK_MARIADB_HOST must be one IPv4 address of this host, not '$host'" >&2; exit 1; }
+[[ $clients =~ ^[0-9.%_]+$ ]] || { echo "mariadb.sh: SHARDSTOCK_MARIADB_CLIENTS must be an IPv4 address or pattern (digits, dots, % and _), not '$clients'" >&2; exit 1; }
 dir=${SHARDSTOCK_MARIADB_DIR:-./run/mariadb}
 if [ "$(id -u)" = 0 ]; then
   (umask 066 && mkdir -p "$dir") # 0711: see "Where the files are"
@@ -90,19 +99,21 @@ password() {
 # dbuser: the OS user mariadbd runs as ("" for the current, non-root user).
 dbuser() { service_user shardstock-db; }
 
-# certificates: a CA and a server certificate for 127.0.0.1, made once
-# under DIR/tls.
+# certificates: a CA made once under DIR/tls, and a server certificate
+# for the host's address, made again when the address changed.
 certificates() {
   local t="$dir/tls"
-  [ -s "$t/server.crt" ] && return
+  [ -s "$t/server.crt" ] && [ "$(cat "$t/server.host" 2>/dev/null || echo 127.0.0.1)" = "$host" ] && return
   command -v openssl >/dev/null || apt_install -- openssl
   mkdir -p "$t"
   (
     cd "$t" && umask 077
-    openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -subj "/CN=shardstock mariadb CA" -days 3650 2>/dev/null
-    openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr -subj "/CN=127.0.0.1" 2>/dev/null
-    printf 'subjectAltName=IP:127.0.0.1\n' >server.ext
+    [ -s ca.crt ] && [ -s ca.key ] ||
+      openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -subj "/CN=shardstock mariadb CA" -days 3650 2>/dev/null
+    openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr -subj "/CN=$host" 2>/dev/null
+    printf 'subjectAltName=IP:%s\n' "$host" >server.ext
     openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out server.crt -days 3650 -extfile server.ext 2>/dev/null
+    echo "$host" >server.host
   ) || die "could not make the TLS certificates"
 }
 
@@ -170,7 +181,7 @@ start() {
       --auth-root-authentication-method=socket >"$dir/install.log" 2>&1 \
       || { tail -20 "$dir/install.log" >&2; die "mariadb-install-db failed"; }
   fi
-  nohup mariadbd --no-defaults ${user:+--user="$user"} --datadir="$db/data" --port="$port" --bind-address=127.0.0.1 \
+  nohup mariadbd --no-defaults ${user:+--user="$user"} --datadir="$db/data" --port="$port" --bind-address="$host" \
     --socket="$sock" --pid-file="$db/mariadb.pid" --log-error="$db/error.log" --secure-file-priv="$db/files" \
     --ssl-ca="$db/tls/ca.crt" --ssl-cert="$db/tls/server.crt" --ssl-key="$db/tls/server.key" \
     --skip-log-bin --innodb-buffer-pool-size=128M --max-connections=500 >/dev/null 2>&1 &
@@ -181,17 +192,17 @@ start() {
       mariadb --no-defaults --socket="$sock" -u"$(admin_login)" -e "
         DROP USER IF EXISTS '${user:-nobody-here}'@'localhost';
         CREATE DATABASE IF NOT EXISTS shardstock;
-        CREATE USER IF NOT EXISTS 'shardstock'@'127.0.0.1' IDENTIFIED BY '$app';
-        ALTER USER 'shardstock'@'127.0.0.1' IDENTIFIED BY '$app';
-        REVOKE ALL PRIVILEGES, GRANT OPTION FROM 'shardstock'@'127.0.0.1';
-        GRANT ALL ON shardstock.* TO 'shardstock'@'127.0.0.1';
-        ALTER USER 'shardstock'@'127.0.0.1' REQUIRE SSL;
-        CREATE USER IF NOT EXISTS 'shardstock_test'@'127.0.0.1' IDENTIFIED BY '$test';
-        ALTER USER 'shardstock_test'@'127.0.0.1' IDENTIFIED BY '$test';
-        REVOKE ALL PRIVILEGES, GRANT OPTION FROM 'shardstock_test'@'127.0.0.1';
-        GRANT ALL ON \`t\\_%\`.* TO 'shardstock_test'@'127.0.0.1';
-        GRANT ALL ON \`e2e\\_%\`.* TO 'shardstock_test'@'127.0.0.1';"
-      echo "mariadb up on 127.0.0.1:$port (pid $(pid), as ${user:-$(id -un)}, data $db/data$where)"; return
+        CREATE USER IF NOT EXISTS 'shardstock'@'$clients' IDENTIFIED BY '$app';
+        ALTER USER 'shardstock'@'$clients' IDENTIFIED BY '$app';
+        REVOKE ALL PRIVILEGES, GRANT OPTION FROM 'shardstock'@'$clients';
+        GRANT ALL ON shardstock.* TO 'shardstock'@'$clients';
+        ALTER USER 'shardstock'@'$clients' REQUIRE SSL;
+        CREATE USER IF NOT EXISTS 'shardstock_test'@'$clients' IDENTIFIED BY '$test';
+        ALTER USER 'shardstock_test'@'$clients' IDENTIFIED BY '$test';
+        REVOKE ALL PRIVILEGES, GRANT OPTION FROM 'shardstock_test'@'$clients';
+        GRANT ALL ON \`t\\_%\`.* TO 'shardstock_test'@'$clients';
+        GRANT ALL ON \`e2e\\_%\`.* TO 'shardstock_test'@'$clients';"
+      echo "mariadb up on $host:$port (pid $(pid), as ${user:-$(id -un)}, data $db/data$where)"; return
     fi
     running "$launched" || { tail -20 "$db/error.log" >&2; die "mariadbd exited during start"; }
     sleep 0.25
@@ -234,9 +245,9 @@ case "${1:-}" in
   kill) stop KILL ;;
   remove) remove ;;
   status) if alive; then echo "mariadb up on :$port pid $(pid)"; else echo "mariadb down"; fi ;;
-  dsn) echo "mysql://shardstock:$(password shardstock)@tcp(127.0.0.1:$port)/shardstock?tls=true" ;;
+  dsn) echo "mysql://shardstock:$(password shardstock)@tcp($host:$port)/shardstock?tls=true" ;;
   ca) echo "$dir/tls/ca.crt" ;;
-  test-dsn) echo "mysql://shardstock_test:$(password shardstock_test)@tcp(127.0.0.1:$port)/" ;;
+  test-dsn) echo "mysql://shardstock_test:$(password shardstock_test)@tcp($host:$port)/" ;;
   ""|-h|--help|help) usage ;;
   *) die "unknown command $1 (see --help)" ;;
 esac

@@ -5,10 +5,12 @@
 # /edge/limits) and failover between coordinators.
 #
 #   deploy/nginx.sh install
-#   deploy/nginx.sh start [--port 8000] [--upstreams 127.0.0.1:8080,...] [--dir ./run/nginx]
+#   deploy/nginx.sh start [--port 8000] [--listen 127.0.0.1] [--upstreams 127.0.0.1:8080,...] [--dir ./run/nginx]
 #                         [--conns-per-ip 256] [--open-conns-per-ip 4 x conns-per-ip]
 #                         [--ops-allow CIDR,...] [--pages DIR]
 #
+# --listen is the address buyers reach the edge at (this host's address on
+# their network; 0.0.0.0 for every interface).
 # One client address may hold --open-conns-per-ip connections in any phase
 # (idle, still sending its request line or headers, being answered; past
 # it a new one is closed at once), of which --conns-per-ip with a request
@@ -33,13 +35,14 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 here=$(cd "$(dirname "$0")" && pwd)
-port=8000 upstreams=127.0.0.1:8080 dir=./run/nginx conns=256 open="" ops="" pages=""
+port=8000 listen=127.0.0.1 upstreams=127.0.0.1:8080 dir=./run/nginx conns=256 open="" ops="" pages=""
 usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
 die() { echo "nginx.sh: $*" >&2; exit 1; }
 cmd=${1:-}; [ $# -gt 0 ] && shift
 while [ $# -gt 0 ]; do
   case "$1" in
     --port) port=$2; shift 2 ;;
+    --listen) listen=$2; shift 2 ;;
     --upstreams) upstreams=$2; shift 2 ;;
     --dir) dir=$2; shift 2 ;;
     --conns-per-ip) conns=$2; shift 2 ;;
@@ -51,6 +54,9 @@ while [ $# -gt 0 ]; do
   esac
 done
 open=${open:-$((4 * conns))}
+[[ $listen =~ ^[0-9.]+$ ]] || die "--listen must be an IPv4 address, not '$listen'"
+# (the address start checks the edge at: 0.0.0.0 answers on loopback too)
+reach=$listen; [ "$reach" != 0.0.0.0 ] || reach=127.0.0.1
 mkdir -p "$dir/tmp"; dir=$(cd "$dir" && pwd)
 
 install() {
@@ -88,7 +94,7 @@ remove_sockets() {
 # answers: the http server answers through the stream proxy (a request
 # line it refuses with 400 itself: no coordinator is asked).
 answers() {
-  exec 3<>"/dev/tcp/127.0.0.1/$port" && printf 'x\r\n\r\n' >&3 || return 1
+  exec 3<>"/dev/tcp/$reach/$port" && printf 'x\r\n\r\n' >&3 || return 1
   local line=""; read -r -t 2 line <&3 || true
   [[ $line == HTTP/* ]]
 }
@@ -117,7 +123,7 @@ start() {
   local rules=""
   IFS=, read -r -a nets <<<"$ops"
   for n in "${nets[@]}"; do [ -n "$n" ] && rules="$rules      allow $n;"$'\n'; done
-  sed -e "s|@DIR@|$dir|g" -e "s|@PORT@|$port|g" -e "s|@LUA@|$here/nginx|g" -e "s|@CONNS_PER_IP@|$conns|g" \
+  sed -e "s|@DIR@|$dir|g" -e "s|@PORT@|$port|g" -e "s|@LISTEN@|$listen|g" -e "s|@LUA@|$here/nginx|g" -e "s|@CONNS_PER_IP@|$conns|g" \
       -e "s|@OPEN_CONNS_PER_IP@|$open|g" -e "s|@SOCK@|$sock|g" -e "s|@USER@|$user|g" \
       -e "s|@OPS_ALLOW@|${ops:-nowhere}|g" "$here/nginx/nginx.conf.tmpl" \
     | awk -v ups="$ups" -v rules="$rules" -v pages="$pagecfg" '{ if ($0 == "@UPSTREAMS@") printf "%s", ups; else if ($0 == "@OPS_RULES@") printf "%s", rules; else if ($0 == "@PAGES@") printf "%s", pages; else print }' >"$dir/nginx.conf"
@@ -126,7 +132,7 @@ start() {
   echo $! >"$dir/nginx.launch.pid"
   for _ in $(seq 1 80); do
     if (answers) 2>/dev/null; then
-      echo "nginx edge up on 127.0.0.1:$port in front of $upstreams ($open connections per address, $conns requests in progress)"; return
+      echo "nginx edge up on $listen:$port in front of $upstreams ($open connections per address, $conns requests in progress)"; return
     fi
     sleep 0.1
   done

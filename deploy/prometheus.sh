@@ -4,14 +4,14 @@
 #
 #   deploy/prometheus.sh install                         install prometheus (with promtool) if missing
 #   deploy/prometheus.sh check                           promtool: check the config and rules, run the rule tests
-#   deploy/prometheus.sh start [--targets H:P,...] [--port 9090] [--dir DIR] [--interval 5s]
+#   deploy/prometheus.sh start [--targets H:P,...] [--port 9090] [--listen 127.0.0.1] [--dir DIR] [--interval 5s]
 #   deploy/prometheus.sh stop  [--dir DIR]
 #
-# defaults: targets 127.0.0.1:8080, port 9090, dir ./run/prometheus
+# defaults: targets 127.0.0.1:8080, port 9090 on 127.0.0.1 (--listen: this host's address), dir ./run/prometheus
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 here=$(cd "$(dirname "$0")" && pwd)
-targets=127.0.0.1:8080 port=9090 dir=./run/prometheus interval=5s
+targets=127.0.0.1:8080 port=9090 listen=127.0.0.1 dir=./run/prometheus interval=5s
 usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
 die() { echo "prometheus.sh: $*" >&2; exit 1; }
 cmd=${1:-}; [ $# -gt 0 ] && shift
@@ -19,6 +19,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --targets) targets=$2; shift 2 ;;
     --port) port=$2; shift 2 ;;
+    --listen) listen=$2; shift 2 ;;
     --dir) dir=$2; shift 2 ;;
     --interval) interval=$2; shift 2 ;;
     -h|--help) usage; exit 0 ;;
@@ -49,11 +50,11 @@ scrape_configs:
     static_configs: [{targets: [$list]}]
 CONF
   nohup prometheus --config.file="$dir/prometheus.yml" --storage.tsdb.path="$dir/data" \
-    --web.listen-address=127.0.0.1:"$port" >"$dir/prometheus.log" 2>&1 &
+    --web.listen-address="$listen:$port" >"$dir/prometheus.log" 2>&1 &
   echo $! >"$dir/prometheus.pid"
   for _ in $(seq 1 120); do
-    if curl -sf "http://127.0.0.1:$port/-/ready" >/dev/null 2>&1; then
-      echo "prometheus up on 127.0.0.1:$port scraping $targets every $interval"; return
+    if curl -sf "http://$listen:$port/-/ready" >/dev/null 2>&1; then
+      echo "prometheus up on $listen:$port scraping $targets every $interval"; return
     fi
     running "$(cat "$dir/prometheus.pid")" || break
     sleep 0.25

@@ -22,6 +22,9 @@
 #
 # options (or the environment variable in brackets):
 #   --ports 6479,6579,6679   [SHARDSTOCK_REDIS_PORTS]  one master per port
+#   --host 127.0.0.1         [SHARDSTOCK_REDIS_HOST]   the address the masters listen on and urls
+#                            names: this host's address on the network the coordinators reach
+#                            it by (deploy/cluster.sh gives each shard host its own)
 #   --dir ./run/redis        [SHARDSTOCK_REDIS_DIR]    data dirs: DIR/PORT/
 #   --fsync always|everysec  [SHARDSTOCK_REDIS_FSYNC]  AOF fsync policy, default always (see DESIGN.md:
 #                            Persistence). everysec answers writes it has not handed to the
@@ -55,6 +58,7 @@ source "$(dirname "$0")/lib.sh"
 umask 077
 
 ports=${SHARDSTOCK_REDIS_PORTS:-6479,6579,6679}
+host=${SHARDSTOCK_REDIS_HOST:-127.0.0.1}
 dir=${SHARDSTOCK_REDIS_DIR:-./run/redis}
 fsync=${SHARDSTOCK_REDIS_FSYNC:-always}
 requirepass=${SHARDSTOCK_REDIS_PASSWORD:-}
@@ -71,6 +75,7 @@ if [ "$cmd" = cli ]; then [ $# -gt 0 ] || die "cli needs a port"; cli_port=$1; s
 while [ $# -gt 0 ]; do
   case "$1" in
     --ports) ports=$2; shift 2 ;;
+    --host) host=$2; shift 2 ;;
     --dir) dir=$2; shift 2 ;;
     --fsync) fsync=$2; shift 2 ;;
     --requirepass) requirepass=$2; shift 2 ;;
@@ -81,6 +86,8 @@ while [ $# -gt 0 ]; do
     *) die "unknown option $1 (see --help)" ;;
   esac
 done
+[[ $host =~ ^[0-9.]+$|^[0-9a-fA-F:]+$ ]] && [ "$host" != 0.0.0.0 ] && [ "$host" != :: ] ||
+  die "--host must be one IP address of this host (the URLs name it), not '$host'"
 case "$fsync" in everysec|always) ;; *) die "--fsync must be everysec or always, not $fsync" ;; esac
 [ -n "$open" ] && [ -n "$acluser" ] && die "--open and --acl-user exclude each other"
 case "${acluser%%:*}" in default|admin|payments) die "--acl-user: '${acluser%%:*}' is one of the users redis.sh makes; name the coordinators' user otherwise" ;; esac
@@ -139,7 +146,7 @@ write_conf() { # port
   cat >>"$c" <<CONF
 # written by deploy/redis.sh — one independent stock shard, no replicas
 port $(if [ -n "$tlsdir" ]; then echo 0; else echo "$1"; fi)
-bind 127.0.0.1
+bind $host
 protected-mode yes
 daemonize yes
 # Paths are relative: redis-server starts in $d (as its own OS user when
@@ -193,12 +200,15 @@ password() {
 coordinator() { if [ -n "$acluser" ]; then echo "${acluser%%:*}"; else echo shardstock; fi; }
 coordinator_pass() { if [ -n "$acluser" ]; then echo "${acluser#*:}"; else password shardstock; fi; }
 
+# hostport PORT: HOST:PORT, an IPv6 address in brackets.
+hostport() { if [[ $host == *:* ]]; then echo "[$host]:$1"; else echo "$host:$1"; fi; }
+
 # urls USER PASS: the masters' URLs for a user.
 urls() {
   local scheme=redis out= cred=
   [ -n "$tlsdir" ] && scheme=rediss
   [ -n "$open" ] || cred="$1:$2@"
-  for p in "${port_list[@]}"; do out="${out:+$out,}$scheme://${cred}127.0.0.1:$p/0"; done
+  for p in "${port_list[@]}"; do out="${out:+$out,}$scheme://${cred}$(hostport "$p")/0"; done
   echo "$out"
 }
 
@@ -209,9 +219,9 @@ cli() {
   local p=$1; shift
   if [ -n "$tlsdir" ]; then set -- --tls --cacert "$tlsdir/ca.crt" "$@"; fi
   if [ -n "$open" ]; then
-    REDISCLI_AUTH="$requirepass" redis-cli -p "$p" "$@"
+    REDISCLI_AUTH="$requirepass" redis-cli -h "$host" -p "$p" "$@"
   else
-    REDISCLI_AUTH="$(password admin)" redis-cli --user admin -p "$p" "$@"
+    REDISCLI_AUTH="$(password admin)" redis-cli --user admin -h "$host" -p "$p" "$@"
   fi
 }
 
@@ -246,7 +256,7 @@ start_one() { # port
   (cd "$d" && as_user "$user" redis-server - <"$c" 2>&1 | quiet)
   for _ in $(seq 1 100); do
     if [ "$(cli "$1" ping 2>/dev/null)" = PONG ]; then
-      echo "shard :$1 up (pid $(pidof_port "$1"), data $dir/$1, appendfsync $fsync, as ${user:-$(id -un)})"; return
+      echo "shard $(hostport "$1") up (pid $(pidof_port "$1"), data $dir/$1, appendfsync $fsync, as ${user:-$(id -un)})"; return
     fi
     sleep 0.05
   done

@@ -13,7 +13,7 @@
 #   deploy/rocketmq.sh credentials-file coordinator|payment|admin
 #                                print the file that holds them (--mq-credentials-file)
 #   deploy/rocketmq.sh url [coordinator|payment]
-#                                print rocketmq://USER:SECRET@127.0.0.1:9876 (SHARDSTOCK_MQ;
+#                                print rocketmq://USER:SECRET@HOST:9876 (SHARDSTOCK_MQ;
 #                                default coordinator)
 #   deploy/rocketmq.sh mqadmin ARGS...   RocketMQ's admin tool, logged in as the admin
 #
@@ -35,6 +35,11 @@
 #   SHARDSTOCK_RMQ_DIR    logs, config and store   (default ./run/rocketmq)
 #   SHARDSTOCK_RMQ_HEAP   Broker heap              (default 512m; the NameServer gets 256m)
 #   SHARDSTOCK_RMQ_BIND   address both listen on   (default 127.0.0.1; 0.0.0.0 for every interface)
+#   SHARDSTOCK_RMQ_HOST   the address clients are told to reach the Broker at, and url prints
+#                         (default SHARDSTOCK_RMQ_BIND; 127.0.0.1 when that is 0.0.0.0): the
+#                         NameServer hands it to every client, so it must be this host's
+#                         address on the network the coordinators are on, never loopback there
+#   SHARDSTOCK_RMQ_NAMESRV  the NameServer the Broker registers with (default HOST:9876)
 #   SHARDSTOCK_RMQ_ACL    on (default) or off: no authentication at all (to see what the ACL stops)
 #   SHARDSTOCK_RMQ_NAMESPACE  the namespace of SHARDSTOCK_MQ whose payments topic the
 #                         payment centre may publish to (default none)
@@ -51,6 +56,8 @@ cache=${SHARDSTOCK_RMQ_CACHE:-$HOME/.cache/shardstock/rocketmq-5.3.3}
 dir=${SHARDSTOCK_RMQ_DIR:-./run/rocketmq}
 heap=${SHARDSTOCK_RMQ_HEAP:-512m}
 bind=${SHARDSTOCK_RMQ_BIND:-127.0.0.1}
+if [ "$bind" = 0.0.0.0 ]; then host=${SHARDSTOCK_RMQ_HOST:-127.0.0.1}; else host=${SHARDSTOCK_RMQ_HOST:-$bind}; fi
+namesrv=${SHARDSTOCK_RMQ_NAMESRV:-$host:9876}
 acl=${SHARDSTOCK_RMQ_ACL:-on}
 case "$acl" in on|off) ;; *) echo "rocketmq.sh: SHARDSTOCK_RMQ_ACL must be on or off, not '$acl'" >&2; exit 1 ;; esac
 payments_topic=${SHARDSTOCK_RMQ_NAMESPACE:+${SHARDSTOCK_RMQ_NAMESPACE}_}shardstock_payments
@@ -115,7 +122,7 @@ user_of() { cut -d: -f1 "$(credentials "$1")"; }
 apply_acl() {
   [ "$acl" = on ] || return 0
   java -Xmx128m -Drocketmq.client.logRoot="$dir/logs" -Duser.home="$dir" -cp "$cache/*" io.shardstock.rocketmq.AclSetup \
-    127.0.0.1:9876 127.0.0.1:10911 "$(credentials admin)" \
+    "$namesrv" "$host:10911" "$(credentials admin)" \
     --user "$(credentials coordinator)" --grant 'Topic:*' Pub,Sub,Create,Get --grant 'Group:*' Sub,Get \
     --user "$(credentials payment)" --grant "Topic:$payments_topic" Pub \
     >"$dir/logs/acl.out" 2>&1 || { tail -20 "$dir/logs/acl.out" >&2; die "could not set the Broker's users and ACLs"; }
@@ -157,8 +164,8 @@ brokerName=broker-a
 brokerId=0
 brokerRole=ASYNC_MASTER
 flushDiskType=ASYNC_FLUSH
-brokerIP1=127.0.0.1
-namesrvAddr=127.0.0.1:9876
+brokerIP1=$host
+namesrvAddr=$namesrv
 listenPort=10911
 bindAddress=$bind
 autoCreateTopicEnable=true
@@ -239,7 +246,7 @@ case "${1:-}" in
   credentials) [ -n "${2:-}" ] || die "credentials: which role? coordinator, payment or admin"; cat "$(credentials "$2")" ;;
   credentials-file) [ -n "${2:-}" ] || die "credentials-file: which role? coordinator, payment or admin"; credentials "$2" ;;
   url) r=${2:-coordinator}; [ "$r" != admin ] || die "url: coordinator or payment"
-       echo "rocketmq://$(cat "$(credentials "$r")")@127.0.0.1:9876" ;;
+       echo "rocketmq://$(cat "$(credentials "$r")")@$namesrv" ;;
   mqadmin) shift; fetch >/dev/null; write_tools_yml
            exec java -Xmx256m -Drocketmq.home.dir="$dir/home" -Duser.home="$dir" -cp "$cache/*" org.apache.rocketmq.tools.command.MQAdminStartup "$@" ;;
   status) for n in namesrv broker; do if alive $n; then echo "$n up pid $(pid_of $n)"; else echo "$n down"; fi; done ;;

@@ -19,11 +19,16 @@
 #   deploy/chaos/chaos.sh coordinator-kill [PID]    SIGKILL a coordinator process (default: make run's, by its
 #                                                   pid file run/shardstock.pid); restart it yourself, or with:
 #   deploy/chaos/chaos.sh coordinator-kill PID -- COMMAND...   ...then run COMMAND in the background to restart it
+#   deploy/chaos/chaos.sh partition HOST PEER[,PEER...]
+#                                                   on deploy/cluster.sh's hosts: cut HOST off from each PEER,
+#                                                   both ways, and from no one else (packets dropped silently)
+#   deploy/chaos/chaos.sh heal [HOST]               undo every cut (HOST's only, if given)
 #
 # By default the processes of `make run` are disturbed: its mode's directories
 # (run/streams/ or run/rocketmq/). The deploy scripts' variables
 # (SHARDSTOCK_REDIS_DIR, SHARDSTOCK_RMQ_DIR, SHARDSTOCK_MARIADB_DIR, ...) point
-# elsewhere.
+# elsewhere; partitions are made in the cluster of SHARDSTOCK_CLUSTER_DIR
+# (default run/cluster).
 set -euo pipefail
 deploy=$(cd "$(dirname "$0")/.." && pwd)
 run=$(cd "$deploy/.." && pwd)/run
@@ -85,6 +90,13 @@ case "$action" in
     fi
     say "SIGKILL coordinator pid $pid"; kill -9 "$pid"
     if [ "${1:-}" = "--" ]; then shift; say "restart coordinator: $*"; nohup "$@" >/dev/null 2>&1 & say "restarted as pid $!"; fi ;;
+  partition)
+    need "${1:-}"; need "${2:-}"
+    say "partition: $1 cut off from $2"
+    "$deploy/cluster.sh" partition "$1" "$2" --dir "${SHARDSTOCK_CLUSTER_DIR:-$run/cluster}" | sed 's/^cluster.sh: /  /' ;;
+  heal)
+    say "heal${1:+ $1}: every cut undone"
+    "$deploy/cluster.sh" heal ${1:+"$1"} --dir "${SHARDSTOCK_CLUSTER_DIR:-$run/cluster}" | sed 's/^cluster.sh: /  /' ;;
   ""|-h|--help|help) usage ;;
   *) echo "chaos.sh: unknown action $action" >&2; usage >&2; exit 2 ;;
 esac

@@ -1,0 +1,435 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/shardstock/shardstock"
+	"github.com/shardstock/shardstock/flashsale"
+	"github.com/shardstock/shardstock/inventory"
+	"github.com/shardstock/shardstock/order"
+	"github.com/shardstock/shardstock/sqlstore"
+)
+
+// cluster is a deploy/cluster.sh cluster: every part on a host of its own
+// (a network namespace on a bridge), reached from here, the machine, over
+// the bridge.
+type cluster struct {
+	t        *testing.T
+	args     []string          // --dir, --name, --net
+	env      map[string]string // deploy/cluster.sh env
+	ran      []string          // the chaos lines, for the report
+	script   string
+	chaosSh  string
+	hostAddr map[string]string
+}
+
+// startCluster builds the coordinator and brings a cluster up, taken down
+// when the test ends (also when it fails).
+func startCluster(t *testing.T, shards int, extraEnv ...string) *cluster {
+	t.Helper()
+	if os.Getuid() != 0 {
+		if os.Getenv("SHARDSTOCK_TEST_REQUIRE_ALL") == "1" {
+			t.Fatal("the cluster test needs root (network namespaces), and SHARDSTOCK_TEST_REQUIRE_ALL=1 (make test) requires it")
+		}
+		t.Skip("deploy/cluster.sh needs root: its hosts are network namespaces")
+	}
+	root := repoRoot(t)
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "shardstock")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/shardstock")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	// A name and a network of the test's own, not those of an operator's
+	// cluster (ss, 10.77.0).
+	c := &cluster{t: t, script: filepath.Join(root, "deploy", "cluster.sh"), chaosSh: filepath.Join(root, "deploy", "chaos", "chaos.sh"),
+		args: []string{"--dir", filepath.Join(dir, "cluster"), "--name", "sstest", "--net", "10.79.0"}}
+	c.run("down") // what a killed earlier run left
+	t.Cleanup(func() {
+		if t.Failed() {
+			c.keepLogs()
+		}
+		c.run("down")
+	})
+	up := exec.Command(c.script, append([]string{"up", "--shards", fmt.Sprint(shards), "--bin", bin}, c.args...)...)
+	up.Env = append(clusterEnviron(), extraEnv...)
+	out, err := up.CombinedOutput()
+	if err != nil {
+		t.Fatalf("cluster.sh up: %v\n%s", err, out)
+	}
+	t.Logf("cluster.sh up:\n%s", out)
+	c.env = map[string]string{}
+	sc := bufio.NewScanner(strings.NewReader(c.run("env")))
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(sc.Text(), "="); ok {
+			c.env[k] = v
+		}
+	}
+	c.hostAddr = map[string]string{}
+	for _, l := range strings.Split(strings.TrimSpace(c.run("hosts")), "\n") {
+		if h, a, ok := strings.Cut(l, " "); ok {
+			c.hostAddr[h] = a
+		}
+	}
+	return c
+}
+
+// clusterEnviron is this process's environment without the test services'
+// settings, which name the loopback MariaDB and broker of make test.
+func clusterEnviron() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "SHARDSTOCK_") && !strings.HasPrefix(kv, "SHARDSTOCK_TEST_") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return env
+}
+
+// run runs a cluster.sh command and returns its output; a failure fails the test.
+func (c *cluster) run(args ...string) string {
+	c.t.Helper()
+	cmd := exec.Command(c.script, append(args, c.args...)...)
+	cmd.Env = clusterEnviron()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		c.t.Fatalf("cluster.sh %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+// chaos runs the operators' chaos script on the cluster and keeps its lines.
+func (c *cluster) chaos(args ...string) {
+	c.t.Helper()
+	cmd := exec.Command("bash", append([]string{c.chaosSh}, args...)...)
+	cmd.Env = append(clusterEnviron(), "SHARDSTOCK_CLUSTER_DIR="+c.args[1])
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		c.t.Errorf("chaos %v: %v\n%s", args, err, out)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if strings.HasPrefix(l, "chaos ") {
+			c.ran = append(c.ran, l)
+		}
+	}
+}
+
+// keepLogs copies the coordinators' logs into artifacts/ (a failed run).
+func (c *cluster) keepLogs() {
+	for h := range c.hostAddr {
+		if b, err := os.ReadFile(filepath.Join(c.args[1], h, "shardstock.log")); err == nil {
+			os.WriteFile(filepath.Join(artifacts(c.t), "cluster-"+h+".log"), b, 0o600)
+		}
+	}
+}
+
+func (c *cluster) coordinator(k int) string {
+	return strings.Split(c.env["SHARDSTOCK_CLUSTER_COORDINATORS"], ",")[k]
+}
+
+func (c *cluster) admin(method, path, body string) reply {
+	return do(c.t, method, c.coordinator(0)+path, body, "Authorization", "Bearer "+c.env["SHARDSTOCK_ADMIN_TOKEN"], "Content-Type", "application/json")
+}
+
+func (c *cluster) status(product string) inventory.ProductStatus {
+	c.t.Helper()
+	r := c.admin("GET", "/admin/v1/products/"+product, "")
+	if r.status != 200 {
+		c.t.Fatalf("admin product %s: %d %s", product, r.status, r.raw)
+	}
+	var st inventory.ProductStatus
+	if err := json.Unmarshal([]byte(r.raw), &st); err != nil {
+		c.t.Fatal(err)
+	}
+	return st
+}
+
+// window is a stretch of the sale under one fault, and what buyers were
+// told in it.
+type window struct {
+	name       string
+	from, to   time.Time
+	statuses   map[int]int
+	soldOnShrd map[int]int // 200s by the shard that holds the unit
+}
+
+// TestClusterSaleAcrossHostsWithPartitions (issue 29, item 1) runs a sale on
+// deploy/cluster.sh's hosts — the nginx edge, two coordinators, three Redis
+// masters, the RocketMQ NameServer and Broker, MariaDB and Prometheus, each
+// in its own network namespace on its own address — through the edge, with
+// buyers' signed tokens, while the chaos script partitions hosts: one
+// coordinator cut off from one shard that the other coordinator still
+// reaches, the broker cut off from a coordinator, and a coordinator cut off
+// from the order database. It checks the invariants from outside (the
+// answers, the admin API, the order table) and writes
+// artifacts/cluster-report.txt.
+func TestClusterSaleAcrossHostsWithPartitions(t *testing.T) {
+	c := startCluster(t, 3, "SHARDSTOCK_PAY_TIMEOUT=20s", "SHARDSTOCK_CLAIM_IDLE=2s", "SHARDSTOCK_LOG_LEVEL=warn",
+		"SHARDSTOCK_SHARD_TIMEOUT=500ms")
+	const stock, limit, buyers, price = 600, 2, 1000, 990
+	if r := c.admin("PUT", "/admin/v1/products/hosts", fmt.Sprintf(`{"stock":%d,"per_user_limit":%d,"price_cents":%d}`, stock, limit, price)); r.status != 201 {
+		t.Fatalf("define: %d %s", r.status, r.raw)
+	}
+	edge := c.env["SHARDSTOCK_CLUSTER_EDGE"]
+	hmac := []byte(c.env["SHARDSTOCK_HMAC_SECRET"])
+	token := func(user string) string {
+		tok, err := flashsale.MintToken(hmac, user, time.Hour, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+
+	// The load, from this machine through the edge only.
+	var (
+		mu        sync.Mutex
+		responses []response
+		stop      atomic.Bool
+		wg        sync.WaitGroup
+		refused   atomic.Int64 // no answer at all from the edge
+	)
+	cl := &http.Client{Timeout: 20 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	buy := func(user string) (response, bool) {
+		req, _ := http.NewRequest("POST", edge+"/api/v1/products/hosts/purchase", nil)
+		req.Header.Set("Authorization", "Bearer "+token(user))
+		resp, err := cl.Do(req)
+		if err != nil {
+			return response{}, false
+		}
+		var body map[string]any
+		decodeJSON(resp, &body)
+		rp := response{status: resp.StatusCode, user: user, shard: -1, at: time.Now()}
+		rp.order, _ = body["order_id"].(string)
+		rp.ticket, _ = body["ticket"].(string)
+		if s, ok := body["shard"].(float64); ok {
+			rp.shard = s
+		}
+		return rp, true
+	}
+	for w := 0; w < 24; w++ {
+		wg.Go(func() {
+			for !stop.Load() {
+				rp, ok := buy(fmt.Sprintf("hb%d", rand.IntN(buyers)))
+				if !ok {
+					refused.Add(1)
+					time.Sleep(50 * time.Millisecond)
+					continue
+				}
+				mu.Lock()
+				responses = append(responses, rp)
+				mu.Unlock()
+				time.Sleep(time.Duration(rand.IntN(20)) * time.Millisecond) // about 1,000 purchases a second
+			}
+		})
+	}
+
+	// The partitions, through the operators' chaos script.
+	var windows []*window
+	fault := func(name string, cut []string, hold time.Duration) {
+		w := &window{name: name, from: time.Now()}
+		c.chaos(append([]string{"partition"}, cut...)...)
+		time.Sleep(hold)
+		c.chaos("heal")
+		w.to = time.Now()
+		windows = append(windows, w)
+		time.Sleep(2 * time.Second) // the cluster whole again between faults
+	}
+	start := time.Now()
+	time.Sleep(2 * time.Second)
+	fault("coordinator 1 cut off from shard 1 (coordinator 2 still reaches it)", []string{"coord1", "shard1"}, 6*time.Second)
+	fault("the broker cut off from coordinator 2", []string{"mq", "coord2"}, 6*time.Second)
+	fault("coordinator 2 cut off from the order database", []string{"coord2", "db"}, 6*time.Second)
+	fault("shard 2 cut off from both coordinators", []string{"shard2", "coord1,coord2"}, 5*time.Second)
+	stop.Store(true)
+	wg.Wait()
+	loadTook := time.Since(start)
+
+	// Every queued purchase resolves and every reservation becomes an order.
+	db, ca := c.env["SHARDSTOCK_DB"], c.env["SHARDSTOCK_DB_CA_FILE"]
+	pem, err := os.ReadFile(ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(pem)
+	store, err := sqlstore.OpenTLS(db, roots)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	rows := openDB(t, db, roots)
+	ctx := context.Background()
+	ticketOf := map[string]string{}
+	waitFor(t, 90*time.Second, "tickets resolved", func() (bool, string) {
+		for _, rp := range responses {
+			if rp.ticket == "" || ticketOf[rp.ticket] != "" {
+				continue
+			}
+			req, _ := http.NewRequest("GET", edge+"/api/v1/tickets/"+rp.ticket, nil)
+			req.Header.Set("Authorization", "Bearer "+token(rp.user))
+			resp, err := cl.Do(req)
+			if err != nil {
+				return false, err.Error()
+			}
+			var body map[string]any
+			decodeJSON(resp, &body)
+			if resp.StatusCode != 200 || body["status"] == "queued" {
+				return false, fmt.Sprintf("ticket %s: %d %v", rp.ticket, resp.StatusCode, body)
+			}
+			ticketOf[rp.ticket] = fmt.Sprint(body["order_id"], "|", body["status"])
+		}
+		return true, ""
+	})
+	want := map[string]response{}
+	statuses := map[int]int{}
+	for _, rp := range responses {
+		statuses[rp.status]++
+		if rp.status == 200 {
+			want[rp.order] = rp
+		}
+		for _, w := range windows {
+			if !rp.at.Before(w.from) && rp.at.Before(w.to) {
+				if w.statuses == nil {
+					w.statuses, w.soldOnShrd = map[int]int{}, map[int]int{}
+				}
+				w.statuses[rp.status]++
+				if rp.status == 200 {
+					w.soldOnShrd[int(rp.shard)]++
+				}
+			}
+		}
+	}
+	for tk, v := range ticketOf {
+		if id, st, _ := strings.Cut(v, "|"); st == "reserved" {
+			want[id] = response{status: 202, ticket: tk, order: id, shard: -1}
+		}
+	}
+	var missing []string
+	waitFor(t, 90*time.Second, "every reservation has its order", func() (bool, string) {
+		missing = nil
+		for id := range want {
+			o, err := store.Order(ctx, id)
+			if err != nil {
+				return false, err.Error()
+			}
+			if o == nil {
+				missing = append(missing, id)
+			}
+		}
+		return len(missing) == 0, fmt.Sprintf("%d of %d reservations without an order, e.g. %s", len(missing), len(want), describe(want, first(missing)))
+	})
+
+	// Half of what awaits payment is paid (signed, as a payment provider
+	// does), through the edge; the rest times out.
+	awaiting, err := rows.Query(ctx, `SELECT id, user_id FROM orders WHERE product_id = 'hosts' AND status = 'awaiting_payment'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	paySecret := []byte(c.env["SHARDSTOCK_PAYMENT_SECRET"])
+	for k, row := range awaiting {
+		if k%2 == 1 {
+			continue
+		}
+		body := fmt.Sprintf(`{"result":"success","order_id":%q,"amount_cents":%d,"transaction_id":"txn-%s","timestamp":%d}`, row[0], price, row[0], time.Now().Unix())
+		rep := do(t, "POST", edge+"/api/v1/orders/"+row[0]+"/pay", body, "Authorization", "Bearer "+token(row[1]),
+			"Content-Type", "application/json", "X-Signature", order.SignPayment(paySecret, []byte(body)))
+		if rep.status != 202 && rep.status != 409 {
+			t.Errorf("pay %s: %d %s", row[0], rep.status, rep.raw)
+		}
+	}
+	var final map[shardstock.OrderStatus]int64
+	waitFor(t, 120*time.Second, "payments settled and unpaid orders timed out", func() (bool, string) {
+		counts, _ := store.CountByStatus(ctx, "hosts")
+		final = counts
+		st := c.status("hosts")
+		locked := int64(0)
+		for _, s := range st.Shards {
+			if s.Locked != nil {
+				locked += *s.Locked
+			}
+		}
+		return counts["awaiting_payment"] == 0 && locked == 0, fmt.Sprintf("orders %v, shards %+v", counts, st.Totals)
+	})
+
+	// The checks, from outside.
+	var checks []string
+	check := func(ok bool, format string, args ...any) {
+		line := fmt.Sprintf(format, args...)
+		if !ok {
+			t.Errorf("FAILED: %s", line)
+			line = "FAILED " + line
+		} else {
+			line = "ok     " + line
+		}
+		checks = append(checks, line)
+	}
+	after := c.status("hosts")
+	byShard, err := store.CountsByShard(ctx, "hosts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lockedSold int64
+	for _, s := range after.Shards {
+		check(s.Up && s.Salable != nil, "shard %d (%s) answers the admin API after the partitions healed", s.Index, s.Addr)
+		if s.Salable == nil {
+			continue
+		}
+		lockedSold += *s.Locked + *s.Sold
+		check(*s.Salable+*s.Locked+*s.Sold == *s.Alloc, "conservation on shard %d: salable %d + locked %d + sold %d = alloc %d",
+			s.Index, *s.Salable, *s.Locked, *s.Sold, *s.Alloc)
+		check(*s.Sold == byShard[s.Index].Paid && *s.Locked == byShard[s.Index].AwaitingPayment,
+			"convergence on shard %d: sold %d = paid orders %d, locked %d = awaiting orders %d",
+			s.Index, *s.Sold, byShard[s.Index].Paid, *s.Locked, byShard[s.Index].AwaitingPayment)
+	}
+	check(lockedSold <= stock, "no oversell on the shards: locked + sold %d <= stock %d", lockedSold, stock)
+	check(final["paid"] <= stock, "no oversell in the order table: %d paid <= stock %d", final["paid"], stock)
+	check(len(missing) == 0, "no lost sale: every 200 and every reserved ticket has an order row (%d reservations)", len(want))
+	over, err := rows.Query(ctx, `SELECT user_id, COUNT(*) FROM orders WHERE product_id = 'hosts' AND status IN ('awaiting_payment', 'paid') GROUP BY user_id HAVING COUNT(*) > ?`, limit)
+	check(err == nil && len(over) == 0, "per-user limit %d held in the order table (%d buyers over it)", limit, len(over))
+	check(statuses[500] == 0, "no 500 answers (%d)", statuses[500])
+	check(statuses[200] > 0 && len(windows) == 4, "buyers were served through the edge during and between the partitions (%d answers 200)", statuses[200])
+	for _, w := range windows {
+		check(w.statuses[200] > 0, "sales went on while %s: %s; 200s by shard %v", w.name, sortedCounts(w.statuses), w.soldOnShrd)
+	}
+
+	report := &strings.Builder{}
+	fmt.Fprintf(report, "shardstock cluster run (deploy/cluster.sh) — %s\n", time.Now().UTC().Format(time.RFC3339))
+	fmt.Fprintf(report, "hosts:")
+	for _, h := range []string{"edge", "coord1", "coord2", "shard1", "shard2", "shard3", "mq", "db", "prom"} {
+		fmt.Fprintf(report, " %s %s;", h, c.hostAddr[h])
+	}
+	fmt.Fprintf(report, "\nsetup: stock %d, limit %d, %d buyers over 24 connections through the edge with signed tokens, load %s\n",
+		stock, limit, buyers, loadTook.Round(time.Second))
+	fmt.Fprintf(report, "partitions (%d chaos lines):\n", len(c.ran))
+	for _, l := range c.ran {
+		fmt.Fprintf(report, "  %s\n", l)
+	}
+	fmt.Fprintf(report, "what buyers were told in each partition:\n")
+	for _, w := range windows {
+		fmt.Fprintf(report, "  %s (%s): %s; 200s by shard %v\n", w.name, w.to.Sub(w.from).Round(100*time.Millisecond), sortedCounts(w.statuses), w.soldOnShrd)
+	}
+	fmt.Fprintf(report, "requests: %d answered, %d not answered by the edge; outcomes by status: %s\n", len(responses), refused.Load(), sortedCounts(statuses))
+	fmt.Fprintf(report, "orders at the end: %v\n", final)
+	fmt.Fprintf(report, "checks:\n")
+	for _, l := range checks {
+		fmt.Fprintf(report, "  %s\n", l)
+	}
+	os.WriteFile(filepath.Join(artifacts(t), "cluster-report.txt"), []byte(report.String()), 0o644)
+	t.Log("\n" + report.String())
+}

@@ -1,0 +1,356 @@
+#!/usr/bin/env bash
+# shardstock on several hosts, on this machine: each part on a host of its
+# own, a Linux network namespace with its own address on a private bridge,
+# every part listening on and advertising that address (never loopback).
+# Root only (as CI runs): namespaces, links and addresses are root's.
+#
+#   deploy/cluster.sh up [options]     make the hosts and start every part; on a failure, take
+#                                      down what it made
+#   deploy/cluster.sh down             stop every part, then delete the hosts and the bridge
+#                                      (also what a failed or killed up left)
+#   deploy/cluster.sh status           each host: its address and whether its part runs
+#   deploy/cluster.sh hosts            each host's name and address
+#   deploy/cluster.sh env              the settings a client needs (edge, coordinators, admin
+#                                      token, keys, order database), as NAME=VALUE lines
+#   deploy/cluster.sh exec HOST CMD... run CMD on HOST (in its namespace)
+#   deploy/cluster.sh partition HOST PEER[,PEER...]
+#                                      cut HOST off from each PEER, both ways, and from no one
+#                                      else: their packets to each other are dropped silently
+#                                      (as a broken link or a firewall does; no refusal comes
+#                                      back), connections already open stall
+#   deploy/cluster.sh heal [HOST]      undo every cut (of HOST only, if given)
+#   deploy/cluster.sh stop-part HOST / start-part HOST
+#                                      stop or start the part on HOST (a coordinator: SIGTERM)
+#
+# The hosts (NET is a /24, its .1 is this machine on the bridge):
+#   edge      NET.2   nginx, the buyers' way in, on port 8000
+#   prom      NET.3   Prometheus on 9090, scraping the coordinators
+#   db        NET.4   MariaDB on 3406 (TLS; its users may log in from NET.% only)
+#   mq        NET.5   RocketMQ: the NameServer on 9876 and the Broker on 10911
+#   coordK    NET.1K  coordinator K on 8080 (K = 1..9)
+#   shardK    NET.2K  Redis master K on 6479 (K = 1..9; AOF, appendfsync always, ACL)
+#
+# options (or the environment variable in brackets):
+#   --shards 3           [SHARDSTOCK_CLUSTER_SHARDS]        Redis masters, one per host (1-9)
+#   --coordinators 2     [SHARDSTOCK_CLUSTER_COORDINATORS]  coordinators, one per host (1-9)
+#   --net 10.77.0        [SHARDSTOCK_CLUSTER_NET]           the hosts' /24 (three octets)
+#   --name ss            [SHARDSTOCK_CLUSTER_NAME]          prefix of the namespaces and links
+#                                                           (1-6 letters or digits)
+#   --dir ./run/cluster  [SHARDSTOCK_CLUSTER_DIR]           every part's data, logs and the
+#                                                           cluster's keys (DIR/env, mode 0600)
+#   --bin bin/shardstock [SHARDSTOCK_BIN]                   the coordinator binary (make build)
+# The coordinators run with SHARDSTOCK_USER_AUTH=hmac (buyers bring signed
+# tokens through the edge), a payment secret (signed payment results only),
+# RocketMQ and MariaDB; the keys are made once per DIR. Any other
+# SHARDSTOCK_* setting in the environment of `up` reaches them too (for
+# example SHARDSTOCK_PAY_TIMEOUT or SHARDSTOCK_LOG_LEVEL). Each coordinator
+# runs as the system user shardstock-coordinator from DIR/coordK, which is
+# its user's alone; MariaDB, Redis and nginx drop root as their scripts do.
+set -Eeuo pipefail
+source "$(dirname "$0")/lib.sh"
+umask 077
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+
+shards=${SHARDSTOCK_CLUSTER_SHARDS:-3}
+coords=${SHARDSTOCK_CLUSTER_COORDINATORS:-2}
+net=${SHARDSTOCK_CLUSTER_NET:-10.77.0}
+name=${SHARDSTOCK_CLUSTER_NAME:-ss}
+dir=${SHARDSTOCK_CLUSTER_DIR:-./run/cluster}
+bin=${SHARDSTOCK_BIN:-$root/bin/shardstock}
+
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
+die() { echo "cluster.sh: $*" >&2; exit 1; }
+say() { echo "cluster.sh: $*"; }
+
+cmd=${1:-}; [ $# -gt 0 ] && shift
+case "$cmd" in
+  exec) [ $# -ge 2 ] || die "exec HOST CMD..."; exec_host=$1; shift; exec_args=("$@"); set -- ;;
+  partition) [ $# -ge 2 ] && [[ $1 != -* && $2 != -* ]] || die "partition HOST PEER[,PEER...]"; cut_host=$1 cut_peers=$2; shift 2 ;;
+  heal) heal_host=""; if [ $# -gt 0 ] && [[ $1 != -* ]]; then heal_host=$1; shift; fi ;;
+  stop-part|start-part) [ $# -ge 1 ] || die "$cmd HOST"; part_host=$1; shift ;;
+esac
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --shards) shards=$2; shift 2 ;;
+    --coordinators) coords=$2; shift 2 ;;
+    --net) net=$2; shift 2 ;;
+    --name) name=$2; shift 2 ;;
+    --dir) dir=$2; shift 2 ;;
+    --bin) bin=$2; shift 2 ;;
+    -h|--help) usage; exit 0 ;;
+    *) die "unknown option $1 (see --help)" ;;
+  esac
+done
+case "$cmd" in ""|-h|--help|help) usage; exit 0 ;; esac
+[ "$(id -u)" = 0 ] || die "needs root: hosts are network namespaces (ip netns) on a bridge"
+mkdir -p "$dir"; chmod 711 "$dir"; dir=$(cd "$dir" && pwd)
+
+# A cluster that is up keeps its shape in DIR/cluster.conf: every later
+# command (down above all) works on what up made, whatever it is told now.
+if [ -f "$dir/cluster.conf" ] && [ "$cmd" != up ]; then
+  # shellcheck disable=SC1091
+  source "$dir/cluster.conf"
+fi
+[[ $shards =~ ^[1-9]$ ]] || die "--shards must be 1 to 9, not '$shards'"
+[[ $coords =~ ^[1-9]$ ]] || die "--coordinators must be 1 to 9, not '$coords'"
+[[ $net =~ ^([0-9]{1,3})\.([0-9]{1,3})\.([0-9]{1,3})$ ]] || die "--net must be three octets such as 10.77.0, not '$net'"
+[[ $name =~ ^[a-z0-9]{1,6}$ ]] || die "--name must be 1-6 lower-case letters or digits, not '$name'"
+
+# hosts: every host's name, in the order up starts them.
+hosts() {
+  local k
+  echo db; echo mq
+  for ((k = 1; k <= shards; k++)); do echo "shard$k"; done
+  for ((k = 1; k <= coords; k++)); do echo "coord$k"; done
+  echo edge; echo prom
+}
+addr() { # host
+  case "$1" in
+    edge) echo "$net.2" ;; prom) echo "$net.3" ;; db) echo "$net.4" ;; mq) echo "$net.5" ;;
+    coord[1-9]) echo "$net.1${1#coord}" ;; shard[1-9]) echo "$net.2${1#shard}" ;;
+    *) die "no host '$1' (see: deploy/cluster.sh hosts)" ;;
+  esac
+}
+ns() { echo "$name-$1"; }
+bridge() { echo "$name-br"; }
+in_host() { local h=$1; shift; ip netns exec "$(ns "$h")" "$@"; }
+known() { hosts | grep -qx "$1" || die "no host '$1' in this cluster (see: deploy/cluster.sh hosts)"; }
+
+coordinator_urls() { local k out=""; for ((k = 1; k <= coords; k++)); do out="${out:+$out,}$(addr "coord$k"):8080"; done; echo "$out"; }
+
+# secret NAME: a random key kept in DIR/keys/NAME, made the first time.
+secret() {
+  local f="$dir/keys/$1"
+  if [ ! -s "$f" ]; then mkdir -p "$dir/keys"; head -c 32 /dev/urandom | base64 | tr -d '/+=' >"$f"; fi
+  cat "$f"
+}
+
+# The scripts of the parts, each with its host's directories and address.
+redis() { local h=$1; shift; in_host "$h" env SHARDSTOCK_REDIS_DIR="$dir/$h/redis" SHARDSTOCK_REDIS_PORTS=6479 SHARDSTOCK_REDIS_HOST="$(addr "$h")" "$here/redis.sh" "$@"; }
+mariadb() { in_host db env SHARDSTOCK_MARIADB_DIR="$dir/db/mariadb" SHARDSTOCK_MARIADB_HOST="$(addr db)" SHARDSTOCK_MARIADB_CLIENTS="$net.%" "$here/mariadb.sh" "$@"; }
+rocketmq() { in_host mq env SHARDSTOCK_RMQ_DIR="$dir/mq/rocketmq" SHARDSTOCK_RMQ_BIND="$(addr mq)" "$here/rocketmq.sh" "$@"; }
+nginx() { in_host edge "$here/nginx.sh" "$@" --dir "$dir/edge/nginx"; }
+prometheus() { in_host prom "$here/prometheus.sh" "$@" --dir "$dir/prom/prometheus"; }
+
+# --- the network -----------------------------------------------------------
+
+make_network() {
+  local br; br=$(bridge)
+  if ! ip link show "$br" >/dev/null 2>&1; then
+    ip link add "$br" type bridge
+    ip addr add "$net.1/24" dev "$br"
+    ip link set "$br" up
+  fi
+  local h
+  for h in $(hosts); do
+    ip netns list | grep -qw "$(ns "$h")" && continue
+    ip netns add "$(ns "$h")"
+    ip link add "$(ns "$h")" type veth peer name eth0 netns "$(ns "$h")"
+    ip link set "$(ns "$h")" master "$br" up
+    ip -n "$(ns "$h")" addr add "$(addr "$h")/24" dev eth0
+    ip -n "$(ns "$h")" link set eth0 up
+    ip -n "$(ns "$h")" link set lo up
+  done
+}
+
+remove_network() {
+  local n
+  for n in $(ip netns list | awk '{print $1}' | grep "^$name-" || true); do
+    ip netns pids "$n" 2>/dev/null | xargs -r kill -9 2>/dev/null || true # (what down could not stop)
+    ip netns del "$n"
+  done
+  ip link del "$(bridge)" 2>/dev/null || true
+}
+
+# cut_link/uncut_link HOST PEER: HOST's packets to PEER go to a hardware address
+# nobody has (the bridge floods them, every host drops them), and PEER's to
+# HOST likewise: a silent, one-pair partition that needs no packet filter.
+nowhere=02:00:5e:00:53:ff
+cut_link() { ip -n "$(ns "$1")" neigh replace "$(addr "$2")" lladdr "$nowhere" nud permanent dev eth0; }
+uncut_link() { ip -n "$(ns "$1")" neigh del "$(addr "$2")" dev eth0 2>/dev/null || true; }
+
+partition() {
+  known "$cut_host"
+  local p peers; IFS=, read -r -a peers <<<"$cut_peers"
+  for p in "${peers[@]}"; do
+    known "$p"; [ "$p" != "$cut_host" ] || die "a host is not cut off from itself"
+    cut_link "$cut_host" "$p"; cut_link "$p" "$cut_host"
+    grep -qx "$cut_host $p" "$dir/partitions" 2>/dev/null || echo "$cut_host $p" >>"$dir/partitions"
+    say "partition: $cut_host ($(addr "$cut_host")) and $p ($(addr "$p")) no longer reach each other"
+  done
+}
+
+heal() {
+  [ -s "$dir/partitions" ] || { say "heal: no partition"; return; }
+  local a b keep=""
+  while read -r a b; do
+    if [ -n "$heal_host" ] && [ "$a" != "$heal_host" ] && [ "$b" != "$heal_host" ]; then keep="$keep$a $b"$'\n'; continue; fi
+    uncut_link "$a" "$b"; uncut_link "$b" "$a"
+    say "heal: $a and $b reach each other again"
+  done <"$dir/partitions"
+  printf '%s' "$keep" >"$dir/partitions"
+}
+
+# --- the coordinators ------------------------------------------------------
+
+running() { kill -0 "$1" 2>/dev/null && ! grep -q '^[0-9]* ([^)]*) Z' "/proc/$1/stat" 2>/dev/null; }
+coord_pid() { cat "$dir/$1/shardstock.pid" 2>/dev/null || true; }
+
+# start_coordinator HOST: the binary, the broker's credentials and the
+# database's CA are copied into DIR/HOST, which is the coordinator's user's
+# alone; it starts there as that user (paths relative to it: the user
+# needs no way through DIR's parents), in HOST's namespace.
+start_coordinator() {
+  local h=$1 d=$dir/$1 user pid
+  pid=$(coord_pid "$h")
+  if [ -n "$pid" ] && running "$pid"; then say "$h already running (pid $pid)"; return; fi
+  user=$(service_user shardstock-coordinator)
+  mkdir -p "$d/spool"
+  install -m 0755 "$bin" "$d/shardstock"
+  cat "$(rocketmq credentials-file coordinator)" >"$d/mq.credentials"
+  cat "$(mariadb ca)" >"$d/db-ca.crt"
+  chown -R "$user:$(id -gn "$user")" "$d"
+  chown root: "$d/shardstock"
+  chmod 700 "$d"
+  (
+    cd "$d"
+    export SHARDSTOCK_HTTP_ADDR="$(addr "$h"):8080" SHARDSTOCK_SHARDS="$(shard_urls)" \
+      SHARDSTOCK_ADMIN_TOKEN="$(secret admin-token)" SHARDSTOCK_USER_AUTH=hmac SHARDSTOCK_HMAC_SECRET="$(secret hmac)" \
+      SHARDSTOCK_PAYMENT_SECRET="$(secret payment)" SHARDSTOCK_TRUSTED_PROXIES="$(addr edge)/32" \
+      SHARDSTOCK_MQ="rocketmq://$(addr mq):9876" SHARDSTOCK_DB="$(mariadb dsn)" SHARDSTOCK_DB_CA_FILE=db-ca.crt \
+      SHARDSTOCK_SPOOL_DIR=spool
+    unset SHARDSTOCK_DEV
+    nohup ip netns exec "$(ns "$h")" setpriv --reuid="$user" --regid="$(id -g "$user")" --clear-groups \
+      ./shardstock serve --mq-credentials-file mq.credentials >>shardstock.log 2>&1 &
+    echo $! >shardstock.pid
+  )
+  pid=$(coord_pid "$h")
+  for _ in $(seq 1 1200); do # 60 s: a fresh broker's routes take a while
+    running "$pid" || { tail -20 "$d/shardstock.log" >&2; die "$h exited during start (log: $d/shardstock.log)"; }
+    if curl -fsS -o /dev/null "http://$(addr "$h"):8080/readyz" 2>/dev/null; then
+      say "$h up on $(addr "$h"):8080 (pid $pid, as $user, log $d/shardstock.log)"; return
+    fi
+    sleep 0.05
+  done
+  tail -20 "$d/shardstock.log" >&2
+  die "$h not ready within 60 s (log: $d/shardstock.log)"
+}
+
+stop_coordinator() {
+  local h=$1 pid; pid=$(coord_pid "$h")
+  [ -n "$pid" ] && running "$pid" || { rm -f "$dir/$h/shardstock.pid"; return 0; }
+  kill -TERM "$pid"
+  for _ in $(seq 1 300); do running "$pid" || { rm -f "$dir/$h/shardstock.pid"; say "$h stopped"; return; }; sleep 0.1; done
+  kill -KILL "$pid" 2>/dev/null || true
+  rm -f "$dir/$h/shardstock.pid"
+  say "$h killed after 30 s"
+}
+
+shard_urls() { local k out=""; for ((k = 1; k <= shards; k++)); do out="${out:+$out,}$(redis "shard$k" urls)"; done; echo "$out"; }
+
+# --- the parts -------------------------------------------------------------
+
+start_part() {
+  case "$1" in
+    db) mariadb start ;;
+    mq) rocketmq start ;;
+    shard*) redis "$1" start ;;
+    coord*) start_coordinator "$1" ;;
+    edge) nginx start --listen "$(addr edge)" --port 8000 --upstreams "$(coordinator_urls)" --ops-allow "$net.1/32" ;;
+    prom) prometheus start --listen "$(addr prom)" --targets "$(coordinator_urls)" ;;
+  esac
+}
+
+stop_part() {
+  case "$1" in
+    db) mariadb stop ;;
+    mq) rocketmq stop --wait ;;
+    shard*) redis "$1" stop ;;
+    coord*) stop_coordinator "$1" ;;
+    edge) nginx stop ;;
+    prom) prometheus stop ;;
+  esac
+}
+
+part_status() {
+  case "$1" in
+    db) mariadb status ;;
+    mq) rocketmq status | tr '\n' ' '; echo ;;
+    shard*) redis "$1" status ;;
+    coord*) local p; p=$(coord_pid "$1"); if [ -n "$p" ] && running "$p"; then echo "coordinator up pid $p"; else echo "coordinator down"; fi ;;
+    edge) if curl -s -o /dev/null "http://$(addr edge):8000/healthz"; then echo "edge answers on :8000"; else echo "edge down"; fi ;;
+    prom) if curl -sf -o /dev/null "http://$(addr prom):9090/-/ready"; then echo "prometheus up on :9090"; else echo "prometheus down"; fi ;;
+  esac
+}
+
+write_env() {
+  local k list=""
+  for ((k = 1; k <= coords; k++)); do list="${list:+$list,}http://$(addr "coord$k"):8080"; done
+  cat >"$dir/env" <<ENV
+SHARDSTOCK_CLUSTER_EDGE=http://$(addr edge):8000
+SHARDSTOCK_CLUSTER_COORDINATORS=$list
+SHARDSTOCK_CLUSTER_PROMETHEUS=http://$(addr prom):9090
+SHARDSTOCK_ADMIN_TOKEN=$(secret admin-token)
+SHARDSTOCK_HMAC_SECRET=$(secret hmac)
+SHARDSTOCK_PAYMENT_SECRET=$(secret payment)
+SHARDSTOCK_DB=$(mariadb dsn)
+SHARDSTOCK_DB_CA_FILE=$(mariadb ca)
+ENV
+}
+
+up() {
+  [ -x "$bin" ] || die "no coordinator binary at $bin: make build (or --bin PATH)"
+  command -v curl >/dev/null || apt_install -- curl
+  [ ! -f "$dir/cluster.conf" ] || die "a cluster is up from $dir: deploy/cluster.sh down first"
+  ! ip link show "$(bridge)" >/dev/null 2>&1 || die "the bridge $(bridge) exists already: another cluster named '$name' is up (--name)"
+  ! ip -o -4 addr show | grep -q "inet ${net//./\\.}\\." || die "$net.0/24 is in use on this machine: choose another --net"
+  printf 'shards=%s\ncoords=%s\nnet=%s\nname=%s\nbin=%q\n' "$shards" "$coords" "$net" "$name" "$bin" >"$dir/cluster.conf"
+  # What the parts need from the network outside (Debian's packages, the
+  # broker's jars from Maven Central) comes before the hosts: they have no
+  # way out.
+  SHARDSTOCK_REDIS_DIR="$dir/install/redis" "$here/redis.sh" install
+  SHARDSTOCK_MARIADB_DIR="$dir/install/mariadb" "$here/mariadb.sh" install
+  SHARDSTOCK_RMQ_DIR="$dir/install/rocketmq" "$here/rocketmq.sh" fetch
+  "$here/nginx.sh" install --dir "$dir/install/nginx"
+  "$here/prometheus.sh" install --dir "$dir/install/prometheus"
+  rm -rf "$dir/install"
+  trap 'rc=$?; trap - EXIT; if [ "$rc" != 0 ]; then echo "cluster.sh: up failed; taking down what it made" >&2; down; fi; exit "$rc"' EXIT
+  make_network
+  say "$((shards + coords + 4)) hosts on bridge $(bridge) ($net.1 is this machine)"
+  local h
+  for h in $(hosts); do say "starting $h ($(addr "$h"))"; start_part "$h"; done
+  trap - EXIT
+  write_env
+  : >"$dir/partitions"
+  say "up: buyers at http://$(addr edge):8000, the operators at $(coordinator_urls | cut -d, -f1)/admin/ (token in $dir/env), Prometheus at http://$(addr prom):9090"
+}
+
+down() {
+  local h list
+  list=$(hosts | tac)
+  if ip link show "$(bridge)" >/dev/null 2>&1; then
+    [ ! -s "$dir/partitions" ] || heal_host="" heal >/dev/null
+    for h in $list; do
+      ip netns list | grep -qw "$(ns "$h")" || continue
+      stop_part "$h" || echo "cluster.sh: stopping $h failed; its processes are killed with its host" >&2
+    done
+  fi
+  remove_network
+  rm -f "$dir/cluster.conf" "$dir/partitions"
+  say "down: every part stopped, hosts and bridge $(bridge) removed (data kept in $dir)"
+}
+
+case "$cmd" in
+  up) up ;;
+  down) down ;;
+  status) for h in $(hosts); do printf '%-7s %-12s %s\n' "$h" "$(addr "$h")" "$(part_status "$h" 2>&1 | tr '\n' ' ')"; done ;;
+  hosts) for h in $(hosts); do echo "$h $(addr "$h")"; done ;;
+  env) [ -f "$dir/env" ] || die "no cluster is up from $dir"; cat "$dir/env" ;;
+  exec) known "$exec_host"; in_host "$exec_host" "${exec_args[@]}" ;;
+  partition) partition ;;
+  heal) [ -z "$heal_host" ] || known "$heal_host"; heal ;;
+  stop-part) known "$part_host"; stop_part "$part_host" ;;
+  start-part) known "$part_host"; start_part "$part_host" ;;
+  *) die "unknown command $cmd (see --help)" ;;
+esac
