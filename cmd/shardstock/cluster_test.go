@@ -182,7 +182,10 @@ type window struct {
 func TestClusterSaleAcrossHostsWithPartitions(t *testing.T) {
 	c := startCluster(t, 3, "SHARDSTOCK_PAY_TIMEOUT=20s", "SHARDSTOCK_CLAIM_IDLE=2s", "SHARDSTOCK_LOG_LEVEL=warn",
 		"SHARDSTOCK_SHARD_TIMEOUT=500ms")
-	const stock, limit, buyers, price = 600, 2, 1000, 990
+	// Stock enough for the whole run (about 250 purchases a second for half
+	// a minute): every window below is a sale going on, not a sold-out one
+	// (where a shard that cannot be asked makes an answer 202, rightly).
+	const stock, limit, buyers, price = 12000, 2, 200000, 990
 	if r := c.admin("PUT", "/admin/v1/products/hosts", fmt.Sprintf(`{"stock":%d,"per_user_limit":%d,"price_cents":%d}`, stock, limit, price)); r.status != 201 {
 		t.Fatalf("define: %d %s", r.status, r.raw)
 	}
@@ -222,7 +225,7 @@ func TestClusterSaleAcrossHostsWithPartitions(t *testing.T) {
 		}
 		return rp, true
 	}
-	for w := 0; w < 24; w++ {
+	for w := 0; w < 8; w++ {
 		wg.Go(func() {
 			for !stop.Load() {
 				rp, ok := buy(fmt.Sprintf("hb%d", rand.IntN(buyers)))
@@ -234,7 +237,7 @@ func TestClusterSaleAcrossHostsWithPartitions(t *testing.T) {
 				mu.Lock()
 				responses = append(responses, rp)
 				mu.Unlock()
-				time.Sleep(time.Duration(rand.IntN(20)) * time.Millisecond) // about 1,000 purchases a second
+				time.Sleep(time.Duration(10+rand.IntN(30)) * time.Millisecond) // about 250 purchases a second
 			}
 		})
 	}
@@ -405,7 +408,10 @@ func TestClusterSaleAcrossHostsWithPartitions(t *testing.T) {
 	check(statuses[500] == 0, "no 500 answers (%d)", statuses[500])
 	check(statuses[200] > 0 && len(windows) == 4, "buyers were served through the edge during and between the partitions (%d answers 200)", statuses[200])
 	for _, w := range windows {
-		check(w.statuses[200] > 0, "sales went on while %s: %s; 200s by shard %v", w.name, sortedCounts(w.statuses), w.soldOnShrd)
+		check(w.statuses[200] > w.statuses[202], "sales went on while %s: %s; 200s by shard %v", w.name, sortedCounts(w.statuses), w.soldOnShrd)
+	}
+	if len(windows) == 4 {
+		check(windows[0].soldOnShrd[0] > 0, "coordinator 2 still sold shard 1's units while coordinator 1 could not reach it (%d)", windows[0].soldOnShrd[0])
 	}
 
 	report := &strings.Builder{}
@@ -414,7 +420,7 @@ func TestClusterSaleAcrossHostsWithPartitions(t *testing.T) {
 	for _, h := range []string{"edge", "coord1", "coord2", "shard1", "shard2", "shard3", "mq", "db", "prom"} {
 		fmt.Fprintf(report, " %s %s;", h, c.hostAddr[h])
 	}
-	fmt.Fprintf(report, "\nsetup: stock %d, limit %d, %d buyers over 24 connections through the edge with signed tokens, load %s\n",
+	fmt.Fprintf(report, "\nsetup: stock %d, limit %d, %d buyers over 8 connections through the edge with signed tokens, load %s\n",
 		stock, limit, buyers, loadTook.Round(time.Second))
 	fmt.Fprintf(report, "partitions (%d chaos lines):\n", len(c.ran))
 	for _, l := range c.ran {
