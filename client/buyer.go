@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -21,7 +22,9 @@ func (c *Client) Purchase(ctx context.Context, product, user string) (int, error
 	if err != nil {
 		return 0, err
 	}
-	req.Header.Set(api.UserIDHeader, user)
+	if err := c.identify(req, user); err != nil {
+		return 0, err
+	}
 	resp, err := c.httpClient().Do(req)
 	if err != nil {
 		return 0, err
@@ -127,6 +130,21 @@ func (c *Client) PurchaseInLine(ctx context.Context, product, user, token string
 
 // buyer sends a buyer API request as user (api.UserIDHeader) with header
 // and an optional JSON body, and reads the answer's body.
+// identify says who the buyer is: its signed token with BuyerToken set,
+// else X-User-ID.
+func (c *Client) identify(req *http.Request, user string) error {
+	if c.BuyerToken == nil {
+		req.Header.Set(api.UserIDHeader, user)
+		return nil
+	}
+	tok, err := c.BuyerToken(user)
+	if err != nil {
+		return fmt.Errorf("buyer %s's token: %w", user, err)
+	}
+	req.Header.Set("Authorization", "Bearer "+tok)
+	return nil
+}
+
 func (c *Client) buyer(ctx context.Context, method, path, user string, header http.Header, body any) (*http.Response, []byte, error) {
 	var rd io.Reader
 	if body != nil {
@@ -143,7 +161,9 @@ func (c *Client) buyer(ctx context.Context, method, path, user string, header ht
 	for k, v := range header {
 		req.Header[k] = v
 	}
-	req.Header.Set(api.UserIDHeader, user)
+	if err := c.identify(req, user); err != nil {
+		return nil, nil, err
+	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}

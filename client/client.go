@@ -23,9 +23,14 @@ const maxAnswer = 16 << 20
 // as it came; an answer outside 2xx is an *Error, and any other error means
 // no answer was read.
 type Client struct {
-	URL   string       // the server's base URL, without a trailing slash
-	Token string       // the admin token, sent to the admin API as a bearer token
-	HTTP  *http.Client // nil: http.DefaultClient
+	URL   string // the server's base URL, without a trailing slash
+	Token string // the admin token, sent to the admin API as a bearer token
+	// BuyerToken, when set, gives a buyer's signed token (a server with
+	// SHARDSTOCK_USER_AUTH=hmac, or behind the edge, which passes on no
+	// X-User-ID): the buyer calls send it as a bearer token instead of
+	// X-User-ID.
+	BuyerToken func(user string) (string, error)
+	HTTP       *http.Client // nil: http.DefaultClient
 }
 
 // Error is the server's answer outside 2xx: its status and the API's error

@@ -11,7 +11,8 @@
 #   deploy/cluster.sh status           each host: its address and whether its part runs
 #   deploy/cluster.sh hosts            each host's name and address
 #   deploy/cluster.sh env              the settings a client needs (edge, coordinators, admin
-#                                      token, keys, order database), as NAME=VALUE lines
+#                                      token, keys, order database), as NAME='VALUE' lines that
+#                                      a shell may source: set -a; . DIR/env; set +a
 #   deploy/cluster.sh exec HOST CMD... run CMD on HOST (in its namespace)
 #   deploy/cluster.sh partition HOST PEER[,PEER...]
 #                                      cut HOST off from each PEER, both ways, and from no one
@@ -284,19 +285,21 @@ part_status() {
   esac
 }
 
+# write_env: the settings a client needs, one NAME='VALUE' a line (a shell
+# may source the file: set -a; . DIR/env).
 write_env() {
   local k list=""
   for ((k = 1; k <= coords; k++)); do list="${list:+$list,}http://$(addr "coord$k"):8080"; done
-  cat >"$dir/env" <<ENV
-SHARDSTOCK_CLUSTER_EDGE=http://$(addr edge):8000
-SHARDSTOCK_CLUSTER_COORDINATORS=$list
-SHARDSTOCK_CLUSTER_PROMETHEUS=http://$(addr prom):9090
-SHARDSTOCK_ADMIN_TOKEN=$(secret admin-token)
-SHARDSTOCK_HMAC_SECRET=$(secret hmac)
-SHARDSTOCK_PAYMENT_SECRET=$(secret payment)
-SHARDSTOCK_DB=$(mariadb dsn)
-SHARDSTOCK_DB_CA_FILE=$(mariadb ca)
-ENV
+  {
+    printf "SHARDSTOCK_CLUSTER_EDGE='%s'\n" "http://$(addr edge):8000"
+    printf "SHARDSTOCK_CLUSTER_COORDINATORS='%s'\n" "$list"
+    printf "SHARDSTOCK_CLUSTER_PROMETHEUS='%s'\n" "http://$(addr prom):9090"
+    printf "SHARDSTOCK_ADMIN_TOKEN='%s'\n" "$(secret admin-token)"
+    printf "SHARDSTOCK_HMAC_SECRET='%s'\n" "$(secret hmac)"
+    printf "SHARDSTOCK_PAYMENT_SECRET='%s'\n" "$(secret payment)"
+    printf "SHARDSTOCK_DB='%s'\n" "$(mariadb dsn)"
+    printf "SHARDSTOCK_DB_CA_FILE='%s'\n" "$(mariadb ca)"
+  } >"$dir/env"
 }
 
 up() {

@@ -117,7 +117,7 @@ func runCrowd(ctx context.Context, c loadConfig, stderr io.Writer) (*loadReport,
 	ctx, cancel := context.WithTimeout(ctx, c.duration)
 	defer cancel()
 	conns := c.conns + c.joinBatch
-	cl := &client.Client{URL: c.url, Token: c.token, HTTP: &http.Client{Timeout: 10 * time.Second,
+	cl := &client.Client{URL: c.url, Token: c.token, BuyerToken: c.buyerToken, HTTP: &http.Client{Timeout: 10 * time.Second,
 		Transport: &http.Transport{MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns}}}
 	r := &crowdRun{c: c, cl: cl, buyers: make([]crowdBuyer, c.buyers), kick: make(chan struct{}, 1),
 		t: crowdTally{lookSeconds: map[int64]int{}, statuses: map[string]int64{}}}

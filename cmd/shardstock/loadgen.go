@@ -19,6 +19,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/shardstock/shardstock/client"
+	"github.com/shardstock/shardstock/flashsale"
 )
 
 // loadConfig is what loadgen is told.
@@ -28,6 +29,8 @@ type loadConfig struct {
 	rate                      float64
 	duration                  time.Duration
 	json, progress            bool
+	// buyerToken signs a buyer's token (SHARDSTOCK_HMAC_SECRET); nil: X-User-ID
+	buyerToken func(user string) (string, error)
 	// crowd mode
 	joinRate      float64       // joins per second (0: no pause between batches)
 	joinBatch     int           // joins sent at once
@@ -69,6 +72,9 @@ Modes:
           unit sold to each remaining buyer's sold-out answer, and the
           proof of work's cost per join. Statuses and latency are the
           purchases'; --conns bounds the looks and purchases in flight.
+With SHARDSTOCK_HMAC_SECRET in the environment (the coordinators' key of
+buyer tokens) each buyer sends a token signed with it instead of X-User-ID:
+the way through the nginx edge, and to a server with SHARDSTOCK_USER_AUTH=hmac.
 With --admin-token it checks the invariants afterwards through the admin API
 (no oversell; salable + locked + sold = alloc on every shard that answers).
 `
@@ -81,7 +87,7 @@ func loadgen(args []string, getenv func(string) string, stdout, stderr io.Writer
 	fs.StringVar(&c.url, "url", "http://127.0.0.1:8080", "server base URL")
 	fs.StringVar(&c.product, "product", "lamp", "product id")
 	fs.StringVar(&c.mode, "mode", "race", "race, steady, flood or crowd")
-	fs.IntVar(&c.buyers, "buyers", 100000, "distinct buyers (X-User-ID lg-0 .. lg-N-1)")
+	fs.IntVar(&c.buyers, "buyers", 100000, "distinct buyers (lg-0 .. lg-N-1, as X-User-ID or in signed tokens)")
 	fs.IntVar(&c.conns, "conns", 64, "concurrent keep-alive connections")
 	fs.IntVar(&c.requests, "requests", 0, "stop after this many requests (0: no limit)")
 	fs.Float64Var(&c.rate, "rate", 1000, "steady mode: purchases per second")
@@ -105,6 +111,11 @@ func loadgen(args []string, getenv func(string) string, stdout, stderr io.Writer
 	}
 	if c.token == "" {
 		c.token = getenv("SHARDSTOCK_ADMIN_TOKEN")
+	}
+	if secret := getenv("SHARDSTOCK_HMAC_SECRET"); secret != "" {
+		c.buyerToken = func(user string) (string, error) {
+			return flashsale.MintToken([]byte(secret), user, time.Hour, time.Now())
+		}
 	}
 	if !slices.Contains([]string{"race", "steady", "flood", "crowd"}, c.mode) || c.conns < 1 || c.buyers < 1 ||
 		c.joinBatch < 1 || c.joinRate < 0 || c.approach < 0 {
@@ -136,7 +147,7 @@ func loadgen(args []string, getenv func(string) string, stdout, stderr io.Writer
 func runLoad(ctx context.Context, c loadConfig, stderr io.Writer) *loadReport {
 	ctx, cancel := context.WithTimeout(ctx, c.duration)
 	defer cancel()
-	cl := &client.Client{URL: c.url, Token: c.token, HTTP: &http.Client{Timeout: 10 * time.Second,
+	cl := &client.Client{URL: c.url, Token: c.token, BuyerToken: c.buyerToken, HTTP: &http.Client{Timeout: 10 * time.Second,
 		Transport: &http.Transport{MaxIdleConnsPerHost: c.conns, MaxConnsPerHost: c.conns}}}
 	var (
 		next, sent, transportErrs, soldOutRun atomic.Int64
