@@ -110,7 +110,7 @@ start() {
     # from a checkout they may not reach (a parent closed to others, as a
     # test's temporary directory is) every purchase would be a 500. They
     # get a copy in their own directory.
-    install -o nobody -g nogroup -m 0400 "$here"/nginx/*.lua "$sdir"/
+    command install -o nobody -g nogroup -m 0400 "$here"/nginx/*.lua "$sdir"/ # (install alone: the function above)
     lua=$sdir
   fi
   [ "$(id -u)" != 0 ] || user="user nobody nogroup;"
