@@ -156,12 +156,16 @@ make_network() {
 }
 
 remove_network() {
-  local n
+  local n l
   for n in $(ip netns list | awk '{print $1}' | grep "^$name-" || true); do
     ip netns pids "$n" 2>/dev/null | xargs -r kill -9 2>/dev/null || true # (what down could not stop)
-    ip netns del "$n"
   done
-  ip link del "$(bridge)" 2>/dev/null || true
+  # The hosts' links first, each at once: a namespace's deletion takes its
+  # links down later, in the kernel's own time.
+  for l in $(ip -o link show | awk -F': ' '{print $2}' | cut -d@ -f1 | grep "^$name-" || true); do
+    ip link del "$l" 2>/dev/null || true
+  done
+  for n in $(ip netns list | awk '{print $1}' | grep "^$name-" || true); do ip netns del "$n"; done
 }
 
 # cut_link/uncut_link HOST PEER: HOST's packets to PEER go to a hardware address
