@@ -45,7 +45,7 @@ test: ## install and start what the tests need (Redis, MariaDB, RocketMQ, Promet
 	@echo "README quick start on a fresh clone (make run in both modes, every command, make stop):"
 	SHARDSTOCK_TEST_README=1 $(GO) test -count=1 -timeout 15m -run '^TestReadmeQuickStartIsTrue$$' ./cmd/shardstock/
 	@$(MAKE) --no-print-directory fuzz
-	@cat artifacts/chaos-report.txt
+	@cat artifacts/chaos-report.txt artifacts/cluster-report.txt
 
 SOAK ?= 30m
 soak: ## run the model-based test of the stock path for SOAK (default 30m) on each database, printing every history
