@@ -535,3 +535,48 @@ func TestReadmeSeveralHostsIsTrue(t *testing.T) {
 	}
 	t.Logf("%s", text)
 }
+
+// TestClusterUpThatFailsLeavesNothing (issue 29): when a part does not
+// start (here every coordinator, whose binary exits at once), up says so,
+// fails, and takes down what it made: no host, link or bridge of the
+// cluster's name stays, and no part it started still runs.
+func TestClusterUpThatFailsLeavesNothing(t *testing.T) {
+	if os.Getuid() != 0 {
+		if os.Getenv("SHARDSTOCK_TEST_REQUIRE_ALL") == "1" {
+			t.Fatal("deploy/cluster.sh needs root, and SHARDSTOCK_TEST_REQUIRE_ALL=1 (make test) requires it")
+		}
+		t.Skip("deploy/cluster.sh needs root: its hosts are network namespaces")
+	}
+	script := filepath.Join(repoRoot(t), "deploy", "cluster.sh")
+	dir := t.TempDir()
+	args := []string{"--dir", filepath.Join(dir, "cluster"), "--name", "ssfail", "--net", "10.81.0", "--shards", "1", "--coordinators", "1"}
+	run := func(cmd string, extra ...string) (string, error) {
+		c := exec.Command(script, append(append([]string{cmd}, args...), extra...)...)
+		c.Env = clusterEnviron()
+		out, err := c.CombinedOutput()
+		return string(out), err
+	}
+	run("down") // what a killed earlier run left
+	t.Cleanup(func() { run("down") })
+	out, err := run("up", "--bin", "/bin/false")
+	if err == nil {
+		t.Fatalf("up with a coordinator that exits at once succeeded:\n%s", out)
+	}
+	for _, want := range []string{"coord1 exited during start", "up failed; taking down what it made", "down: every part stopped"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("up's output does not say %q:\n%s", want, out)
+		}
+	}
+	if links, _ := exec.Command("ip", "-o", "link", "show").Output(); strings.Contains(string(links), "ssfail-") {
+		t.Errorf("links left after a failed up:\n%s", links)
+	}
+	if nss, _ := exec.Command("ip", "netns", "list").Output(); strings.Contains(string(nss), "ssfail-") {
+		t.Errorf("hosts left after a failed up:\n%s", nss)
+	}
+	if ps, _ := exec.Command("ps", "-eo", "args").Output(); strings.Contains(string(ps), filepath.Join(dir, "cluster")) {
+		t.Errorf("processes of the cluster left after a failed up:\n%s", ps)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "cluster", "cluster.conf")); !os.IsNotExist(err) {
+		t.Errorf("cluster.conf left after a failed up (a next up would refuse): %v", err)
+	}
+}
