@@ -32,12 +32,14 @@ reset: ## stop, then delete the data of both `make run` modes (asks first; FORCE
 vet:
 	$(GO) vet ./...
 
-test: ## install and start what the tests need (Redis, MariaDB, RocketMQ, Prometheus, Chromium, nginx, Schemathesis), vet, run every test with the race detector, then the README quick-start test and the fuzzers
+test: ## install and start what the tests need (Redis, MariaDB, RocketMQ, Prometheus, Chromium, nginx, buildah/podman, helm, Schemathesis), vet, run every test with the race detector, then the README quick-start test and the fuzzers
 	$(REDIS) install
 	$(MARIADB) install
 	deploy/prometheus.sh install
 	deploy/chromium.sh install
 	deploy/nginx.sh install
+	deploy/image.sh install
+	deploy/helm.sh install
 	deploy/schemathesis.sh install
 	$(ROCKETMQ) fetch
 	$(GO) vet ./...

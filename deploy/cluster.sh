@@ -20,6 +20,12 @@
 #                                      (as a broken link or a firewall does; no refusal comes
 #                                      back), connections already open stall
 #   deploy/cluster.sh heal [HOST]      undo every cut (of HOST only, if given)
+#   deploy/cluster.sh cpu              each host's CPU time so far (user + system, seconds), summed
+#                                      over every process in its namespace
+#   deploy/cluster.sh measure [--rate 2000] [--duration 10s]
+#                                      the cost of a purchase per host: a fresh product, loadgen
+#                                      --mode steady through the edge, each host's CPU time over the
+#                                      run divided by the purchases that reserved (µs per purchase)
 #   deploy/cluster.sh stop-part HOST / start-part HOST
 #                                      stop or start the part on HOST (a coordinator: SIGTERM)
 #
@@ -59,6 +65,7 @@ net=${SHARDSTOCK_CLUSTER_NET:-10.77.0}
 name=${SHARDSTOCK_CLUSTER_NAME:-ss}
 dir=${SHARDSTOCK_CLUSTER_DIR:-./run/cluster}
 bin=${SHARDSTOCK_BIN:-$root/bin/shardstock}
+rate=2000 duration=10s
 
 usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
 die() { echo "cluster.sh: $*" >&2; exit 1; }
@@ -79,6 +86,8 @@ while [ $# -gt 0 ]; do
     --name) name=$2; shift 2 ;;
     --dir) dir=$2; shift 2 ;;
     --bin) bin=$2; shift 2 ;;
+    --rate) rate=$2; shift 2 ;;
+    --duration) duration=$2; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) die "unknown option $1 (see --help)" ;;
   esac
@@ -291,6 +300,40 @@ part_status() {
 
 # write_env: the settings a client needs, one NAME='VALUE' a line (a shell
 # may source the file: set -a; . DIR/env).
+# cpu_ticks HOST: the CPU time (clock ticks, user + system) of every
+# process in HOST's namespace: on these hosts, that is the part.
+cpu_ticks() {
+  local p sum=0 t
+  for p in $(ip netns pids "$(ns "$1")" 2>/dev/null); do
+    t=$(awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$p/stat" 2>/dev/null) || continue
+    sum=$((sum + ${t:-0}))
+  done
+  echo "$sum"
+}
+
+measure() {
+  [[ $rate =~ ^[0-9]+$ ]] || die "--rate must be a whole number of purchases a second"
+  set -a; . "$dir/env"; set +a
+  local product h hz out reserved
+  hz=$(getconf CLK_TCK)
+  product="measure$(date +%s)"
+  curl -fsS -o /dev/null -X PUT -H "Authorization: Bearer $SHARDSTOCK_ADMIN_TOKEN" -H 'Content-Type: application/json' \
+    -d "{\"stock\":10000000,\"per_user_limit\":1}" "$SHARDSTOCK_CLUSTER_EDGE/admin/v1/products/$product" || die "could not define $product"
+  sleep 2 # (every coordinator has the product)
+  declare -A before
+  for h in $(hosts); do before[$h]=$(cpu_ticks "$h"); done
+  out=$("$bin" loadgen --url "$SHARDSTOCK_CLUSTER_EDGE" --product "$product" --mode steady --rate "$rate" --duration "$duration" \
+    --buyers 100000000 --conns 64 --progress=false)
+  for h in $(hosts); do before[$h]=$(( $(cpu_ticks "$h") - ${before[$h]} )); done
+  echo "$out" | grep -E '^mode|^statuses'
+  reserved=$(echo "$out" | grep -oE '(^| )200×[0-9]+' | grep -oE '[0-9]+$' || echo 0)
+  [ "${reserved:-0}" -gt 0 ] || die "no purchase reserved: see the statuses above"
+  echo "CPU per purchase that reserved ($reserved), per host (a tick is $((1000000 / hz)) µs):"
+  for h in $(hosts); do
+    printf '  %-7s %7.1f µs\n' "$h" "$(echo "${before[$h]} * 1000000 / $hz / $reserved" | bc -l)"
+  done
+}
+
 write_env() {
   local k list=""
   for ((k = 1; k <= coords; k++)); do list="${list:+$list,}http://$(addr "coord$k"):8080"; done
@@ -357,6 +400,8 @@ case "$cmd" in
   exec) known "$exec_host"; in_host "$exec_host" "${exec_args[@]}" ;;
   partition) partition ;;
   heal) [ -z "$heal_host" ] || known "$heal_host"; heal ;;
+  cpu) hz=$(getconf CLK_TCK); for h in $(hosts); do printf '%-7s %s\n' "$h" "$(echo "scale=2; $(cpu_ticks "$h") / $hz" | bc)"; done ;;
+  measure) [ -f "$dir/env" ] || die "no cluster is up from $dir"; measure ;;
   stop-part) known "$part_host"; stop_part "$part_host" ;;
   start-part) known "$part_host"; start_part "$part_host" ;;
   *) die "unknown command $cmd (see --help)" ;;
