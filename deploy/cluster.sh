@@ -23,9 +23,10 @@
 #   deploy/cluster.sh cpu              each host's CPU time so far (user + system, seconds), summed
 #                                      over every process in its namespace
 #   deploy/cluster.sh measure [--rate 2000] [--duration 10s]
-#                                      the cost of a purchase per host: a fresh product, loadgen
-#                                      --mode steady through the edge, each host's CPU time over the
-#                                      run divided by the purchases that reserved (µs per purchase)
+#                                      the cost of a purchase per host: each host's CPU with no
+#                                      buyer for DURATION, then a fresh product bought by loadgen
+#                                      --mode steady through the edge for DURATION; what the run
+#                                      added over idle, divided by the purchases that reserved
 #   deploy/cluster.sh stop-part HOST / start-part HOST
 #                                      stop or start the part on HOST (a coordinator: SIGTERM)
 #
@@ -298,8 +299,6 @@ part_status() {
   esac
 }
 
-# write_env: the settings a client needs, one NAME='VALUE' a line (a shell
-# may source the file: set -a; . DIR/env).
 # cpu_ticks HOST: the CPU time (clock ticks, user + system) of every
 # process in HOST's namespace: on these hosts, that is the part.
 cpu_ticks() {
@@ -313,6 +312,8 @@ cpu_ticks() {
 
 measure() {
   [[ $rate =~ ^[0-9]+$ ]] || die "--rate must be a whole number of purchases a second"
+  [[ $duration =~ ^([0-9]+)s$ ]] || die "--duration must be whole seconds, such as 10s"
+  local secs=${BASH_REMATCH[1]}
   set -a; . "$dir/env"; set +a
   local product h hz out reserved
   hz=$(getconf CLK_TCK)
@@ -320,20 +321,28 @@ measure() {
   curl -fsS -o /dev/null -X PUT -H "Authorization: Bearer $SHARDSTOCK_ADMIN_TOKEN" -H 'Content-Type: application/json' \
     -d "{\"stock\":10000000,\"per_user_limit\":1}" "$SHARDSTOCK_CLUSTER_EDGE/admin/v1/products/$product" || die "could not define $product"
   sleep 2 # (every coordinator has the product)
-  declare -A before
-  for h in $(hosts); do before[$h]=$(cpu_ticks "$h"); done
+  # What each host spends with no buyer at all (the JVMs, MariaDB's and the
+  # coordinators' background work), over as long as the run: the figure per
+  # purchase is what the run adds to it.
+  declare -A idle busy
+  for h in $(hosts); do idle[$h]=$(cpu_ticks "$h"); done
+  sleep "$secs"
+  for h in $(hosts); do idle[$h]=$(( $(cpu_ticks "$h") - ${idle[$h]} )); busy[$h]=$(cpu_ticks "$h"); done
   out=$("$bin" loadgen --url "$SHARDSTOCK_CLUSTER_EDGE" --product "$product" --mode steady --rate "$rate" --duration "$duration" \
     --buyers 100000000 --conns 64 --progress=false)
-  for h in $(hosts); do before[$h]=$(( $(cpu_ticks "$h") - ${before[$h]} )); done
+  for h in $(hosts); do busy[$h]=$(( $(cpu_ticks "$h") - ${busy[$h]} )); done
   echo "$out" | grep -E '^mode|^statuses'
   reserved=$(echo "$out" | grep -oE '(^| )200×[0-9]+' | grep -oE '[0-9]+$' || echo 0)
   [ "${reserved:-0}" -gt 0 ] || die "no purchase reserved: see the statuses above"
-  echo "CPU per purchase that reserved ($reserved), per host (a tick is $((1000000 / hz)) µs):"
+  echo "per host: idle CPU (cores), and the CPU a purchase that reserved added ($reserved of them, ${secs} s; a tick is $((1000000 / hz)) µs):"
   for h in $(hosts); do
-    printf '  %-7s %7.1f µs\n' "$h" "$(echo "${before[$h]} * 1000000 / $hz / $reserved" | bc -l)"
+    printf '  %-7s idle %5.2f cores   %7.1f µs per purchase\n' "$h" "$(echo "${idle[$h]} / $hz / $secs" | bc -l)" \
+      "$(echo "(${busy[$h]} - ${idle[$h]}) * 1000000 / $hz / $reserved" | bc -l)"
   done
 }
 
+# write_env: the settings a client needs, one NAME='VALUE' a line (a shell
+# may source the file: set -a; . DIR/env).
 write_env() {
   local k list=""
   for ((k = 1; k <= coords; k++)); do list="${list:+$list,}http://$(addr "coord$k"):8080"; done
