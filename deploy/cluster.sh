@@ -13,7 +13,7 @@
 #   deploy/cluster.sh env              the settings a client needs (edge, coordinators, admin
 #                                      token, keys, order database), as NAME='VALUE' lines that
 #                                      a shell may source: set -a; . DIR/env; set +a
-#   deploy/cluster.sh exec HOST CMD... run CMD on HOST (in its namespace)
+#   deploy/cluster.sh exec HOST CMD... run CMD on HOST (in its namespace); options before exec
 #   deploy/cluster.sh partition HOST PEER[,PEER...]
 #                                      cut HOST off from each PEER, both ways, and from no one
 #                                      else: their packets to each other are dropped silently
@@ -72,6 +72,10 @@ usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' 
 die() { echo "cluster.sh: $*" >&2; exit 1; }
 say() { echo "cluster.sh: $*"; }
 
+# Options come after the command, or before it (exec takes every word after
+# HOST as its command: give exec's options first).
+pre=()
+while [ $# -gt 0 ] && [[ $1 == --* && $1 != --help ]]; do pre+=("$1" "${2:-}"); shift 2 || { shift; break; }; done
 cmd=${1:-}; [ $# -gt 0 ] && shift
 case "$cmd" in
   exec) [ $# -ge 2 ] || die "exec HOST CMD..."; exec_host=$1; shift; exec_args=("$@"); set -- ;;
@@ -79,6 +83,7 @@ case "$cmd" in
   heal) heal_host=""; if [ $# -gt 0 ] && [[ $1 != -* ]]; then heal_host=$1; shift; fi ;;
   stop-part|start-part) [ $# -ge 1 ] || die "$cmd HOST"; part_host=$1; shift ;;
 esac
+set -- "${pre[@]}" "$@"
 while [ $# -gt 0 ]; do
   case "$1" in
     --shards) shards=$2; shift 2 ;;

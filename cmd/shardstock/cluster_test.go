@@ -105,7 +105,7 @@ func clusterEnviron() []string {
 // run runs a cluster.sh command and returns its output; a failure fails the test.
 func (c *cluster) run(args ...string) string {
 	c.t.Helper()
-	cmd := exec.Command(c.script, append(args, c.args...)...)
+	cmd := exec.Command(c.script, append(append([]string{}, c.args...), args...)...) // (the options first: exec takes every word after its host)
 	cmd.Env = clusterEnviron()
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -189,6 +189,24 @@ func TestClusterSaleAcrossHostsWithPartitions(t *testing.T) {
 	if r := c.admin("PUT", "/admin/v1/products/hosts", fmt.Sprintf(`{"stock":%d,"per_user_limit":%d,"price_cents":%d}`, stock, limit, price)); r.status != 201 {
 		t.Fatalf("define: %d %s", r.status, r.raw)
 	}
+	// Every part listens on its host's address and nowhere else: not on
+	// loopback (unreachable from the other hosts, and a part that advertises
+	// it sends its clients to themselves), not on every interface.
+	var listening []string
+	for h, a := range c.hostAddr {
+		out := c.run("exec", h, "ss", "-ltnH")
+		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+			if f := strings.Fields(l); len(f) >= 4 {
+				local := f[3]
+				// (a JVM lists an IPv4 address as IPv4-mapped IPv6)
+				if !strings.HasPrefix(local, a+":") && !strings.HasPrefix(local, "[::ffff:"+a+"]:") {
+					t.Errorf("host %s (%s): something listens on %s", h, a, local)
+				}
+				listening = append(listening, h+" "+local)
+			}
+		}
+	}
+	t.Logf("listening: %v", listening)
 	edge := c.env["SHARDSTOCK_CLUSTER_EDGE"]
 	hmac := []byte(c.env["SHARDSTOCK_HMAC_SECRET"])
 	token := func(user string) string {
