@@ -414,8 +414,8 @@ case "$cmd" in
   exec) known "$exec_host"; in_host "$exec_host" "${exec_args[@]}" ;;
   partition) partition ;;
   heal) [ -z "$heal_host" ] || known "$heal_host"; heal ;;
-  cpu) hz=$(getconf CLK_TCK); for h in $(hosts); do printf '%-7s %s\n' "$h" "$(echo "scale=2; $(cpu_ticks "$h") / $hz" | bc)"; done ;;
-  measure) [ -f "$dir/env" ] || die "no cluster is up from $dir"; measure ;;
+  cpu) command -v bc >/dev/null || apt_install -- bc; hz=$(getconf CLK_TCK); for h in $(hosts); do printf '%-7s %s\n' "$h" "$(echo "scale=2; $(cpu_ticks "$h") / $hz" | bc)"; done ;;
+  measure) [ -f "$dir/env" ] || die "no cluster is up from $dir"; command -v bc >/dev/null || apt_install -- bc; measure ;;
   stop-part) known "$part_host"; stop_part "$part_host" ;;
   start-part) known "$part_host"; start_part "$part_host" ;;
   *) die "unknown command $cmd (see --help)" ;;
