@@ -6,8 +6,9 @@
 #
 #   deploy/cluster.sh up [options]     make the hosts and start every part; on a failure, take
 #                                      down what it made
-#   deploy/cluster.sh down             stop every part, then delete the hosts and the bridge
-#                                      (also what a failed or killed up left)
+#   deploy/cluster.sh down [--purge]   stop every part, then delete the hosts and the bridge
+#                                      (also what a failed or killed up left); --purge also
+#                                      deletes every part's data, the orders and the keys
 #   deploy/cluster.sh status           each host: its address and whether its part runs
 #   deploy/cluster.sh hosts            each host's name and address
 #   deploy/cluster.sh env              the settings a client needs (edge, coordinators, admin
@@ -44,8 +45,9 @@
 #   --net 10.77.0        [SHARDSTOCK_CLUSTER_NET]           the hosts' /24 (three octets)
 #   --name ss            [SHARDSTOCK_CLUSTER_NAME]          prefix of the namespaces and links
 #                                                           (1-6 letters or digits)
-#   --dir ./run/cluster  [SHARDSTOCK_CLUSTER_DIR]           every part's data, logs and the
-#                                                           cluster's keys (DIR/env, mode 0600)
+#   --dir run/cluster    [SHARDSTOCK_CLUSTER_DIR]           every part's data, logs and the
+#                                                           cluster's keys (DIR/env, mode 0600);
+#                                                           default run/cluster of this checkout
 #   --bin bin/shardstock [SHARDSTOCK_BIN]                   the coordinator binary (make build)
 # The coordinators run with SHARDSTOCK_USER_AUTH=hmac (buyers bring signed
 # tokens through the edge), a payment secret (signed payment results only),
@@ -64,9 +66,9 @@ shards=${SHARDSTOCK_CLUSTER_SHARDS:-3}
 coords=${SHARDSTOCK_CLUSTER_COORDINATORS:-2}
 net=${SHARDSTOCK_CLUSTER_NET:-10.77.0}
 name=${SHARDSTOCK_CLUSTER_NAME:-ss}
-dir=${SHARDSTOCK_CLUSTER_DIR:-./run/cluster}
+dir=${SHARDSTOCK_CLUSTER_DIR:-$root/run/cluster}
 bin=${SHARDSTOCK_BIN:-$root/bin/shardstock}
-rate=2000 duration=10s
+rate=2000 duration=10s purge=""
 
 usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
 die() { echo "cluster.sh: $*" >&2; exit 1; }
@@ -75,7 +77,9 @@ say() { echo "cluster.sh: $*"; }
 # Options come after the command, or before it (exec takes every word after
 # HOST as its command: give exec's options first).
 pre=()
-while [ $# -gt 0 ] && [[ $1 == --* && $1 != --help ]]; do pre+=("$1" "${2:-}"); shift 2 || { shift; break; }; done
+while [ $# -gt 0 ] && [[ $1 == --* && $1 != --help ]]; do
+  if [ "$1" = --purge ]; then pre+=("$1"); shift; else pre+=("$1" "${2:-}"); shift 2 || { shift; break; }; fi
+done
 cmd=${1:-}; [ $# -gt 0 ] && shift
 case "$cmd" in
   exec) [ $# -ge 2 ] || die "exec HOST CMD..."; exec_host=$1; shift; exec_args=("$@"); set -- ;;
@@ -94,13 +98,17 @@ while [ $# -gt 0 ]; do
     --bin) bin=$2; shift 2 ;;
     --rate) rate=$2; shift 2 ;;
     --duration) duration=$2; shift 2 ;;
+    --purge) purge=1; shift ;;
     -h|--help) usage; exit 0 ;;
     *) die "unknown option $1 (see --help)" ;;
   esac
 done
 case "$cmd" in ""|-h|--help|help) usage; exit 0 ;; esac
 [ "$(id -u)" = 0 ] || die "needs root: hosts are network namespaces (ip netns) on a bridge"
-mkdir -p "$dir"; chmod 711 "$dir"; dir=$(cd "$dir" && pwd)
+# DIR is root's; 0711 when made here, so the parts' users pass through it
+# to their own directories (a DIR that exists keeps its mode).
+[ -d "$dir" ] || { mkdir -p "$dir"; chmod 711 "$dir"; }
+dir=$(cd "$dir" && pwd)
 
 # A cluster that is up keeps its shape in DIR/cluster.conf: every later
 # command (down above all) works on what up made, whatever it is told now.
@@ -215,24 +223,36 @@ heal() {
 # --- the coordinators ------------------------------------------------------
 
 running() { kill -0 "$1" 2>/dev/null && ! grep -q '^[0-9]* ([^)]*) Z' "/proc/$1/stat" 2>/dev/null; }
-coord_pid() { cat "$dir/$1/shardstock.pid" 2>/dev/null || true; }
+coordinator_user() { service_user shardstock-coordinator; }
+# coord_pid HOST: the coordinator's pid, from a file only root writes
+# (DIR/pids), and only while that pid is a process of the coordinators'
+# user (after a reboot or a killed run the number may be anyone's).
+coord_pid() {
+  local p; p=$(cat "$dir/pids/$1.pid" 2>/dev/null || true)
+  [[ $p =~ ^[0-9]+$ ]] || return 0
+  [ "$(awk '/^Uid:/ {print $2}' "/proc/$p/status" 2>/dev/null)" = "$(id -u "$(coordinator_user)")" ] && echo "$p"
+  return 0
+}
 
-# start_coordinator HOST: the binary, the broker's credentials and the
-# database's CA are copied into DIR/HOST, which is the coordinator's user's
-# alone; it starts there as that user (paths relative to it: the user
-# needs no way through DIR's parents), in HOST's namespace.
+# start_coordinator HOST: DIR/HOST is root's (0711) and holds the binary,
+# the broker's credentials and the database's CA (readable by the
+# coordinators' group); only spool/ and log/ are the coordinator's. It
+# starts there as its user (paths relative to it: the user needs no way
+# through DIR's parents), in HOST's namespace, without capabilities, and
+# opens its log itself: root writes nothing into a directory of the
+# coordinator's and follows no link it could have planted there.
 start_coordinator() {
-  local h=$1 d=$dir/$1 user pid
+  local h=$1 d=$dir/$1 user group pid
   pid=$(coord_pid "$h")
   if [ -n "$pid" ] && running "$pid"; then say "$h already running (pid $pid)"; return; fi
-  user=$(service_user shardstock-coordinator)
-  mkdir -p "$d/spool"
-  install -m 0755 "$bin" "$d/shardstock"
-  cat "$(rocketmq credentials-file coordinator)" >"$d/mq.credentials"
-  cat "$(mariadb ca)" >"$d/db-ca.crt"
-  chown -R "$user:$(id -gn "$user")" "$d"
-  chown root: "$d/shardstock"
-  chmod 700 "$d"
+  user=$(coordinator_user); group=$(id -gn "$user")
+  install -d -o root -g root -m 0711 "$d"
+  install -d -o root -g root -m 0700 "$dir/pids"
+  [ -d "$d/spool" ] || install -d -o "$user" -g "$group" -m 0700 "$d/spool"
+  [ -d "$d/log" ] || install -d -o "$user" -g "$group" -m 0700 "$d/log"
+  install -o root -g root -m 0755 "$bin" "$d/shardstock"
+  install -o root -g "$group" -m 0640 "$(rocketmq credentials-file coordinator)" "$d/mq.credentials"
+  install -o root -g "$group" -m 0640 "$(mariadb ca)" "$d/db-ca.crt"
   (
     cd "$d"
     export SHARDSTOCK_HTTP_ADDR="$(addr "$h"):8080" SHARDSTOCK_SHARDS="$(shard_urls)" \
@@ -241,29 +261,34 @@ start_coordinator() {
       SHARDSTOCK_MQ="rocketmq://$(addr mq):9876" SHARDSTOCK_DB="$(mariadb dsn)" SHARDSTOCK_DB_CA_FILE=db-ca.crt \
       SHARDSTOCK_SPOOL_DIR=spool
     unset SHARDSTOCK_DEV
-    nohup ip netns exec "$(ns "$h")" setpriv --reuid="$user" --regid="$(id -g "$user")" --clear-groups \
-      ./shardstock serve --mq-credentials-file mq.credentials >>shardstock.log 2>&1 &
-    echo $! >shardstock.pid
+    nohup ip netns exec "$(ns "$h")" setpriv --reuid="$user" --regid="$group" --clear-groups --no-new-privs \
+      --inh-caps=-all --bounding-set=-all \
+      sh -c 'exec ./shardstock serve --mq-credentials-file mq.credentials >>log/shardstock.log 2>&1' >/dev/null 2>&1 &
+    echo $! >"$dir/pids/$h.pid"
   )
-  pid=$(coord_pid "$h")
+  pid=$(cat "$dir/pids/$h.pid")
   for _ in $(seq 1 1200); do # 60 s: a fresh broker's routes take a while
-    running "$pid" || { tail -20 "$d/shardstock.log" >&2; die "$h exited during start (log: $d/shardstock.log)"; }
+    running "$pid" || { coordinator_log "$h" >&2; die "$h exited during start (log: $d/log/shardstock.log)"; }
     if curl -fsS -o /dev/null "http://$(addr "$h"):8080/readyz" 2>/dev/null; then
-      say "$h up on $(addr "$h"):8080 (pid $pid, as $user, log $d/shardstock.log)"; return
+      say "$h up on $(addr "$h"):8080 (pid $pid, as $user, log $d/log/shardstock.log)"; return
     fi
     sleep 0.05
   done
-  tail -20 "$d/shardstock.log" >&2
-  die "$h not ready within 60 s (log: $d/shardstock.log)"
+  coordinator_log "$h" >&2
+  die "$h not ready within 60 s (log: $d/log/shardstock.log)"
 }
+
+# coordinator_log HOST: the end of its log, read as its user (the file is
+# the coordinator's: it may be a link to something only root may read).
+coordinator_log() { runuser -u "$(coordinator_user)" -- tail -20 "$dir/$1/log/shardstock.log" 2>/dev/null || true; }
 
 stop_coordinator() {
   local h=$1 pid; pid=$(coord_pid "$h")
-  [ -n "$pid" ] && running "$pid" || { rm -f "$dir/$h/shardstock.pid"; return 0; }
+  [ -n "$pid" ] && running "$pid" || { rm -f "$dir/pids/$h.pid"; return 0; }
   kill -TERM "$pid"
-  for _ in $(seq 1 300); do running "$pid" || { rm -f "$dir/$h/shardstock.pid"; say "$h stopped"; return; }; sleep 0.1; done
+  for _ in $(seq 1 300); do running "$pid" || { rm -f "$dir/pids/$h.pid"; say "$h stopped"; return; }; sleep 0.1; done
   kill -KILL "$pid" 2>/dev/null || true
-  rm -f "$dir/$h/shardstock.pid"
+  rm -f "$dir/pids/$h.pid"
   say "$h killed after 30 s"
 }
 
@@ -353,7 +378,7 @@ write_env() {
   for ((k = 1; k <= coords; k++)); do list="${list:+$list,}http://$(addr "coord$k"):8080"; done
   {
     printf "SHARDSTOCK_CLUSTER_EDGE='%s'\n" "http://$(addr edge):8000"
-    printf "SHARDSTOCK_CLUSTER_COORDINATORS='%s'\n" "$list"
+    printf "SHARDSTOCK_CLUSTER_COORDINATOR_URLS='%s'\n" "$list"
     printf "SHARDSTOCK_CLUSTER_PROMETHEUS='%s'\n" "http://$(addr prom):9090"
     printf "SHARDSTOCK_ADMIN_TOKEN='%s'\n" "$(secret admin-token)"
     printf "SHARDSTOCK_HMAC_SECRET='%s'\n" "$(secret hmac)"
@@ -370,6 +395,7 @@ up() {
   ! ip link show "$(bridge)" >/dev/null 2>&1 || die "the bridge $(bridge) exists already: another cluster named '$name' is up (--name)"
   ! ip -o -4 addr show | grep -q "inet ${net//./\\.}\\." || die "$net.0/24 is in use on this machine: choose another --net"
   printf 'shards=%s\ncoords=%s\nnet=%s\nname=%s\nbin=%q\n' "$shards" "$coords" "$net" "$name" "$bin" >"$dir/cluster.conf"
+  trap 'rc=$?; trap - EXIT; if [ "$rc" != 0 ]; then echo "cluster.sh: up failed; taking down what it made" >&2; down; fi; exit "$rc"' EXIT
   # What the parts need from the network outside (Debian's packages, the
   # broker's jars from Maven Central) comes before the hosts: they have no
   # way out.
@@ -379,7 +405,6 @@ up() {
   "$here/nginx.sh" install --dir "$dir/install/nginx"
   "$here/prometheus.sh" install --dir "$dir/install/prometheus"
   rm -rf "$dir/install"
-  trap 'rc=$?; trap - EXIT; if [ "$rc" != 0 ]; then echo "cluster.sh: up failed; taking down what it made" >&2; down; fi; exit "$rc"' EXIT
   make_network
   say "$((shards + coords + 4)) hosts on bridge $(bridge) ($net.1 is this machine)"
   local h
@@ -401,7 +426,15 @@ down() {
     done
   fi
   remove_network
+  rm -rf "$dir/pids"
   rm -f "$dir/cluster.conf" "$dir/partitions"
+  if [ -n "$purge" ]; then
+    # MariaDB's files may live outside DIR (mariadb.sh: "Where the files are").
+    [ ! -d "$dir/db/mariadb" ] || SHARDSTOCK_MARIADB_DIR="$dir/db/mariadb" "$here/mariadb.sh" remove >/dev/null
+    rm -rf "$dir"
+    say "down: every part stopped, hosts and bridge $(bridge) removed, and every part's data deleted ($dir)"
+    return
+  fi
   say "down: every part stopped, hosts and bridge $(bridge) removed (data kept in $dir)"
 }
 

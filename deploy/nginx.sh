@@ -117,6 +117,9 @@ start() {
   local ups=""
   IFS=, read -r -a list <<<"$upstreams"
   for u in "${list[@]}"; do ups="$ups    server $u max_fails=1 fail_timeout=2s;"$'\n'; done
+  # Every coordinator answered 404 to a ticket look-up: "404, 404, ..." once
+  # per coordinator in $upstream_status.
+  local all404="^404"; for ((k = 1; k < ${#list[@]}; k++)); do all404="$all404, 404"; done; all404="$all404\$"
   local pagecfg=""
   if [ -n "$pages" ]; then
     # The page files get their types from Debian's mime.types (with
@@ -133,7 +136,7 @@ start() {
   for n in "${nets[@]}"; do [ -n "$n" ] && rules="$rules      allow $n;"$'\n'; done
   sed -e "s|@DIR@|$dir|g" -e "s|@PORT@|$port|g" -e "s|@LISTEN@|$listen|g" -e "s|@LUA@|$lua|g" -e "s|@CONNS_PER_IP@|$conns|g" \
       -e "s|@OPEN_CONNS_PER_IP@|$open|g" -e "s|@SOCK@|$sock|g" -e "s|@USER@|$user|g" \
-      -e "s|@OPS_ALLOW@|${ops:-nowhere}|g" "$here/nginx/nginx.conf.tmpl" \
+      -e "s|@OPS_ALLOW@|${ops:-nowhere}|g" -e "s|@ALL_404@|$all404|g" "$here/nginx/nginx.conf.tmpl" \
     | awk -v ups="$ups" -v rules="$rules" -v pages="$pagecfg" '{ if ($0 == "@UPSTREAMS@") printf "%s", ups; else if ($0 == "@OPS_RULES@") printf "%s", rules; else if ($0 == "@PAGES@") printf "%s", pages; else print }' >"$dir/nginx.conf"
   nginx -t -q -c "$dir/nginx.conf" -p "$dir" 2>"$dir/check.log" || { cat "$dir/check.log" >&2; remove_sockets; die "bad config"; }
   nohup nginx -c "$dir/nginx.conf" -p "$dir" >"$dir/nginx.out" 2>&1 &
