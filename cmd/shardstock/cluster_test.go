@@ -43,12 +43,7 @@ type cluster struct {
 // when the test ends (also when it fails).
 func startCluster(t *testing.T, shards int, extraEnv ...string) *cluster {
 	t.Helper()
-	if os.Getuid() != 0 {
-		if os.Getenv("SHARDSTOCK_TEST_REQUIRE_ALL") == "1" {
-			t.Fatal("the cluster test needs root (network namespaces), and SHARDSTOCK_TEST_REQUIRE_ALL=1 (make test) requires it")
-		}
-		t.Skip("deploy/cluster.sh needs root: its hosts are network namespaces")
-	}
+	needClusterRoot(t)
 	root := repoRoot(t)
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "shardstock")
@@ -89,6 +84,19 @@ func startCluster(t *testing.T, shards int, extraEnv ...string) *cluster {
 		}
 	}
 	return c
+}
+
+// needClusterRoot skips a test of deploy/cluster.sh unless it runs as root
+// (its hosts are network namespaces); under make test it fails instead.
+func needClusterRoot(t *testing.T) {
+	t.Helper()
+	if os.Getuid() == 0 {
+		return
+	}
+	if os.Getenv("SHARDSTOCK_TEST_REQUIRE_ALL") == "1" {
+		t.Fatal("deploy/cluster.sh needs root (its hosts are network namespaces), and SHARDSTOCK_TEST_REQUIRE_ALL=1 (make test) requires it")
+	}
+	t.Skip("deploy/cluster.sh needs root: its hosts are network namespaces")
 }
 
 // clusterEnviron is this process's environment without the test services'
@@ -529,12 +537,7 @@ func severalHosts(readme string) ([]string, error) {
 // leaves no host or bridge behind. Only the cluster's name and network are
 // the test's own (the environment), so it meets no operator's cluster.
 func TestReadmeSeveralHostsIsTrue(t *testing.T) {
-	if os.Getuid() != 0 {
-		if os.Getenv("SHARDSTOCK_TEST_REQUIRE_ALL") == "1" {
-			t.Fatal("deploy/cluster.sh needs root, and SHARDSTOCK_TEST_REQUIRE_ALL=1 (make test) requires it")
-		}
-		t.Skip("deploy/cluster.sh needs root: its hosts are network namespaces")
-	}
+	needClusterRoot(t)
 	clone := filepath.Join(t.TempDir(), "clone")
 	if out, err := exec.Command("git", "clone", "--quiet", repoRoot(t), clone).CombinedOutput(); err != nil {
 		t.Fatalf("git clone: %v\n%s", err, out)
@@ -597,12 +600,7 @@ func TestReadmeSeveralHostsIsTrue(t *testing.T) {
 // fails, and takes down what it made: no host, link or bridge of the
 // cluster's name stays, and no part it started still runs.
 func TestClusterUpThatFailsLeavesNothing(t *testing.T) {
-	if os.Getuid() != 0 {
-		if os.Getenv("SHARDSTOCK_TEST_REQUIRE_ALL") == "1" {
-			t.Fatal("deploy/cluster.sh needs root, and SHARDSTOCK_TEST_REQUIRE_ALL=1 (make test) requires it")
-		}
-		t.Skip("deploy/cluster.sh needs root: its hosts are network namespaces")
-	}
+	needClusterRoot(t)
 	script := filepath.Join(repoRoot(t), "deploy", "cluster.sh")
 	dir := t.TempDir()
 	args := []string{"--dir", filepath.Join(dir, "cluster"), "--name", "ssfail", "--net", "10.81.0", "--shards", "1", "--coordinators", "1"}
