@@ -18,6 +18,7 @@ import (
 
 	"github.com/shardstock/shardstock"
 	"github.com/shardstock/shardstock/flashsale"
+	"github.com/shardstock/shardstock/ha"
 	"github.com/shardstock/shardstock/inventory"
 	"github.com/shardstock/shardstock/order"
 	"github.com/shardstock/shardstock/shard"
@@ -812,7 +813,10 @@ func TestShardBackWithoutItsLastWrites(t *testing.T) {
 	r.Rewind(0) // back to the checkpoint: the confirm, 5 holds and the rebalance's transfer_out are gone
 	waitFor(t, 10*time.Second, "shard 0 resynced", func() (bool, string) {
 		st := productStatus(t, base, "crash").Shards[0]
-		return st.Up && st.Locked != nil && *st.Locked == 7 && *st.Sold == 1, fmt.Sprintf("%+v", st)
+		// (and its breaker closed again: until then a buyer homed there is
+		// told 503, down, not tried)
+		b := m.health.Status()[0].Breaker
+		return st.Up && st.Locked != nil && *st.Locked == 7 && *st.Sold == 1 && b == ha.Closed, fmt.Sprintf("%+v, breaker %v", st, b)
 	})
 	st := productStatus(t, base, "crash")
 	var alloc int64

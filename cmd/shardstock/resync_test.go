@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shardstock/shardstock"
+	"github.com/shardstock/shardstock/ha"
 	"github.com/shardstock/shardstock/inventory"
 	"github.com/shardstock/shardstock/shard/shardtest"
 )
@@ -85,6 +86,12 @@ func (f *crashFixture) resynced() inventory.ProductStatus {
 	waitFor(f.t, 15*time.Second, "shard 0 back in line (unfenced, answering)", func() (bool, string) {
 		if f.m.set.Fenced(0) {
 			return false, "fenced: " + f.m.inv.resync.Problem(0)
+		}
+		// Its breaker, opened by the calls that failed while it was
+		// away, closes at the first ping after the cooldown; until then a
+		// buyer homed there is told 503 (down, not tried), rightly.
+		if b := f.m.health.Status()[0].Breaker; b != ha.Closed {
+			return false, fmt.Sprintf("unfenced, breaker %v", b)
 		}
 		st = productStatus(f.t, f.base, "crash")
 		return st.Shards[0].Up && st.Shards[0].Alloc != nil, fmt.Sprintf("%+v", st.Shards[0])
