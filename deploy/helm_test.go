@@ -15,6 +15,8 @@ import (
 	"testing"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/shardstock/shardstock/shard/shardtest"
 )
 
 // The parts of the rendered manifests the checks read.
@@ -96,7 +98,7 @@ type (
 // settings, all named in SHARDSTOCK_SHARDS.
 func TestHelmChart(t *testing.T) {
 	helm := helmBinary(t)
-	root := imgRepoRoot(t)
+	root := shardtest.RepoRoot(t)
 	chart := filepath.Join(root, "deploy", "helm", "shardstock")
 	if out, err := exec.Command(helm, "lint", "--strict", chart).CombinedOutput(); err != nil {
 		t.Fatalf("helm lint: %v\n%s", err, out)
@@ -364,7 +366,7 @@ func helmRender(t *testing.T, helm, chart string, args ...string) []helmObject {
 // (SHARDSTOCK_TEST_REQUIRE_ALL=1), which builds it.
 func helmBinary(t *testing.T) string {
 	t.Helper()
-	out, err := exec.Command("bash", filepath.Join(imgRepoRoot(t), "deploy", "helm.sh"), "path").CombinedOutput()
+	out, err := exec.Command("bash", filepath.Join(shardtest.RepoRoot(t), "deploy", "helm.sh"), "path").CombinedOutput()
 	if err == nil {
 		return strings.TrimSpace(string(out))
 	}

@@ -37,7 +37,7 @@ const imageUID = "65532"
 func TestImageRunsACoordinator(t *testing.T) {
 	imgRequireTools(t, "buildah", "podman", "go")
 	r := shardtest.StartWith(t, 3, shardtest.Options{ACLUser: "shardstock:image-test-pw"})
-	root := imgRepoRoot(t)
+	root := shardtest.RepoRoot(t)
 	// Names of this run only: tests of several checkouts may share the
 	// host's podman storage, and -count=N runs this test N times.
 	suffix := fmt.Sprintf("test-%d-%d", os.Getpid(), rand.Uint32())
@@ -354,24 +354,5 @@ func imgWaitFor(t *testing.T, url string, want int, within time.Duration) (int, 
 			return status, body
 		}
 		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-// imgRepoRoot is the directory of go.mod above the test's.
-func imgRepoRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("go.mod not found above the test's directory")
-		}
-		dir = parent
 	}
 }

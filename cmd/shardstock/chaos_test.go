@@ -373,17 +373,8 @@ func TestChaos(t *testing.T) {
 	})
 
 	// The checks.
-	var checks []string
-	check := func(ok bool, format string, args ...any) {
-		line := fmt.Sprintf(format, args...)
-		if !ok {
-			t.Errorf("FAILED: %s", line)
-			line = "FAILED " + line
-		} else {
-			line = "ok     " + line
-		}
-		checks = append(checks, line)
-	}
+	var checks reportChecks
+	check := checks.checker(t)
 	after := productStatus(t, a, "chaos")
 	paidByShard, err := store.CountsByShard(ctx, "chaos")
 	if err != nil {
@@ -425,11 +416,30 @@ func TestChaos(t *testing.T) {
 	fmt.Fprintf(report, "requests: %d; outcomes by status: %s\n", len(responses), sortedCounts(statuses))
 	fmt.Fprintf(report, "orders at the end: %v\n", final)
 	fmt.Fprintf(report, "checks:\n")
-	for _, c := range checks {
+	for _, c := range checks.lines {
 		fmt.Fprintf(report, "  %s\n", c)
 	}
 	os.WriteFile(filepath.Join(artifacts(t), "chaos-report.txt"), []byte(report.String()), 0o644)
 	t.Log("\n" + report.String())
+}
+
+// reportChecks are a run's checks as its report lists them.
+type reportChecks struct{ lines []string }
+
+// checker returns a check that fails t with a line that is not ok, and
+// keeps every line, "ok" or "FAILED", for the report.
+func (c *reportChecks) checker(t *testing.T) func(ok bool, format string, args ...any) {
+	return func(ok bool, format string, args ...any) {
+		t.Helper()
+		line := fmt.Sprintf(format, args...)
+		if !ok {
+			t.Errorf("FAILED: %s", line)
+			line = "FAILED " + line
+		} else {
+			line = "ok     " + line
+		}
+		c.lines = append(c.lines, line)
+	}
 }
 
 // describe tells what the load driver saw of each reservation: its answer,

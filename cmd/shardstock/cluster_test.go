@@ -422,17 +422,8 @@ func TestClusterSaleAcrossHostsWithPartitions(t *testing.T) {
 	})
 
 	// The checks, from outside.
-	var checks []string
-	check := func(ok bool, format string, args ...any) {
-		line := fmt.Sprintf(format, args...)
-		if !ok {
-			t.Errorf("FAILED: %s", line)
-			line = "FAILED " + line
-		} else {
-			line = "ok     " + line
-		}
-		checks = append(checks, line)
-	}
+	var checks reportChecks
+	check := checks.checker(t)
 	after := c.status("hosts")
 	byShard, err := store.CountsByShard(ctx, "hosts")
 	if err != nil {
@@ -494,7 +485,7 @@ func TestClusterSaleAcrossHostsWithPartitions(t *testing.T) {
 	fmt.Fprintf(report, "requests: %d answered, %d not answered by the edge; outcomes by status: %s\n", len(responses), refused.Load(), sortedCounts(statuses))
 	fmt.Fprintf(report, "orders at the end: %v\n", final)
 	fmt.Fprintf(report, "checks:\n")
-	for _, l := range checks {
+	for _, l := range checks.lines {
 		fmt.Fprintf(report, "  %s\n", l)
 	}
 	os.WriteFile(filepath.Join(artifacts(t), "cluster-report.txt"), []byte(report.String()), 0o644)
@@ -538,15 +529,8 @@ func severalHosts(readme string) ([]string, error) {
 // the test's own (the environment), so it meets no operator's cluster.
 func TestReadmeSeveralHostsIsTrue(t *testing.T) {
 	needClusterRoot(t)
-	clone := filepath.Join(t.TempDir(), "clone")
-	if out, err := exec.Command("git", "clone", "--quiet", repoRoot(t), clone).CombinedOutput(); err != nil {
-		t.Fatalf("git clone: %v\n%s", err, out)
-	}
-	readme, err := os.ReadFile(filepath.Join(clone, "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmds, err := severalHosts(string(readme))
+	clone, readme := freshClone(t)
+	cmds, err := severalHosts(readme)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,6 +61,21 @@ func quickStart(readme string) ([]quickStartStep, error) {
 	return steps, nil
 }
 
+// freshClone clones the repository's committed state into a temporary
+// directory and returns it with its README.
+func freshClone(t *testing.T) (dir, readme string) {
+	t.Helper()
+	dir = filepath.Join(t.TempDir(), "clone")
+	if out, err := exec.Command("git", "clone", "--quiet", repoRoot(t), dir).CombinedOutput(); err != nil {
+		t.Fatalf("git clone: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir, string(b)
+}
+
 // TestReadmeQuickStartIsTrue (issue 17): on a fresh clone, `make run` in
 // both modes starts, every quick-start command of the README answers what
 // the README shows (ids, the shard and the payment deadline aside), and
@@ -77,15 +92,8 @@ func TestReadmeQuickStartIsTrue(t *testing.T) {
 			t.Fatalf("port %d is in use: a make run may be running (make stop stops it)", p)
 		}
 	}
-	clone := filepath.Join(t.TempDir(), "clone")
-	if out, err := exec.Command("git", "clone", "--quiet", repoRoot(t), clone).CombinedOutput(); err != nil {
-		t.Fatalf("git clone: %v\n%s", err, out)
-	}
-	readme, err := os.ReadFile(filepath.Join(clone, "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	steps, err := quickStart(string(readme))
+	clone, readme := freshClone(t)
+	steps, err := quickStart(readme)
 	if err != nil || len(steps) < 5 {
 		t.Fatalf("README quick start: %d commands, %v", len(steps), err)
 	}

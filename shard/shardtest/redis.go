@@ -60,7 +60,7 @@ func StartWith(t testing.TB, n int, opts Options) *Redis {
 		}
 		t.Skip(msg)
 	}
-	r := &Redis{t: t, script: filepath.Join(repoRoot(t), "deploy", "redis.sh"), dir: t.TempDir(), opts: opts}
+	r := &Redis{t: t, script: filepath.Join(RepoRoot(t), "deploy", "redis.sh"), dir: t.TempDir(), opts: opts}
 	r.Ports = freePorts(t, n)
 	r.deploy("start", r.Ports...)
 	t.Cleanup(func() { r.deploy("thaw", r.Ports...); r.deploy("kill", r.Ports...) })
@@ -279,7 +279,9 @@ func ephemeralLow() int {
 	return lo
 }
 
-func repoRoot(t testing.TB) string {
+// RepoRoot is the directory of go.mod above the test's: the checkout whose
+// deploy/ scripts a test runs.
+func RepoRoot(t testing.TB) string {
 	dir, err := os.Getwd()
 	if err != nil {
 		t.Fatal(err)
