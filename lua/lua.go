@@ -32,6 +32,8 @@ var (
 	windowSrc string
 	//go:embed budget.lua
 	budgetSrc string
+	//go:embed ack.lua
+	ackSrc string
 )
 
 // Scripts are the stock-path scripts. The zero value is not usable; call
@@ -44,6 +46,9 @@ type Scripts struct {
 	Register, RestoreHold   *redis.Script
 	TransferOut, TransferIn *redis.Script
 	Window, Budget          *redis.Script
+	// Ack acknowledges a consumer group's handled stream entries and
+	// removes them (messaging.GroupReader).
+	Ack *redis.Script
 }
 
 // NewScripts wraps the embedded sources.
@@ -59,5 +64,6 @@ func NewScripts() *Scripts {
 		RestoreHold: redis.NewScript(restoreHoldSrc),
 		TransferOut: redis.NewScript(transferOutSrc),
 		TransferIn:  redis.NewScript(transferInSrc),
+		Ack:         redis.NewScript(ackSrc),
 	}
 }

@@ -23,8 +23,12 @@ import (
 
 	"github.com/shardstock/shardstock"
 	"github.com/shardstock/shardstock/ha"
+	"github.com/shardstock/shardstock/lua"
 	"github.com/shardstock/shardstock/shard"
 )
+
+// scripts holds the ack script (lua/ack.lua).
+var scripts = lua.NewScripts()
 
 // Entry is one stream entry handed to a handler.
 type Entry struct {
@@ -48,8 +52,8 @@ type BatchHandler func(ctx context.Context, es []Entry) (int, error)
 // shard has its own goroutine: it first re-reads this consumer's pending
 // entries (left by a failed handler), periodically claims entries another
 // consumer left pending longer than ClaimIdle (a dead coordinator), then
-// reads new ones. Handled entries are XACKed and XDELed, so a stream only
-// holds what is not processed yet.
+// reads new ones. Handled entries are acknowledged and removed (lua/ack.lua),
+// so a stream only holds what is not processed yet.
 type GroupReader struct {
 	Clients  []*redis.Client // index = shard
 	Group    string
@@ -368,16 +372,19 @@ func (g *GroupReader) process(ctx context.Context, es []Entry) (int, error) {
 	return len(es), nil
 }
 
-// ack acknowledges and deletes handled entries in one round trip.
+// ack acknowledges and removes handled entries in one round trip (the
+// ack script: a trim up to the group's first entry not yet acknowledged,
+// XDEL only for those past it).
 func (r *shardReader) ack(ctx context.Context, stream string, ids []string) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	if _, err := r.c.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.XAck(ctx, stream, r.g.Group, ids...)
-		p.XDel(ctx, stream, ids...)
-		return nil
-	}); err != nil {
+	args := make([]any, 0, len(ids)+1)
+	args = append(args, r.g.Group)
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	if err := scripts.Ack.Run(ctx, r.c, []string{stream}, args...).Err(); err != nil {
 		return fmt.Errorf("ack %d entries of %s: %w", len(ids), stream, err)
 	}
 	return nil

@@ -126,3 +126,93 @@ func TestGatherMakesFewerFullerReads(t *testing.T) {
 		t.Fatalf("batches of %d then %d, %v apart; want 5 then 1 without a wait", full.n, rest.n, rest.at.Sub(full.at))
 	}
 }
+
+// The ack script removes a group's handled entries by trimming the stream
+// up to the first entry that may not be processed, and deletes one by one
+// only those past it: entries another consumer holds pending (a batch in
+// progress, a parked entry) and entries not yet delivered stay; nothing
+// handled stays behind.
+func TestAckRemovesHandledEntriesOnly(t *testing.T) {
+	c := oneShard(t)
+	ctx := context.Background()
+	stream := "ss:{p:ack}:outbox"
+	// Ids chosen so that comparing them as strings would be wrong
+	// ("9-0" sorts after "10-0", "1-9" after "1-10").
+	var all []string
+	for _, ms := range []string{"9", "10", "11"} {
+		for seq := range 12 {
+			id := fmt.Sprintf("%s-%d", ms, seq)
+			if err := c.XAdd(ctx, &redis.XAddArgs{Stream: stream, ID: id, Values: []any{"res", id}}).Err(); err != nil {
+				t.Fatal(err)
+			}
+			all = append(all, id)
+		}
+	}
+	if err := c.XGroupCreate(ctx, stream, "orders", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	read := func(consumer string, n int64) []string {
+		res, err := c.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "orders", Consumer: consumer, Streams: []string{stream, ">"}, Count: n, Block: -1}).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, m := range res[0].Messages {
+			ids = append(ids, m.ID)
+		}
+		return ids
+	}
+	r := &shardReader{g: &GroupReader{Group: "orders"}, c: c}
+	ack := func(ids []string) {
+		if err := r.ack(ctx, stream, ids); err != nil {
+			t.Fatal(err)
+		}
+	}
+	left := func() []string {
+		msgs, err := c.XRange(ctx, stream, "-", "+").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, m := range msgs {
+			ids = append(ids, m.ID)
+		}
+		return ids
+	}
+	want := func(step string, ids []string) {
+		t.Helper()
+		if got := left(); fmt.Sprint(got) != fmt.Sprint(ids) {
+			t.Fatalf("%s: the stream holds %v, want %v", step, got, ids)
+		}
+	}
+
+	a := read("a", 10) // 9-0..9-9: A's batch, in progress
+	b := read("b", 10) // 9-10, 9-11, 10-0..10-7
+	ack(b)             // past A's pending entries: deleted one by one
+	want("B acknowledged while A's batch is pending", append(append([]string{}, a...), all[20:]...))
+	ack(a[1:]) // 9-0 stays pending (parked): the rest goes
+	want("A acknowledged all but its first", append([]string{a[0]}, all[20:]...))
+	c2 := read("b", 4) // 10-8..10-11
+	ack(c2)
+	want("10-8..10-11 acknowledged, 9-0 still pending", append([]string{a[0]}, all[24:]...))
+	ack(a[:1]) // the parked entry handled at last: only the undelivered 11-* remain
+	want("every delivered entry acknowledged", all[24:])
+	d := read("a", 100)
+	ack(d)
+	want("all acknowledged", nil)
+	if p, _ := c.XPending(ctx, stream, "orders").Result(); p.Count != 0 {
+		t.Fatalf("%d entries still pending", p.Count)
+	}
+
+	// A stream whose group is gone (the shard lost its data, then got the
+	// entries back some other way): the ids given are deleted one by one.
+	c.XAdd(ctx, &redis.XAddArgs{Stream: stream, ID: "20-0", Values: []any{"res", "x"}})
+	c.XAdd(ctx, &redis.XAddArgs{Stream: stream, ID: "20-1", Values: []any{"res", "y"}})
+	r.g.Group = "gone"
+	ack([]string{"20-1"})
+	want("no such group", []string{"20-0"})
+	// A stream deleted meanwhile (a product archived): nothing to do.
+	if err := r.ack(ctx, "ss:{p:none}:outbox", []string{"1-1"}); err != nil {
+		t.Fatal(err)
+	}
+}

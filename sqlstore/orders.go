@@ -335,16 +335,29 @@ func (s *Store) Transition(ctx context.Context, id, user string, status shardsto
 
 // CancelExpired cancels every order still awaiting payment whose payment
 // deadline (pay_by) passed by now, and returns how many. Rows from before
-// pay_by keep the old rule: reserved before cutoff.
+// pay_by keep the old rule: reserved before cutoff. Two statements, so each
+// is a range of the (status, pay_by) index (their OR in one would read every
+// order awaiting payment).
 func (s *Store) CancelExpired(ctx context.Context, cutoff, now time.Time) (int64, error) {
-	res, err := s.exec(ctx, `UPDATE orders
+	const cancel = `UPDATE orders
 		SET status = 'cancelled', seq = NULL, settle_pending = 1, claim_pending = 1, updated_at = ?
-		WHERE status = 'awaiting_payment' AND (pay_by < ? OR (pay_by IS NULL AND reserved_at < ?))`,
-		now.UnixMilli(), now.UnixMilli(), cutoff.UnixMilli())
-	if err != nil {
-		return 0, fmt.Errorf("cancel expired: %w", err)
+		WHERE status = 'awaiting_payment' AND `
+	var n int64
+	for _, st := range []struct {
+		where string
+		arg   int64
+	}{{`pay_by < ?`, now.UnixMilli()}, {`pay_by IS NULL AND reserved_at < ?`, cutoff.UnixMilli()}} {
+		res, err := s.exec(ctx, cancel+st.where, now.UnixMilli(), st.arg)
+		if err != nil {
+			return n, fmt.Errorf("cancel expired: %w", err)
+		}
+		k, err := res.RowsAffected()
+		if err != nil {
+			return n, fmt.Errorf("cancel expired: %w", err)
+		}
+		n += k
 	}
-	return res.RowsAffected()
+	return n, nil
 }
 
 // Unsettled returns up to limit orders whose final status the holder shard

@@ -126,3 +126,81 @@ func TestSQLiteFilesArePrivate(t *testing.T) {
 		t.Fatalf("the directory the store made: %v %v, want 0700", fi.Mode().Perm(), err)
 	}
 }
+
+// The timeout sweep cancels the orders awaiting payment whose pay_by has
+// passed, and the rows written before pay_by existed (NULL) by their
+// reservation time; nothing else. Then the rows it cancelled are the ones
+// to settle and whose claims to give back.
+func TestCancelExpired(t *testing.T) {
+	for name, dsn := range sqlstoretest.DSNs(t) {
+		t.Run(name, func(t *testing.T) {
+			s := sqlstoretest.Open(t, dsn)
+			db, _, err := sqlstore.Connect(dsn, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			ctx := context.Background()
+			now := time.UnixMilli(1_000_000)
+			cutoff := now.Add(-time.Minute)
+			rows := []struct {
+				id, status string
+				reservedAt int64
+				payBy      any
+			}{
+				{"due", "awaiting_payment", cutoff.UnixMilli() + 10, now.UnixMilli() - 1},
+				{"not-due", "awaiting_payment", cutoff.UnixMilli() - 10, now.UnixMilli() + 1},
+				{"old-due", "awaiting_payment", cutoff.UnixMilli() - 1, nil},
+				{"old-not-due", "awaiting_payment", cutoff.UnixMilli() + 1, nil},
+				{"paid", "paid", cutoff.UnixMilli() - 10, now.UnixMilli() - 10},
+				{"failed", "failed", cutoff.UnixMilli() - 10, nil},
+			}
+			for i, r := range rows {
+				if _, err := db.ExecContext(ctx, `INSERT INTO orders
+					(id, product_id, user_id, shard, seq, status, reserved_at, created_at, updated_at, settle_pending, claim_pending, pay_by)
+					VALUES (?, 'p', ?, 0, 1, ?, ?, 0, 0, 0, 0, ?)`, r.id, r.id, r.status, r.reservedAt, r.payBy); err != nil {
+					t.Fatalf("row %d: %v", i, err)
+				}
+			}
+			n, err := s.CancelExpired(ctx, cutoff, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n != 2 {
+				t.Fatalf("cancelled %d, want 2 (due, old-due)", n)
+			}
+			for _, r := range rows {
+				var status string
+				if err := db.QueryRowContext(ctx, `SELECT status FROM orders WHERE id = ?`, r.id).Scan(&status); err != nil {
+					t.Fatal(err)
+				}
+				want := r.status
+				if r.id == "due" || r.id == "old-due" {
+					want = "cancelled"
+				}
+				if status != want {
+					t.Errorf("%s: %s, want %s", r.id, status, want)
+				}
+			}
+			unsettled, err := s.Unsettled(ctx, 10, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(unsettled) != 2 {
+				t.Fatalf("unsettled: %v, want the 2 cancelled", unsettled)
+			}
+			for _, o := range unsettled {
+				if err := s.MarkSettled(ctx, o.ID, o.Status); err != nil {
+					t.Fatal(err)
+				}
+			}
+			claims, err := s.ClaimsPending(ctx, 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(claims) != 2 {
+				t.Fatalf("claims pending: %v, want the 2 cancelled", claims)
+			}
+		})
+	}
+}
