@@ -122,11 +122,13 @@ func (s *Store) InsertBatch(ctx context.Context, rows []shardstock.NewOrder, now
 }
 
 func (s *Store) insertBatch(ctx context.Context, rows []shardstock.NewOrder, now, payBy time.Time) ([]shardstock.OrderStatus, error) {
-	tx, err := s.db.BeginTx(ctx, nil)
+	stmts := s.batch.prepared(ctx, s.db) // before the transaction: see prepared
+	t, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, err
 	}
-	defer tx.Rollback()
+	defer t.Rollback()
+	tx := stmtTx{tx: t, stmts: stmts}
 	exists, err := existingIDs(ctx, tx, rows)
 	if err != nil {
 		return nil, err
@@ -155,26 +157,23 @@ func (s *Store) insertBatch(ctx context.Context, rows []shardstock.NewOrder, now
 	if err := insertAll(ctx, tx, fresh, now, payBy); err != nil {
 		return nil, fmt.Errorf("insert %d orders: %w", len(fresh), err)
 	}
-	if err := tx.Commit(); err != nil {
+	if err := t.Commit(); err != nil {
 		return nil, fmt.Errorf("commit %d orders: %w", len(rows), err)
 	}
 	return out, nil
 }
 
-// batchChunk bounds the rows of one statement (12 parameters a row, well
-// under SQLite's and MySQL's parameter limits).
-const batchChunk = 80
-
 // existingIDs returns which of the rows' reservation ids have an order row.
 func existingIDs(ctx context.Context, q dbtx, rows []shardstock.NewOrder) (map[string]bool, error) {
 	out := make(map[string]bool, len(rows))
-	for lo := 0; lo < len(rows); lo += batchChunk {
-		chunk := rows[lo:min(lo+batchChunk, len(rows))]
-		args := make([]any, len(chunk))
+	for lo := 0; lo < len(rows); lo += maxChunk {
+		chunk := rows[lo:min(lo+maxChunk, len(rows))]
+		args := make([]any, len(chunk), padded(len(chunk)))
 		for i, r := range chunk {
 			args[i] = r.Event.ID
 		}
-		if err := collect(ctx, q, `SELECT id FROM orders WHERE id IN (`+placeholders(len(chunk))+`)`, args, func(r *sql.Rows) error {
+		n := padded(len(chunk))
+		if err := collect(ctx, q, existsQuery(n), padArgs(args, n), func(r *sql.Rows) error {
 			var id string
 			err := r.Scan(&id)
 			out[id] = true
@@ -219,10 +218,11 @@ func seqsInUse(ctx context.Context, q dbtx, rows []shardstock.NewOrder) (usedSeq
 	}
 	out := usedSeqs{}
 	for product, us := range users {
-		for lo := 0; lo < len(us); lo += batchChunk {
-			chunk := us[lo:min(lo+batchChunk, len(us))]
-			args := append([]any{product}, chunk...)
-			err := collect(ctx, q, `SELECT user_id, seq FROM orders WHERE product_id = ? AND seq IS NOT NULL AND user_id IN (`+placeholders(len(chunk))+`)`, args, func(r *sql.Rows) error {
+		for lo := 0; lo < len(us); lo += maxChunk {
+			chunk := us[lo:min(lo+maxChunk, len(us))]
+			n := padded(len(chunk))
+			args := padArgs(append([]any{product}, chunk...), n+1)
+			err := collect(ctx, q, seqsQuery(n), args, func(r *sql.Rows) error {
 				var user string
 				var seq int64
 				if err := r.Scan(&user, &seq); err != nil {
@@ -249,26 +249,22 @@ type insertValues struct {
 	status shardstock.OrderStatus
 }
 
-// insertAll writes rows with multi-row INSERTs.
+// insertAll writes rows with multi-row INSERTs (pieces of maxChunk rows or
+// fewer).
 func insertAll(ctx context.Context, q dbtx, rows []insertValues, now, payBy time.Time) error {
 	ms := now.UnixMilli()
-	for lo := 0; lo < len(rows); lo += batchChunk {
-		chunk := rows[lo:min(lo+batchChunk, len(rows))]
-		args := make([]any, 0, 10*len(chunk))
-		var b strings.Builder
-		b.WriteString(`INSERT INTO orders (id, product_id, user_id, shard, seq, status, reserved_at, created_at, updated_at, settle_pending, claim_pending, pay_by) VALUES `)
-		for i, v := range chunk {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+	for _, n := range pieces(len(rows)) {
+		chunk := rows[:n]
+		rows = rows[n:]
+		args := make([]any, 0, 12*n)
+		for _, v := range chunk {
 			pending := 0
 			if v.status != shardstock.StatusAwaitingPayment {
 				pending = 1
 			}
 			args = append(args, v.ev.ID, v.ev.ProductID, v.ev.UserID, v.ev.Shard, v.seq, v.status, v.ev.AtMS, ms, ms, pending, pending, payByOf(v.status, payBy))
 		}
-		if _, err := q.ExecContext(ctx, b.String(), args...); err != nil {
+		if _, err := q.ExecContext(ctx, insertQuery(n), args...); err != nil {
 			return err
 		}
 	}

@@ -45,6 +45,7 @@ type Store struct {
 	// MySQL it is db.
 	read    *sql.DB
 	dialect string // "sqlite" or "mysql"
+	batch   batchStmts
 }
 
 // Open connects to "sqlite:PATH" or "mysql://user:pass@tcp(host:port)/db".
@@ -149,9 +150,9 @@ func (s *Store) Dialect() string { return s.dialect }
 
 // Close closes the database.
 func (s *Store) Close() error {
-	var err error
+	err := s.batch.close()
 	if s.read != s.db {
-		err = s.read.Close()
+		err = errors.Join(err, s.read.Close())
 	}
 	return errors.Join(err, s.db.Close())
 }

@@ -2,12 +2,15 @@ package sqlstore_test
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/shardstock/shardstock"
 	"github.com/shardstock/shardstock/sqlstore"
 	"github.com/shardstock/shardstock/sqlstore/sqlstoretest"
 )
@@ -203,4 +206,77 @@ func TestCancelExpired(t *testing.T) {
 			}
 		})
 	}
+}
+
+// InsertBatch cuts a batch into statements of a few prepared sizes: a
+// batch of any size writes each new reservation once, leaves the ids that
+// have a row alone (a repeat within the batch too), and gives each buyer a
+// seq while the limit lasts (2 here), the rest failed.
+func TestInsertBatchOfEverySize(t *testing.T) {
+	for name, dsn := range sqlstoretest.DSNs(t) {
+		t.Run(name, func(t *testing.T) {
+			s := sqlstoretest.Open(t, dsn)
+			ctx := context.Background()
+			now := time.UnixMilli(2_000_000)
+			next := 0
+			ids := map[string]int{} // buyer -> reservation ids written for them
+			for _, size := range []int{1, 2, 3, 31, 63, 64, 65, 127, 129, 500} {
+				var rows []shardstock.NewOrder
+				seen, start := map[string]bool{}, next
+				for i := range size {
+					id := fmt.Sprintf("r%d", next)
+					if i%7 == 3 && next > 0 {
+						id = fmt.Sprintf("r%d", max(0, next-1-i%3)) // written already, or earlier in this batch
+					} else {
+						next++
+					}
+					// buyer u<size>-<k> has three reservations in a row: the third fails (limit 2)
+					ev := shardstock.ReservationEvent{ID: id, UserID: fmt.Sprintf("u%d-%d", size, i/3), ProductID: "p", Shard: i % 3, AtMS: now.UnixMilli()}
+					rows = append(rows, shardstock.NewOrder{Event: ev, Limit: 2, Status: shardstock.StatusAwaitingPayment})
+				}
+				got, err := s.InsertBatch(ctx, rows, now, now.Add(time.Minute))
+				if err != nil {
+					t.Fatalf("batch of %d: %v", size, err)
+				}
+				if len(got) != size {
+					t.Fatalf("batch of %d: %d statuses", size, len(got))
+				}
+				for i, r := range rows {
+					fresh := !seen[r.Event.ID] && mustIndex(t, r.Event.ID) >= start
+					seen[r.Event.ID] = true
+					if !fresh {
+						if got[i] != "" {
+							t.Fatalf("batch of %d, row %d: %s has a row already, written again (%s)", size, i, r.Event.ID, got[i])
+						}
+						continue
+					}
+					ids[r.Event.UserID]++
+					o, err := s.Order(ctx, r.Event.ID)
+					if err != nil || got[i] == "" || o.Status != got[i] || o.UserID != r.Event.UserID {
+						t.Fatalf("batch of %d, row %d: %s answered %q, row %+v, %v", size, i, r.Event.ID, got[i], o, err)
+					}
+				}
+			}
+			counts, err := s.CountByStatus(ctx, "p")
+			if err != nil {
+				t.Fatal(err)
+			}
+			awaiting := int64(0)
+			for _, n := range ids {
+				awaiting += int64(min(n, 2))
+			}
+			if counts[shardstock.StatusAwaitingPayment] != awaiting || counts[shardstock.StatusFailed] != int64(next)-awaiting {
+				t.Fatalf("%v, want %d awaiting payment (each buyer's first two) and %d failed", counts, awaiting, int64(next)-awaiting)
+			}
+		})
+	}
+}
+
+// mustIndex is the number of reservation id "r<n>".
+func mustIndex(t *testing.T, id string) int {
+	n, err := strconv.Atoi(strings.TrimPrefix(id, "r"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
