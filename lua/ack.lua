@@ -6,8 +6,8 @@
 -- acknowledging them: each id is sought in its node and the node rewritten.
 -- So the stream is trimmed instead, up to the first entry that may not be
 -- processed: the group's oldest pending entry (delivered, not acknowledged:
--- another consumer's batch in progress, a parked entry), or the last entry
--- delivered (those after it are not read yet). Everything before that is
+-- another consumer's batch in progress, a parked entry), or the entry after
+-- the last one given (those after it may not be read yet). Everything before that is
 -- acknowledged, by this call or an earlier one. Only the ids given that are
 -- at or past that point are deleted one by one (another consumer's batch
 -- before them is still pending).
@@ -30,19 +30,30 @@ local function before(a, b)
   return num_before(aseq, bseq)
 end
 
-local last
-for _, g in ipairs(redis.call('XINFO', 'GROUPS', stream)) do
-  local name, delivered
-  for i = 1, #g, 2 do
-    if g[i] == 'name' then name = g[i + 1] elseif g[i] == 'last-delivered-id' then delivered = g[i + 1] end
-  end
-  if name == group then last = delivered end
+-- after(id): the least id after id (the sequence part plus one, in decimal).
+local function after(id)
+  local ms, seq = string.match(id, '^(%d+)-(%d+)$')
+  local digits, i = {}, #seq
+  for c in string.gmatch(seq, '%d') do digits[#digits + 1] = tonumber(c) end
+  while i >= 1 and digits[i] == 9 do digits[i] = 0; i = i - 1 end
+  if i >= 1 then digits[i] = digits[i] + 1 else table.insert(digits, 1, 1) end
+  return ms .. '-' .. table.concat(digits)
 end
-local bound = last
-if bound then
-  local oldest = redis.call('XPENDING', stream, group)[2]
-  if oldest and oldest ~= false and before(oldest, bound) then bound = oldest end
+
+-- Every entry up to the last id given was delivered to the group (a group
+-- delivers in id order, and ids only grow), so the entries before it that
+-- are not pending are acknowledged.
+local last = ids[1]
+for _, id in ipairs(ids) do
+  if before(last, id) then last = id end
 end
+local bound
+local pending = redis.pcall('XPENDING', stream, group)
+if type(pending) == 'table' and pending.err == nil then
+  bound = after(last)
+  local oldest = pending[2]
+  if oldest and before(oldest, bound) then bound = oldest end
+end -- else the group is gone: the ids given are deleted one by one
 local trimmed = 0
 if bound then trimmed = redis.call('XTRIM', stream, 'MINID', bound) end
 local rest = {}

@@ -216,3 +216,49 @@ func TestAckRemovesHandledEntriesOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A lone consumer's acknowledgement is a trim alone, up to the entry after
+// its last one (a carry in the sequence included), and never past it: the
+// entries not delivered yet stay.
+func TestAckOfALoneConsumerTrims(t *testing.T) {
+	c := oneShard(t)
+	ctx := context.Background()
+	stream := "ss:{p:lone}:outbox"
+	for _, id := range []string{"1-8", "1-9", "1-10", "1-11", "2-99", "2-100", "2-101", "3-0"} {
+		if err := c.XAdd(ctx, &redis.XAddArgs{Stream: stream, ID: id, Values: []any{"res", id}}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.XGroupCreate(ctx, stream, "orders", "0")
+	for _, step := range []struct {
+		read int64
+		left []string
+	}{
+		{2, []string{"1-10", "1-11", "2-99", "2-100", "2-101", "3-0"}},
+		{3, []string{"2-100", "2-101", "3-0"}},
+		{1, []string{"2-101", "3-0"}},
+		{2, nil},
+	} {
+		res, err := c.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "orders", Consumer: "one", Streams: []string{stream, ">"}, Count: step.read, Block: -1}).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		args := []any{"orders"}
+		for _, m := range res[0].Messages {
+			args = append(args, m.ID)
+		}
+		out, err := scripts.Ack.Run(ctx, c, []string{stream}, args...).Int64Slice()
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs, _ := c.XRange(ctx, stream, "-", "+").Result()
+		var left []string
+		for _, m := range msgs {
+			left = append(left, m.ID)
+		}
+		if fmt.Sprint(left) != fmt.Sprint(step.left) || out[0] != step.read || out[1] != 0 {
+			t.Fatalf("after acknowledging %v: the stream holds %v, %d trimmed, %d deleted one by one; want %v, %d, 0",
+				args[1:], left, out[0], out[1], step.left, step.read)
+		}
+	}
+}
