@@ -1,22 +1,24 @@
 -- ack: a consumer group's handled entries are acknowledged and removed from
 -- their stream (the outboxes, the settle and payment streams), so a stream
 -- holds only what is not processed yet.
--- KEYS[1] the stream  ARGV[1] the group  ARGV[2..] the handled entries' ids
+-- KEYS[1] the stream  ARGV[1] the group  ARGV[2..] the handled entries' ids,
+-- in ascending order
 -- Removing them one by one (XDEL) costs the master more than reading and
 -- acknowledging them: each id is sought in its node and the node rewritten.
 -- So the stream is trimmed instead, up to the first entry that may not be
--- processed: the group's oldest pending entry (delivered, not acknowledged:
--- another consumer's batch in progress, a parked entry), or the entry after
--- the last one given (those after it may not be read yet). Everything before that is
--- acknowledged, by this call or an earlier one. Only the ids given that are
--- at or past that point are deleted one by one (another consumer's batch
--- before them is still pending).
+-- processed: the entry after the last id given (a group delivers in id
+-- order and ids only grow, so every entry before it was delivered; those
+-- after it may not be), or the group's oldest pending entry if that is
+-- older (delivered, not acknowledged: another consumer's batch in
+-- progress, a parked entry, the last read of a coordinator that died).
+-- Every entry before that point is acknowledged, by this call or an
+-- earlier one. Only the ids given that are at or past it are deleted one by
+-- one. (Ids out of order could only make the trim stop short: nothing
+-- unprocessed is ever removed.)
 -- Returns {entries trimmed, entries deleted one by one}.
-local stream, group = KEYS[1], ARGV[1]
-local ids = {}
-for i = 2, #ARGV do ids[#ids + 1] = ARGV[i] end
-if #ids == 0 or redis.call('EXISTS', stream) == 0 then return {0, 0} end
-redis.call('XACK', stream, group, unpack(ids))
+local stream, group, n = KEYS[1], ARGV[1], #ARGV
+if n < 2 or redis.call('EXISTS', stream) == 0 then return {0, 0} end
+redis.call('XACK', stream, group, unpack(ARGV, 2))
 
 -- before(a, b): stream id a sorts before b (ids are "ms-seq", decimal).
 local function num_before(x, y)
@@ -40,25 +42,23 @@ local function after(id)
   return ms .. '-' .. table.concat(digits)
 end
 
--- Every entry up to the last id given was delivered to the group (a group
--- delivers in id order, and ids only grow), so the entries before it that
--- are not pending are acknowledged.
-local last = ids[1]
-for _, id in ipairs(ids) do
-  if before(last, id) then last = id end
-end
-local bound
+local first = 2 -- ARGV[first..n] are deleted one by one: all if the group is gone
+local trimmed = 0
 local pending = redis.pcall('XPENDING', stream, group)
 if type(pending) == 'table' and pending.err == nil then
-  bound = after(last)
+  local bound = after(ARGV[n])
+  first = n + 1
   local oldest = pending[2]
-  if oldest and before(oldest, bound) then bound = oldest end
-end -- else the group is gone: the ids given are deleted one by one
-local trimmed = 0
-if bound then trimmed = redis.call('XTRIM', stream, 'MINID', bound) end
-local rest = {}
-for _, id in ipairs(ids) do
-  if not bound or not before(id, bound) then rest[#rest + 1] = id end
+  if oldest and before(oldest, bound) then
+    bound = oldest
+    local lo, hi = 2, n + 1 -- the first id at or past bound
+    while lo < hi do
+      local mid = math.floor((lo + hi) / 2)
+      if before(ARGV[mid], bound) then lo = mid + 1 else hi = mid end
+    end
+    first = lo
+  end
+  trimmed = redis.call('XTRIM', stream, 'MINID', bound)
 end
-if #rest > 0 then redis.call('XDEL', stream, unpack(rest)) end
-return {trimmed, #rest}
+if first <= n then redis.call('XDEL', stream, unpack(ARGV, first)) end
+return {trimmed, n - first + 1}

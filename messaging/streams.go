@@ -16,6 +16,9 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -379,15 +382,51 @@ func (r *shardReader) ack(ctx context.Context, stream string, ids []string) erro
 	if len(ids) == 0 {
 		return nil
 	}
+	sorted := slices.Clone(ids)
+	slices.SortFunc(sorted, compareIDs)
 	args := make([]any, 0, len(ids)+1)
 	args = append(args, r.g.Group)
-	for _, id := range ids {
+	for _, id := range sorted {
 		args = append(args, id)
 	}
 	if err := scripts.Ack.Run(ctx, r.c, []string{stream}, args...).Err(); err != nil {
 		return fmt.Errorf("ack %d entries of %s: %w", len(ids), stream, err)
 	}
 	return nil
+}
+
+// compareIDs orders stream entry ids ("ms-seq") as numbers.
+func compareIDs(a, b string) int {
+	ams, aseq := splitID(a)
+	bms, bseq := splitID(b)
+	switch {
+	case ams != bms:
+		return compareUint(ams, bms)
+	default:
+		return compareUint(aseq, bseq)
+	}
+}
+
+func compareUint(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// splitID parses a stream entry id; 0-0 if it is not one (Redis gives
+// only ids).
+func splitID(id string) (ms, seq uint64) {
+	a, b, _ := strings.Cut(id, "-")
+	ms, err1 := strconv.ParseUint(a, 10, 64)
+	seq, err2 := strconv.ParseUint(b, 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, 0
+	}
+	return ms, seq
 }
 
 func (g *GroupReader) onError() {

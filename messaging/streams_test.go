@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -260,5 +261,52 @@ func TestAckOfALoneConsumerTrims(t *testing.T) {
 			t.Fatalf("after acknowledging %v: the stream holds %v, %d trimmed, %d deleted one by one; want %v, %d, 0",
 				args[1:], left, out[0], out[1], step.left, step.read)
 		}
+	}
+}
+
+// The script takes the ids in ascending order, compared as numbers (a
+// batch's ids arrive out of order when some were deleted while pending).
+func TestCompareIDs(t *testing.T) {
+	ids := []string{"9-11", "10-0", "9-9", "1-10", "1-9", "x"}
+	slices.SortFunc(ids, compareIDs)
+	if want := "[x 1-9 1-10 9-9 9-11 10-0]"; fmt.Sprint(ids) != want {
+		t.Fatalf("sorted: %v, want %s", ids, want)
+	}
+}
+
+// One acknowledgement of entries on both sides of another consumer's
+// pending ones: those before them are trimmed, those after deleted one by
+// one, the pending ones stay.
+func TestAckAroundAnotherConsumersBatch(t *testing.T) {
+	c := oneShard(t)
+	ctx := context.Background()
+	stream := "ss:{p:around}:outbox"
+	for i := 1; i <= 9; i++ {
+		c.XAdd(ctx, &redis.XAddArgs{Stream: stream, ID: fmt.Sprintf("7-%d", i), Values: []any{"res", i}})
+	}
+	c.XGroupCreate(ctx, stream, "orders", "0")
+	var mine []any
+	for _, who := range []string{"x", "y", "x"} {
+		res, err := c.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "orders", Consumer: who, Streams: []string{stream, ">"}, Count: 3, Block: -1}).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range res[0].Messages {
+			if who == "x" {
+				mine = append(mine, m.ID)
+			}
+		}
+	}
+	out, err := scripts.Ack.Run(ctx, c, []string{stream}, append([]any{"orders"}, mine...)...).Int64Slice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs, _ := c.XRange(ctx, stream, "-", "+").Result()
+	var left []string
+	for _, m := range msgs {
+		left = append(left, m.ID)
+	}
+	if fmt.Sprint(left) != "[7-4 7-5 7-6]" || out[0] != 3 || out[1] != 3 {
+		t.Fatalf("the stream holds %v, %d trimmed, %d deleted one by one; want [7-4 7-5 7-6], 3, 3", left, out[0], out[1])
 	}
 }
