@@ -18,7 +18,12 @@
 -- Returns {entries trimmed, entries deleted one by one}.
 local stream, group, n = KEYS[1], ARGV[1], #ARGV
 if n < 2 or redis.call('EXISTS', stream) == 0 then return {0, 0} end
-redis.call('XACK', stream, group, unpack(ARGV, 2))
+-- Trimming relies on the ids having been delivered by this group on this
+-- stream: only when every one was pending here (XACK counts them) is that
+-- sure. Otherwise (the shard lost its data and the group or the stream was
+-- made anew, and new entries may sort below these ids; an id given twice)
+-- the ids are deleted one by one, and nothing else.
+local acked = redis.call('XACK', stream, group, unpack(ARGV, 2))
 
 -- before(a, b): stream id a sorts before b (ids are "ms-seq", decimal).
 local function num_before(x, y)
@@ -42,9 +47,9 @@ local function after(id)
   return ms .. '-' .. table.concat(digits)
 end
 
-local first = 2 -- ARGV[first..n] are deleted one by one: all if the group is gone
+local first = 2 -- ARGV[first..n] are deleted one by one: all unless trimming is sure
 local trimmed = 0
-local pending = redis.pcall('XPENDING', stream, group)
+local pending = acked == n - 1 and redis.pcall('XPENDING', stream, group)
 if type(pending) == 'table' and pending.err == nil then
   local bound = after(ARGV[n])
   first = n + 1

@@ -310,3 +310,37 @@ func TestAckAroundAnotherConsumersBatch(t *testing.T) {
 		t.Fatalf("the stream holds %v, %d trimmed, %d deleted one by one; want [7-4 7-5 7-6], 3, 3", left, out[0], out[1])
 	}
 }
+
+// Ids this group did not deliver on this stream (the shard lost its data,
+// the group was made anew and new entries sort below the old ids, or an id
+// given twice) are deleted one by one and nothing is trimmed: the entries
+// before them may never have been read.
+func TestAckOfIdsNotPendingHereTrimsNothing(t *testing.T) {
+	c := oneShard(t)
+	ctx := context.Background()
+	stream := "ss:{p:anew}:outbox"
+	for i := 1; i <= 5; i++ {
+		c.XAdd(ctx, &redis.XAddArgs{Stream: stream, ID: fmt.Sprintf("3-%d", i), Values: []any{"res", i}})
+	}
+	c.XGroupCreate(ctx, stream, "orders", "0") // nothing read yet
+	out, err := scripts.Ack.Run(ctx, c, []string{stream}, "orders", "3-3").Int64Slice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs, _ := c.XRange(ctx, stream, "-", "+").Result()
+	var left []string
+	for _, m := range msgs {
+		left = append(left, m.ID)
+	}
+	if fmt.Sprint(left) != "[3-1 3-2 3-4 3-5]" || out[0] != 0 || out[1] != 1 {
+		t.Fatalf("the stream holds %v, %d trimmed, %d deleted one by one; want [3-1 3-2 3-4 3-5], 0, 1", left, out[0], out[1])
+	}
+	// One id pending here, one not: still no trim.
+	res, _ := c.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "orders", Consumer: "a", Streams: []string{stream, ">"}, Count: 1, Block: -1}).Result()
+	if out, err = scripts.Ack.Run(ctx, c, []string{stream}, "orders", res[0].Messages[0].ID, "3-5").Int64Slice(); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := c.XLen(ctx, stream).Result(); n != 2 || out[0] != 0 {
+		t.Fatalf("%d entries left, %d trimmed; want 3-2 and 3-4 left, nothing trimmed", n, out[0])
+	}
+}
