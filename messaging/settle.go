@@ -30,7 +30,7 @@ func (p *StreamSettler) Publish(ctx context.Context, s shardstock.Settlement) er
 	if s.Shard < 0 || s.Shard >= len(p.Clients) {
 		return fmt.Errorf("settlement for shard %d: no such shard", s.Shard)
 	}
-	ctx, cancel := context.WithTimeout(ctx, cmp(p.Timeout, time.Second))
+	ctx, cancel := context.WithTimeout(ctx, orDefault(p.Timeout, time.Second))
 	defer cancel()
 	err := p.Clients[s.Shard].XAdd(ctx, &redis.XAddArgs{Stream: shard.SettleKey,
 		Values: []any{"body", string(s.Encode())}}).Err()
@@ -43,7 +43,7 @@ func (p *StreamSettler) Publish(ctx context.Context, s shardstock.Settlement) er
 	return nil
 }
 
-func cmp(d, def time.Duration) time.Duration {
+func orDefault(d, def time.Duration) time.Duration {
 	if d <= 0 {
 		return def
 	}

@@ -10,6 +10,7 @@
 package messaging
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -399,22 +400,7 @@ func (r *shardReader) ack(ctx context.Context, stream string, ids []string) erro
 func compareIDs(a, b string) int {
 	ams, aseq := splitID(a)
 	bms, bseq := splitID(b)
-	switch {
-	case ams != bms:
-		return compareUint(ams, bms)
-	default:
-		return compareUint(aseq, bseq)
-	}
-}
-
-func compareUint(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
+	return cmp.Or(cmp.Compare(ams, bms), cmp.Compare(aseq, bseq))
 }
 
 // splitID parses a stream entry id; 0-0 if it is not one (Redis gives

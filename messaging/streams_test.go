@@ -128,6 +128,20 @@ func TestGatherMakesFewerFullerReads(t *testing.T) {
 	}
 }
 
+// streamIDs lists the ids of the entries stream holds.
+func streamIDs(t *testing.T, c *redis.Client, stream string) []string {
+	t.Helper()
+	msgs, err := c.XRange(context.Background(), stream, "-", "+").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, m := range msgs {
+		ids = append(ids, m.ID)
+	}
+	return ids
+}
+
 // The ack script removes a group's handled entries by trimming the stream
 // up to the first entry that may not be processed, and deletes one by one
 // only those past it: entries another consumer holds pending (a batch in
@@ -169,20 +183,9 @@ func TestAckRemovesHandledEntriesOnly(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	left := func() []string {
-		msgs, err := c.XRange(ctx, stream, "-", "+").Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var ids []string
-		for _, m := range msgs {
-			ids = append(ids, m.ID)
-		}
-		return ids
-	}
 	want := func(step string, ids []string) {
 		t.Helper()
-		if got := left(); fmt.Sprint(got) != fmt.Sprint(ids) {
+		if got := streamIDs(t, c, stream); fmt.Sprint(got) != fmt.Sprint(ids) {
 			t.Fatalf("%s: the stream holds %v, want %v", step, got, ids)
 		}
 	}
@@ -252,11 +255,7 @@ func TestAckOfALoneConsumerTrims(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		msgs, _ := c.XRange(ctx, stream, "-", "+").Result()
-		var left []string
-		for _, m := range msgs {
-			left = append(left, m.ID)
-		}
+		left := streamIDs(t, c, stream)
 		if fmt.Sprint(left) != fmt.Sprint(step.left) || out[0] != step.read || out[1] != 0 {
 			t.Fatalf("after acknowledging %v: the stream holds %v, %d trimmed, %d deleted one by one; want %v, %d, 0",
 				args[1:], left, out[0], out[1], step.left, step.read)
@@ -301,11 +300,7 @@ func TestAckAroundAnotherConsumersBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	msgs, _ := c.XRange(ctx, stream, "-", "+").Result()
-	var left []string
-	for _, m := range msgs {
-		left = append(left, m.ID)
-	}
+	left := streamIDs(t, c, stream)
 	if fmt.Sprint(left) != "[7-4 7-5 7-6]" || out[0] != 3 || out[1] != 3 {
 		t.Fatalf("the stream holds %v, %d trimmed, %d deleted one by one; want [7-4 7-5 7-6], 3, 3", left, out[0], out[1])
 	}
@@ -327,11 +322,7 @@ func TestAckOfIdsNotPendingHereTrimsNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	msgs, _ := c.XRange(ctx, stream, "-", "+").Result()
-	var left []string
-	for _, m := range msgs {
-		left = append(left, m.ID)
-	}
+	left := streamIDs(t, c, stream)
 	if fmt.Sprint(left) != "[3-1 3-2 3-4 3-5]" || out[0] != 0 || out[1] != 1 {
 		t.Fatalf("the stream holds %v, %d trimmed, %d deleted one by one; want [3-1 3-2 3-4 3-5], 0, 1", left, out[0], out[1])
 	}

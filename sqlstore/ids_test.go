@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/shardstock/shardstock"
-	"github.com/shardstock/shardstock/sqlstore"
 	"github.com/shardstock/shardstock/sqlstore/sqlstoretest"
 )
 
@@ -23,11 +22,7 @@ func TestMariaDBComparesEveryStringExactly(t *testing.T) {
 		t.Skip("no MariaDB")
 	}
 	sqlstoretest.Open(t, dsn) // migrated
-	db, _, err := sqlstore.Connect(dsn, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := sqlstoretest.DB(t, dsn)
 	for _, c := range []struct {
 		name, query, mustHave string
 	}{

@@ -34,11 +34,7 @@ func TestMigrateTwice(t *testing.T) {
 			if err := s.Migrate(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			db, _, err := sqlstore.Connect(dsn, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer db.Close()
+			db := sqlstoretest.DB(t, dsn)
 			var v int
 			if err := db.QueryRow(`SELECT COUNT(*) FROM schema_migrations`).Scan(&v); err != nil {
 				t.Fatal(err)
@@ -138,11 +134,7 @@ func TestCancelExpired(t *testing.T) {
 	for name, dsn := range sqlstoretest.DSNs(t) {
 		t.Run(name, func(t *testing.T) {
 			s := sqlstoretest.Open(t, dsn)
-			db, _, err := sqlstore.Connect(dsn, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer db.Close()
+			db := sqlstoretest.DB(t, dsn)
 			ctx := context.Background()
 			now := time.UnixMilli(1_000_000)
 			cutoff := now.Add(-time.Minute)

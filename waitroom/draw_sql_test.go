@@ -9,7 +9,6 @@ import (
 
 	"github.com/shardstock/shardstock"
 	"github.com/shardstock/shardstock/api"
-	"github.com/shardstock/shardstock/sqlstore"
 	"github.com/shardstock/shardstock/sqlstore/sqlstoretest"
 )
 
@@ -31,11 +30,7 @@ func TestADrawnPlaceIsNotPassedBeforeTheDrawEnds(t *testing.T) {
 	}
 	const n = 50000
 	s := sqlstoretest.Open(t, dsn)
-	db, _, err := sqlstore.Connect(dsn, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := sqlstoretest.DB(t, dsn)
 	ctx := context.Background()
 	starts := time.Now().Add(1500 * time.Millisecond).Truncate(time.Millisecond)
 	room := New(Config{Store: s, Products: products{"lamp": {ID: "lamp", Stock: 1000, StartsAt: starts}}})

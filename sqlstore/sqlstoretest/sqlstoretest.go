@@ -6,6 +6,7 @@ package sqlstoretest
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"os"
 	"strings"
@@ -77,4 +78,16 @@ func Open(t testing.TB, dsn string) *sqlstore.Store {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// DB opens the database of dsn itself (sqlstore.Connect), for tests that
+// read or write its tables directly; closed when the test ends.
+func DB(t testing.TB, dsn string) *sql.DB {
+	t.Helper()
+	db, _, err := sqlstore.Connect(dsn, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
 }
