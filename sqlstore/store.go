@@ -96,7 +96,12 @@ func openSQLite(path string) (*sql.DB, error) {
 	// deferred transaction of a second process sharing the file could only
 	// fail SQLITE_BUSY at its first write, without waiting (busy_timeout
 	// applies to taking the write lock, which IMMEDIATE does up front).
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate")
+	// temp_store=MEMORY keeps the statement journal of a multi-row INSERT
+	// (what undoes that one statement if it fails inside the batch's
+	// transaction) in memory: in a file it cost the order writer a pwrite
+	// per page, about a fifth of its CPU per order. It is not a crash
+	// journal (the WAL is), so durability is unchanged.
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=temp_store(MEMORY)&_txlock=immediate")
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: %w", err)
 	}

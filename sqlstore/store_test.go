@@ -126,6 +126,26 @@ func TestSQLiteFilesArePrivate(t *testing.T) {
 	}
 }
 
+// The SQLite writer's connection runs with what its durability and cost
+// rest on: WAL, synchronous=FULL (a committed order survives a machine
+// crash), and the statement journal in memory (temp_store=MEMORY).
+func TestSQLiteWriterPragmas(t *testing.T) {
+	db, dialect, err := sqlstore.Connect("sqlite:"+t.TempDir()+"/orders.db", nil)
+	if err != nil || dialect != "sqlite" {
+		t.Fatalf("connect: %v %q", err, dialect)
+	}
+	defer db.Close()
+	for pragma, want := range map[string]string{"journal_mode": "wal", "synchronous": "2", "temp_store": "2"} {
+		var got string
+		if err := db.QueryRow("PRAGMA " + pragma).Scan(&got); err != nil {
+			t.Fatalf("%s: %v", pragma, err)
+		}
+		if got != want {
+			t.Errorf("PRAGMA %s = %s, want %s", pragma, got, want)
+		}
+	}
+}
+
 // The timeout sweep cancels the orders awaiting payment whose pay_by has
 // passed, and the rows written before pay_by existed (NULL) by their
 // reservation time; nothing else. Then the rows it cancelled are the ones
