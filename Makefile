@@ -11,7 +11,7 @@ SHARDSTOCK_HTTP_ADDR ?= 127.0.0.1:8080
 BENCHTIME ?= 3s
 MQ ?= streams
 
-.PHONY: build run stop reset test vet bench fuzz soak clean help
+.PHONY: build run stop reset test vet bench profile-redis fuzz soak clean help
 .DEFAULT_GOAL := help
 
 help: ## list the targets
@@ -88,6 +88,9 @@ fuzz: ## run every fuzz target for FUZZTIME (default 5s); findings land in testd
 	  grep -qE '^fuzz: elapsed' "$$log" || { cat "$$log"; echo "fuzz: $$name matches no fuzz function in $$pkg"; exit 1; }; \
 	  grep -E '^fuzz: elapsed' "$$log" | tail -1; \
 	done
+
+profile-redis: ## where a purchase's Redis CPU goes: perf on a redis-server built with symbols (deploy/bench/redis-profile.sh)
+	deploy/bench/redis-profile.sh
 
 bench: ## side-by-side benchmark (HTTP and Redis ceilings vs the purchase path; rewrites BENCHMARKS.md), then the Go benchmarks
 	deploy/bench.sh
