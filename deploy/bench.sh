@@ -206,7 +206,8 @@ serve home
 med() { awk '{ for (i = 1; i <= NF; i++) v[i, NR] = $i; n = NR; f = NF }
   END { for (i = 1; i <= f; i++) { m = 0; for (j = 1; j <= n; j++) col[j] = v[i, j]
         for (j = 2; j <= n; j++) { x = col[j]; k = j - 1; while (k >= 1 && col[k] > x) { col[k + 1] = col[k]; k-- } col[k + 1] = x }
-        printf "%s%s", col[int((n + 1) / 2)], (i < f ? " " : "\n") } }' "$1"; }
+        m = (n % 2 ? col[(n + 1) / 2] : (col[n / 2] + col[n / 2 + 1]) / 2)
+        printf "%s%s", m, (i < f ? " " : "\n") } }' "$1"; }
 read -r a_rps a_p50 a_p99 a_cs a_cr a_co _ < <(med "$rdir/a")
 # The controls: the one before anything started and one in each round (the
 # machine's speed moves by a quarter within minutes: identical 10 s runs of
@@ -311,9 +312,12 @@ ratio() { awk -v x="$1" -v y="$2" 'BEGIN { printf "%.2f", (y > 0 ? x / y : 0) }'
 ca=$(rratio c); da=$(rratio d); coa=$(rratio co); cb=$(ratio "$c_rps" "$b_rps")
 sum() { awk -v a="$1" -v b="$2" -v c="$3" 'BEGIN { printf "%.1f", a + b + c }'; }
 agree() { awk -v x="$1" -v y="$2" 'BEGIN { r = (y > 0 ? x / y : 0); print (r >= 0.9 && r <= 1.1 ? "agree" : "DISAGREE: the ratios below are not results") }'; }
-pass() { awk -v v="$1" -v t="$2" -v dir="$3" 'BEGIN { ok = (dir == "ge" ? v >= t : v <= t); print (ok ? "met" : "not met") }'; }
+# pass VALUE TARGET ge|le: every figure here is positive; 0 or none is a run
+# that measured nothing, never "met".
+pass() { awk -v v="$1" -v t="$2" -v dir="$3" 'BEGIN { if (!(v + 0 > 0)) { print "no data"; exit }
+  ok = (dir == "ge" ? v >= t : v <= t); print (ok ? "met" : "not met") }'; }
 # spread: the largest of its arguments ÷ the smallest
-spread() { printf '%s\n' "$@" | sort -g | awk 'NR == 1 {lo = $1} {hi = $1} END { printf "%.2f", (lo > 0 ? hi / lo : 0) }'; }
+spread() { printf '%s\n' "$@" | sort -g | awk 'NR == 1 {lo = $1} {hi = $1} END { if (lo > 0) printf "%.2f", hi / lo; else printf "no data" }'; }
 
 machine="$(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(free -g | awk '/Mem:/ {print $2}') GiB, $(go version | awk '{print $3}'), $(redis-server --version | awk '{print $3}' | tr -d v=)"
 table=$(cat <<TABLE

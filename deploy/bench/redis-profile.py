@@ -1,7 +1,7 @@
 """Summaries for deploy/bench/redis-profile.sh.
 
   redis-profile.py stacks   < `perf script` output of one redis-server
-  redis-profile.py aof FILE   (an appendonly.aof.N.incr.aof)
+  redis-profile.py aof FILE...   (appendonly.aof.N.incr.aof files)
 
 stacks puts each sample in one bucket by the frames on its stack (leaf
 first in perf's output) and prints the buckets' shares; aof prints the
@@ -48,8 +48,12 @@ INLINED = {"addHashFieldToReply": "hgetCommand"}
 
 def bucket(frames):
     names = set(frames)
+    # Replies are written from beforeSleep: look for them first.
+    if names & {"handleClientsWithPendingWrites", "handleClientsWithPendingWritesUsingThreads",
+                "writeToClient", "_writeToClient"}:
+        return "network: writing replies"
     if "beforeSleep" in names:
-        if any("fsync" in f for f in frames):
+        if any("fsync" in f or "fdatasync" in f for f in frames):
             return "AOF: fsync (appendfsync always: once per event-loop turn that wrote)"
         if "flushAppendOnlyFile" in names:
             return "AOF: write(2) of the turn's buffer"
@@ -62,7 +66,7 @@ def bucket(frames):
         if "scriptCall" in names:
             return "script: in redis.call, the command: " + command_of(frames, frames.index("scriptCall"))
         if "luaRedisGenericCommand" in names:
-            return "script: in redis.call, the rest (arguments to objects, ACL, the reply back to Lua)"
+            return "script: in redis.call, around the command (arguments to objects, the reply back to Lua)"
         if "luaV_execute" in names:
             return "script: the Lua interpreter (the script's own code, its strings, GC)"
         return "script: set-up, the reply, the rest of EVALSHA"
@@ -70,8 +74,6 @@ def bucket(frames):
         return "command: " + command_of(frames, len(frames))
     if "readQueryFromClient" in names:
         return "network: reading and parsing requests"
-    if any(f in names for f in ("handleClientsWithPendingWrites", "writeToClient", "_writeToClient")):
-        return "network: writing replies"
     return "other (the kernel, timers, the event loop)"
 
 
@@ -86,24 +88,37 @@ def stacks():
     print(f"  ({total} samples; buckets under 0.5% not shown)")
 
 
-def aof(path):
-    data = open(path, "rb").read()
-    cmds, size = collections.Counter(), collections.Counter()
+def commands(data):
+    """Yield (name, bytes) for each whole command in an AOF's RESP; a command
+    cut short at the end (still being appended) is left out."""
     i = 0
     while i < len(data):
         start = i
-        end = data.index(b"\r\n", i)
+        end = data.find(b"\r\n", i)
+        if end < 0:
+            return
         argc = int(data[i + 1:end])
         i = end + 2
         name = None
         for _ in range(argc):
-            end = data.index(b"\r\n", i)
+            end = data.find(b"\r\n", i)
+            if end < 0:
+                return
             n = int(data[i + 1:end])
             if name is None:
                 name = data[end + 2:end + 2 + n].decode().upper()
             i = end + 2 + n + 2
-        cmds[name] += 1
-        size[name] += i - start
+        if i > len(data):
+            return
+        yield name, i - start
+
+
+def aof(paths):
+    cmds, size = collections.Counter(), collections.Counter()
+    for path in paths:
+        for name, n in commands(open(path, "rb").read()):
+            cmds[name] += 1
+            size[name] += n
     total = sum(size.values())
     for name, b in size.most_common():
         print(f"  {name:10s} {cmds[name]:8d} commands {b:10d} bytes {100 * b / total:5.1f}%")
@@ -112,7 +127,7 @@ def aof(path):
 if __name__ == "__main__":
     if sys.argv[1:2] == ["stacks"]:
         stacks()
-    elif sys.argv[1:2] == ["aof"] and len(sys.argv) == 3:
-        aof(sys.argv[2])
+    elif sys.argv[1:2] == ["aof"] and len(sys.argv) >= 3:
+        aof(sys.argv[2:])
     else:
         sys.exit(__doc__)

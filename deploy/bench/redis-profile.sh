@@ -34,14 +34,14 @@ ver=$(redis-server --version | sed -n 's/.* v=\([0-9.]*\) .*/\1/p')
 build=$tools/redis-$ver-symbols
 if [ ! -x "$build/src/redis-server" ]; then
   echo "profile: building redis $ver with symbols into $build (once, about 3 minutes)"
-  dl=$(mktemp -d); trap 'rm -rf "$dl"' EXIT
+  dl=$(mktemp -d)
   mirror=http://deb.debian.org/debian
   suite=$(. /etc/os-release && echo "$VERSION_CODENAME")
   curl -fsS -o "$dl/InRelease" "$mirror/dists/$suite/InRelease"
-  gpgv --keyring /usr/share/keyrings/debian-archive-keyring.gpg "$dl/InRelease" 2>/dev/null \
+  gpgv --keyring /usr/share/keyrings/debian-archive-keyring.gpg --output "$dl/Release" "$dl/InRelease" 2>/dev/null \
     || { echo "profile: $suite's InRelease does not verify" >&2; exit 1; }
   curl -fsS -o "$dl/Sources.xz" "$mirror/dists/$suite/main/source/Sources.xz"
-  want=$(awk '/^SHA256:/ {s = 1; next} /^[A-Za-z]/ {s = 0} s && $3 == "main/source/Sources.xz" {print $1}' "$dl/InRelease")
+  want=$(awk '/^SHA256:/ {s = 1; next} /^[A-Za-z]/ {s = 0} s && $3 == "main/source/Sources.xz" {print $1}' "$dl/Release")
   [ "$(sha256sum <"$dl/Sources.xz" | cut -d' ' -f1)" = "$want" ] || { echo "profile: Sources.xz does not match InRelease" >&2; exit 1; }
   tarball=redis_$ver.orig.tar.gz
   xz -d "$dl/Sources.xz"
@@ -54,9 +54,19 @@ if [ ! -x "$build/src/redis-server" ]; then
   make -C "$build.tmp" -j"$(nproc)" >"$tools/redis-$ver-symbols.log" 2>&1 \
     || { echo "profile: the build failed, see $tools/redis-$ver-symbols.log" >&2; exit 1; }
   mv "$build.tmp" "$build"
-  chmod -R a+rX "$build" # the masters run as their own user
+  rm -rf "$dl"
 fi
-export PATH=$build/src:$PATH # deploy/redis.sh starts this redis-server
+bindir=$build/src
+if [ "$(id -u)" = 0 ]; then
+  # As root, deploy/redis.sh starts the masters as their own user, which
+  # may not pass through this checkout's directories (run/ is 0700): the
+  # binary goes where every user can run it.
+  bindir=/usr/local/lib/shardstock/redis-$ver-symbols
+  if ! cmp -s "$build/src/redis-server" "$bindir/redis-server"; then
+    install -d -m 0755 "$bindir" && install -m 0755 "$build/src/redis-server" "$bindir/redis-server"
+  fi
+fi
+export PATH=$bindir:$PATH # deploy/redis.sh starts this redis-server
 
 rm -rf "$run"; mkdir -p "$run"
 export SHARDSTOCK_REDIS_DIR=$run/redis
@@ -69,6 +79,10 @@ cleanup() {
 trap cleanup EXIT
 deploy/redis.sh start --ports "$ports" --dir "$run/redis" >/dev/null
 first=$(cat "$run/redis/${ports%%,*}/redis.pid")
+# A PATH entry its user cannot reach is skipped without a word: make sure
+# the masters are the build with symbols, not Debian's binary.
+[ "$(readlink "/proc/$first/exe")" = "$bindir/redis-server" ] || {
+  echo "profile: the master runs $(readlink "/proc/$first/exe"), not $bindir/redis-server" >&2; exit 1; }
 rpids=$(for p in ${ports//,/ }; do cat "$run/redis/$p/redis.pid"; done)
 SHARDSTOCK_SHARDS=$(deploy/redis.sh urls --ports "$ports") SHARDSTOCK_HTTP_ADDR=127.0.0.1:18092 \
   SHARDSTOCK_ADMIN_TOKEN=$token SHARDSTOCK_DEV=1 SHARDSTOCK_DB=sqlite:$run/orders.db SHARDSTOCK_SPOOL_DIR=off \
@@ -88,6 +102,7 @@ n=$(wrk -t2 -c128 -d"${secs}s" -s deploy/bench/purchase.lua http://127.0.0.1:180
   -- "prof$(date +%s%N)-" | awk '/requests in/ {print $1}')
 s1=$(ticks "$server"); r1=$(ticks $rpids)
 wait "$rec" || true
+kill "$server"; wait "$server" 2>/dev/null || true; server= # nothing more is appended to the AOF
 awk -v n="$n" -v s=$((s1 - s0)) -v r=$((r1 - r0)) -v tck="$tck" 'BEGIN { us = 1e6 / tck / n
   printf "%d purchases in the wrk run: coordinator %.1f us, the three masters %.1f us of CPU per purchase\n\n", n, s * us, r * us }'
 
@@ -95,4 +110,4 @@ echo "the first master's samples (perf, 5 s), by what they were doing:"
 perf script -i "$run/perf.data" 2>/dev/null | python3 "$root/deploy/bench/redis-profile.py" stacks
 echo
 echo "what the first master appended to its AOF, by command:"
-python3 "$root/deploy/bench/redis-profile.py" aof "$run/redis/${ports%%,*}"/appendonlydir/*.incr.aof
+python3 "$root/deploy/bench/redis-profile.py" aof "$run/redis/${ports%%,*}"/appendonlydir/*.incr.aof*
