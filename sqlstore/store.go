@@ -169,7 +169,24 @@ func (s *Store) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }
 // recorded in schema_migrations, in order. Each statement is idempotent, so
 // two processes migrating at once end in the same schema.
 func (s *Store) Migrate(ctx context.Context) error {
-	if _, err := s.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+	var db migrator = s.db
+	if s.dialect == "sqlite" {
+		// The writer keeps its temporary storage in memory (openSQLite), and
+		// with it the sorts of CREATE INDEX: an index a migration makes on a
+		// large orders table would sort every row in memory. The migrations
+		// run on one connection held for them, with temporary files.
+		conn, err := s.db.Conn(ctx)
+		if err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+		defer conn.Close()
+		if _, err := conn.ExecContext(ctx, `PRAGMA temp_store = FILE`); err != nil {
+			return fmt.Errorf("migrate: %w", err)
+		}
+		defer conn.ExecContext(context.WithoutCancel(ctx), `PRAGMA temp_store = MEMORY`)
+		db = conn
+	}
+	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version INT NOT NULL PRIMARY KEY, name VARCHAR(200) NOT NULL, applied_at BIGINT NOT NULL)`); err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
@@ -179,21 +196,27 @@ func (s *Store) Migrate(ctx context.Context) error {
 	}
 	sort.Strings(files)
 	for _, f := range files {
-		if err := s.apply(ctx, f); err != nil {
+		if err := s.apply(ctx, db, f); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (s *Store) apply(ctx context.Context, file string) error {
+// migrator is what the migrations run on: the pool, or one connection of it.
+type migrator interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+func (s *Store) apply(ctx context.Context, db migrator, file string) error {
 	name := filepath.Base(file)
 	version, err := strconv.Atoi(strings.SplitN(name, "_", 2)[0])
 	if err != nil {
 		return fmt.Errorf("migration %s: name must start with a number", name)
 	}
 	var n int
-	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations WHERE version = ?`, version).Scan(&n); err != nil {
+	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM schema_migrations WHERE version = ?`, version).Scan(&n); err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	if n > 0 {
@@ -204,11 +227,11 @@ func (s *Store) apply(ctx context.Context, file string) error {
 		src = nil // another database's migration: recorded, nothing to run
 	}
 	for _, stmt := range splitSQL(string(src)) {
-		if _, err := s.db.ExecContext(ctx, stmt); err != nil && !isDuplicateColumn(err) {
+		if _, err := db.ExecContext(ctx, stmt); err != nil && !isDuplicateColumn(err) {
 			return fmt.Errorf("migration %s: %w", name, err)
 		}
 	}
-	_, err = s.db.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
+	_, err = db.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
 		version, name, time.Now().UnixMilli())
 	if err != nil && !isDuplicate(err) {
 		return fmt.Errorf("migration %s: record: %w", name, err)

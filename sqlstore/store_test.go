@@ -146,6 +146,18 @@ func TestSQLiteWriterPragmas(t *testing.T) {
 	}
 }
 
+// Migrate runs with temporary files (an index a migration makes sorts on
+// disk) and gives the writer back its statement journals in memory.
+func TestMigrateLeavesTheWriterWithTempStoreInMemory(t *testing.T) {
+	s := sqlstoretest.Open(t, "sqlite:"+t.TempDir()+"/orders.db") // migrated
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := sqlstore.WriterPragma(s, "temp_store"); err != nil || v != "2" {
+		t.Fatalf("temp_store after Migrate = %q, %v; want 2 (MEMORY)", v, err)
+	}
+}
+
 // The timeout sweep cancels the orders awaiting payment whose pay_by has
 // passed, and the rows written before pay_by existed (NULL) by their
 // reservation time; nothing else. Then the rows it cancelled are the ones
