@@ -50,6 +50,18 @@ type Product struct {
 	Moved string `json:"-"`
 }
 
+// OnMaster reports whether p's shard i is the master a coordinator with
+// shard list addrs has at index i, so that a script it runs there for p
+// touches p's own keys. A coordinator that lacks some of p's shards (a
+// rolling grow: it still has the old list) is one p is Moved for, but it
+// still reaches the shards it shares with p's list in their places.
+func (p *Product) OnMaster(i int, addrs []string) bool {
+	if i < 0 || i >= len(addrs) {
+		return false
+	}
+	return p.ShardAddrs == nil || (i < len(p.ShardAddrs) && p.ShardAddrs[i] == addrs[i])
+}
+
 // Shards is the number of shards p lives on when the coordinator has n.
 func (p *Product) Shards(n int) int {
 	if p.ShardCount > 0 {

@@ -391,15 +391,26 @@ func TestConcurrentBatchesOfOneBuyer(t *testing.T) {
 }
 
 // homeShards is a fake of the buyers' home shards for claim give-backs:
-// down makes every give-back fail, as a home that does not answer.
+// down makes every give-back fail, as a home that does not answer;
+// zeroDown only those of buyers homed on shard 0 (ids starting "zero").
 type homeShards struct {
 	mu       sync.Mutex // guards returned
 	returned []string
 	down     atomic.Bool
+	zeroDown atomic.Bool
+	asked    atomic.Int64 // give-backs tried
 }
 
-func (h *homeShards) GiveBack(_ context.Context, _ *shardstock.Product, _, id string) error {
-	if h.down.Load() {
+func (h *homeShards) HomeOf(_ *shardstock.Product, user string) (int, error) {
+	if strings.HasPrefix(user, "zero") {
+		return 0, nil
+	}
+	return 1, nil
+}
+
+func (h *homeShards) GiveBack(_ context.Context, p *shardstock.Product, user, id string) error {
+	h.asked.Add(1)
+	if home, _ := h.HomeOf(p, user); h.down.Load() || (home == 0 && h.zeroDown.Load()) {
 		return errors.New("home shard down")
 	}
 	h.mu.Lock()
@@ -432,7 +443,7 @@ func TestClaimsOfReleasedOrdersGoBackDurably(t *testing.T) {
 		if got := h.settler.all(); len(got) != 3 {
 			t.Fatalf("settlements published with the homes down: %v, want all 3", got)
 		}
-		if n, _ := s.ClaimsPending(context.Background(), 10); len(n) != 2 {
+		if n, _ := s.ClaimsPending(context.Background(), "", 10); len(n) != 2 {
 			t.Fatalf("pending give-backs: %v, want c1 and f1", n)
 		}
 		// A new store on the same database (another coordinator, or this one
@@ -445,8 +456,61 @@ func TestClaimsOfReleasedOrdersGoBackDurably(t *testing.T) {
 		if got := strings.Join(sorted(homes.returned), ","); got != "c1,f1" {
 			t.Fatalf("claims given back: %s, want c1,f1 (never the paid p1)", got)
 		}
-		if n, _ := s.ClaimsPending(context.Background(), 10); len(n) != 0 {
+		if n, _ := s.ClaimsPending(context.Background(), "", 10); len(n) != 0 {
 			t.Fatalf("still pending after the homes returned: %v", n)
+		}
+	})
+}
+
+// TestClaimGiveBacksPassADownHome (issue 40, break 5): 220 cancelled
+// orders of buyers homed on a shard that does not answer, more than one
+// page of the sweep, sort before 20 of buyers homed on a shard that does.
+// The sweep gives the 20 back in its first pass (a sweep that stopped at
+// its first page, or after a failure, left them holding their buyers'
+// limit for as long as the other home was down), tries the down home once
+// rather than 220 times, and keeps its 220 for later.
+func TestClaimGiveBacksPassADownHome(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *sqlstore.Store) {
+		h := newHarness(t, s, 1)
+		homes := &homeShards{}
+		h.svc.cfg.Claims = homes
+		var evs []shardstock.ReservationEvent
+		for k := range 220 {
+			evs = append(evs, h.event(fmt.Sprintf("a%03d", k), fmt.Sprintf("zero%03d", k), 0))
+		}
+		for k := range 20 {
+			evs = append(evs, h.event(fmt.Sprintf("b%03d", k), fmt.Sprintf("one%03d", k), 1))
+		}
+		if n, err := h.svc.IngestBatch(context.Background(), evs); n != len(evs) || err != nil {
+			t.Fatalf("ingest: %d, %v", n, err)
+		}
+		for _, ev := range evs {
+			if _, err := h.svc.Cancel(context.Background(), ev.ID, ev.UserID); err != nil {
+				t.Fatal(err)
+			}
+		}
+		homes.zeroDown.Store(true)
+		if err := h.svc.sweep(context.Background()); err == nil || !strings.Contains(err.Error(), "shard 0") {
+			t.Fatalf("the sweep with shard 0 down: %v, want its failure reported", err)
+		}
+		homes.mu.Lock()
+		got := len(homes.returned)
+		homes.mu.Unlock()
+		if got != 20 {
+			t.Fatalf("claims given back with shard 0 down: %d, want the 20 of shard 1's buyers", got)
+		}
+		if a := homes.asked.Load(); a != 21 {
+			t.Fatalf("give-backs tried: %d, want 21 (shard 0 once, then skipped)", a)
+		}
+		if n, _ := s.ClaimsPending(context.Background(), "", 500); len(n) != 220 {
+			t.Fatalf("still pending: %d, want the 220 of shard 0's buyers", len(n))
+		}
+		homes.zeroDown.Store(false)
+		if err := h.svc.sweep(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := s.ClaimsPending(context.Background(), "", 500); len(n) != 0 {
+			t.Fatalf("still pending after shard 0 returned: %d", len(n))
 		}
 	})
 }

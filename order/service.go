@@ -49,7 +49,7 @@ type Store interface {
 	CancelExpired(ctx context.Context, cutoff, now time.Time) (int64, error)
 	Unsettled(ctx context.Context, limit int, skip []int) ([]shardstock.Order, error)
 	MarkSettled(ctx context.Context, id string, status shardstock.OrderStatus) error
-	ClaimsPending(ctx context.Context, limit int) ([]shardstock.Order, error)
+	ClaimsPending(ctx context.Context, after string, limit int) ([]shardstock.Order, error)
 	MarkClaimReturned(ctx context.Context, id string) error
 	RecordTransaction(ctx context.Context, transaction, id string) (string, error)
 	ProductDefinition(ctx context.Context, id string) (string, error)
@@ -77,6 +77,9 @@ type Budget interface {
 // home shard (shard.Set); an error means it must be tried again.
 type ClaimReturner interface {
 	GiveBack(ctx context.Context, p *shardstock.Product, user, id string) error
+	// HomeOf is the index of user's home shard for p (an error: this
+	// coordinator cannot reach it).
+	HomeOf(p *shardstock.Product, user string) (int, error)
 }
 
 // Config sets up a Service; zero values mean the defaults.
@@ -491,45 +494,59 @@ func (s *Service) sweep(ctx context.Context) error {
 }
 
 // ReturnClaims gives back the per-user limit claims of cancelled and failed
-// orders whose settlement was published, so their buyers may buy again. A
-// claim whose home shard does not answer stays marked for the next sweep
-// without holding up the others (and no settlement ever waits for it);
-// the errors are returned combined.
+// orders whose settlement was published, so their buyers may buy again. It
+// pages through every pending claim: a home shard that does not answer
+// (or a product whose shards this coordinator lacks) is tried once per
+// sweep, its other claims stay marked for the next one, and the claims of
+// every other home are given back meanwhile, as the settlement sweep skips
+// a shard that failed. The errors are returned combined.
 func (s *Service) ReturnClaims(ctx context.Context) error {
 	if s.cfg.Claims == nil {
 		return nil
 	}
 	const batchSize = 200
 	var errs *multierror.Error
-	for {
-		batch, err := s.store.ClaimsPending(ctx, batchSize)
+	failed := map[string]bool{} // homes (or products) that could not take a claim back in this sweep
+	for after := ""; ; {
+		batch, err := s.store.ClaimsPending(ctx, after, batchSize)
 		if err != nil {
-			return err
-		}
-		if done, err := s.returnClaims(ctx, batch, &errs); err != nil || done || len(batch) < batchSize {
 			return errors.Join(err, errs.ErrorOrNil())
 		}
+		if err := s.returnClaims(ctx, batch, failed, &errs); err != nil || len(batch) < batchSize {
+			return errors.Join(err, errs.ErrorOrNil())
+		}
+		after = batch[len(batch)-1].ID
 	}
 }
 
-// returnClaims gives back the claims of batch; done is true when one could
-// not be given back (the rest waits for the next sweep).
-func (s *Service) returnClaims(ctx context.Context, batch []shardstock.Order, errs **multierror.Error) (done bool, err error) {
+// returnClaims gives back the claims of batch, skipping the homes in
+// failed and adding to it those that fail now.
+func (s *Service) returnClaims(ctx context.Context, batch []shardstock.Order, failed map[string]bool, errs **multierror.Error) error {
 	for _, o := range batch {
+		where := "product " + o.ProductID
 		p, err := s.product(ctx, o.ProductID)
+		if err == nil {
+			var home int
+			if home, err = s.cfg.Claims.HomeOf(p, o.UserID); err == nil {
+				where = fmt.Sprintf("shard %d", home)
+			}
+		}
+		if failed[where] {
+			continue
+		}
 		if err == nil {
 			err = s.cfg.Claims.GiveBack(ctx, p, o.UserID, o.ID)
 		}
 		if err != nil {
-			*errs = multierror.Append(*errs, fmt.Errorf("order %s: give claim back: %w", o.ID, err))
-			done = true
+			*errs = multierror.Append(*errs, fmt.Errorf("order %s: give claim back (%s): %w", o.ID, where, err))
+			failed[where] = true
 			continue
 		}
 		if err := s.store.MarkClaimReturned(ctx, o.ID); err != nil {
-			return true, err
+			return err
 		}
 	}
-	return done, nil
+	return nil
 }
 
 // SettleOnce publishes the settlement of every order marked for it and

@@ -172,16 +172,40 @@ func (s *Set) unclaim(ctx context.Context, p *shardstock.Product, user, id strin
 	}
 }
 
+// HomeOf is the index of user's home shard for p (order.ClaimReturner):
+// where the buyer's per-user limit register lives.
+func (s *Set) HomeOf(p *shardstock.Product, user string) (int, error) {
+	home, err := s.homeOf(p, user)
+	if err != nil {
+		return 0, err
+	}
+	return home.Index, nil
+}
+
+// homeOf is user's home shard for p, when this coordinator has it in the
+// place p was defined with.
+func (s *Set) homeOf(p *shardstock.Product, user string) (*Shard, error) {
+	n, err := s.shardsOf(p)
+	if err != nil {
+		return nil, err
+	}
+	home := s.home(user, n)
+	if !p.OnMaster(home.Index, s.Addrs()) {
+		return nil, fmt.Errorf("%w: %s", shardstock.ErrUnavailable, p.Moved)
+	}
+	return home, nil
+}
+
 // GiveBack gives the buyer's claim id on product back at the buyer's home
 // (after the order was cancelled or failed), so the buyer may buy again.
-// An error means the home did not answer: the caller (the order service's
-// sweep, order.ClaimReturner) keeps the give-back and tries it again.
+// An error means the home did not answer (or this coordinator does not
+// have it where p was defined): the caller (the order service's sweep,
+// order.ClaimReturner) keeps the give-back and tries it again.
 func (s *Set) GiveBack(ctx context.Context, p *shardstock.Product, user, id string) error {
-	n, err := s.shardsOf(p)
+	home, err := s.homeOf(p, user)
 	if err != nil {
 		return err
 	}
-	home := s.home(user, n)
 	if _, err := s.runStep(ctx, home, step{product: p.ID, op: opUnclaim, user: user, id: id}); err != nil {
 		return fmt.Errorf("shard %d: give claim back: %w", home.Index, err)
 	}

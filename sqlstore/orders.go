@@ -398,9 +398,10 @@ func (s *Store) MarkSettled(ctx context.Context, id string, status shardstock.Or
 
 // ClaimsPending lists up to limit cancelled or failed orders whose
 // settlement the transport took and whose buyer's per-user limit claim has
-// not been given back yet.
-func (s *Store) ClaimsPending(ctx context.Context, limit int) ([]shardstock.Order, error) {
-	out, err := s.orders(ctx, `SELECT `+orderColumns+` FROM orders WHERE claim_pending = 1 AND settle_pending = 0 LIMIT ?`, limit)
+// not been given back yet, in id order from after the id after ("": from
+// the first), so that a sweep pages past claims it could not give back.
+func (s *Store) ClaimsPending(ctx context.Context, after string, limit int) ([]shardstock.Order, error) {
+	out, err := s.orders(ctx, `SELECT `+orderColumns+` FROM orders WHERE claim_pending = 1 AND settle_pending = 0 AND id > ? ORDER BY id LIMIT ?`, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("claims pending: %w", err)
 	}

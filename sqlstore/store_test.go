@@ -221,7 +221,7 @@ func TestCancelExpired(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			claims, err := s.ClaimsPending(ctx, 10)
+			claims, err := s.ClaimsPending(ctx, "", 10)
 			if err != nil {
 				t.Fatal(err)
 			}

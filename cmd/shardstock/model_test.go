@@ -1567,7 +1567,7 @@ func (h *history) busy() string {
 	if len(away) > 0 {
 		return ""
 	}
-	if os, err := h.coords[0].store.ClaimsPending(ctx, 1); err != nil || len(os) > 0 {
+	if os, err := h.coords[0].store.ClaimsPending(ctx, "", 1); err != nil || len(os) > 0 {
 		return fmt.Sprintf("claims to give back (%v)", err)
 	}
 	for c, m := range h.coords {
