@@ -40,6 +40,9 @@ func (s *Resync) Accept(ctx context.Context, i int, run string) ([]string, error
 	var plan []writeOff
 	for _, id := range ids {
 		p, err := s.liveOn(ctx, i, id)
+		if errors.Is(err, errUnseen) { // the record this puts down would speak for it (ErrResyncPartial)
+			return nil, shardstock.Conflict(fmt.Sprintf("%s lives on shards this coordinator does not list (SHARDSTOCK_SHARDS): accept shard %d from a coordinator with the whole shard list", id, i))
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s: %w", shardstock.ErrUnavailable, id, err)
 		}

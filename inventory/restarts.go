@@ -151,7 +151,16 @@ func (s *Restarts) resync(ctx context.Context, r resyncRequest) error {
 	}
 	if done != r.run {
 		start := time.Now()
-		if err := s.cfg.Resync.Shard(ctx, r.shard); err != nil {
+		err := s.cfg.Resync.Shard(ctx, r.shard)
+		if errors.Is(err, ErrResyncPartial) {
+			// Open for this coordinator's own products, and leave the
+			// record to a coordinator that sees the rest (ErrResyncPartial).
+			s.cfg.Logger.Warn("shard back in line for this coordinator's products only; not put on record as resynced",
+				"shard", r.shard, "run_id", r.run, "why", err)
+			s.open(r.shard, r.run)
+			return nil
+		}
+		if err != nil {
 			return err
 		}
 		if err := s.cfg.Runs.RecordSynced(ctx, r.shard, r.run); err != nil {

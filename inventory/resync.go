@@ -122,11 +122,13 @@ func (s *Resync) Shard(ctx context.Context, i int) error {
 	if err != nil {
 		return fmt.Errorf("resync shard %d: transfers: %w", i, err)
 	}
-	var problems []string
+	var problems, unseen []string
 	for _, id := range ids {
 		err := s.resyncProduct(ctx, i, id, ts[id])
 		var d disagreement
 		switch {
+		case errors.Is(err, errUnseen):
+			unseen = append(unseen, id)
 		case errors.As(err, &d):
 			problems = append(problems, d.Error())
 		case err != nil:
@@ -137,8 +139,27 @@ func (s *Resync) Shard(ctx context.Context, i int) error {
 	if len(problems) > 0 {
 		return fmt.Errorf("resync shard %d: %w: %s", i, ErrResyncBlocked, strings.Join(problems, "; "))
 	}
+	if len(unseen) > 0 {
+		return fmt.Errorf("resync shard %d: %w: %s", i, ErrResyncPartial, strings.Join(unseen, ", "))
+	}
 	return nil
 }
+
+// ErrResyncPartial: the resync brought back in line every product this
+// coordinator sells, but the catalog has products on shards this
+// coordinator does not list, or lists in other places (a rolling grow: a
+// coordinator still on the old shard list). Their lost writes are not
+// replayed and not checked, so the run must not be put on record as
+// resynced: the record speaks for every product, and a coordinator that
+// does see them would open its fence from it without replaying, say, a
+// drain the shard lost, and sell those units a second time. This
+// coordinator may sell on the shard (it sells none of those products);
+// the run goes on record when a coordinator with the whole shard list
+// resyncs it.
+var ErrResyncPartial = errors.New("products this coordinator cannot see whole (SHARDSTOCK_SHARDS lacks or moves their shards) were not resynced")
+
+// errUnseen: a product lives on shards this coordinator lacks (Moved).
+var errUnseen = errors.New("the product lives on shards this coordinator does not list")
 
 // ErrResyncBlocked: a restarted shard disagrees with SQL beyond what a lost
 // second explains; it stays fenced until they agree.
@@ -178,14 +199,23 @@ func (s *Resync) shardTransfers(ctx context.Context, i int) (map[string][]shards
 }
 
 // liveOn is product id when shard i is one of its live shards (nil: it is
-// archived, its keys are gone on purpose; this shard index is another
-// master now; or the product was never put on shard i).
+// archived, its keys are gone on purpose, or the product was never put on
+// shard i); errUnseen when this coordinator does not have the product's
+// shard list (Moved).
 func (s *Resync) liveOn(ctx context.Context, i int, id string) (*shardstock.Product, error) {
 	p, err := s.cfg.Products.Product(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	if p.Archived || p.Moved != "" || i >= p.Shards(len(s.cfg.Addrs)) {
+	if p.Archived {
+		return nil, nil
+	}
+	if p.Moved != "" {
+		// Whether shard i holds its units, and what a lost write of it
+		// was, only a coordinator with its shard list can tell.
+		return nil, errUnseen
+	}
+	if i >= p.Shards(len(s.cfg.Addrs)) {
 		return nil, nil
 	}
 	on, err := s.cfg.Inits.InitialisedShards(ctx, id)

@@ -22,6 +22,7 @@ type SettleHolds interface {
 
 // SettlementsConfig is a Settlements' ports.
 type SettlementsConfig struct {
+	Addrs    []string // the shards' addresses, in index order
 	Products Products
 	Orders   OrderRows // nil: no order table (a shard set tested alone)
 	Holds    SettleHolds
@@ -52,9 +53,14 @@ func NewSettlements(cfg SettlementsConfig) *Settlements {
 // (retrying cannot change it). Errors are transport failures: the caller
 // must offer the settlement again.
 func (s *Settlements) Settle(ctx context.Context, st shardstock.Settlement) error {
-	if p, err := s.cfg.Products.Product(ctx, st.ProductID); err == nil && p.Moved != "" {
+	if p, err := s.cfg.Products.Product(ctx, st.ProductID); err == nil && p.Moved != "" && !p.OnMaster(st.Shard, s.cfg.Addrs) {
 		// Its shard index would name another master: wait until the
-		// shard list is put back (the settlement is retried).
+		// shard list is put back (the settlement is retried). A shard
+		// this coordinator has in the product's own place (a rolling
+		// grow: the product lives on more shards than this coordinator
+		// lists) is settled here: a settlement touches its shard only,
+		// and one refused here would be read again by this coordinator
+		// every few seconds and never reach one that has the whole list.
 		return fmt.Errorf("%w: %s", shardstock.ErrUnavailable, p.Moved)
 	}
 	if err := s.authentic(ctx, st); err != nil {

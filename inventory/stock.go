@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/oklog/ulid/v2"
 
@@ -259,6 +260,10 @@ func (s *Stock) Resume(ctx context.Context, product string) ([]shardstock.Transf
 		if product != "" && t.ProductID != product {
 			continue
 		}
+		if err := s.reaches(ctx, t); err != nil {
+			errs = errors.Join(errs, fmt.Errorf("transfer %s: %w", t.ID, err))
+			continue
+		}
 		n, err := s.finish(ctx, t)
 		if err != nil {
 			errs = errors.Join(errs, fmt.Errorf("transfer %s: %w", t.ID, err))
@@ -269,6 +274,78 @@ func (s *Stock) Resume(ctx context.Context, product string) ([]shardstock.Transf
 		s.cfg.Logger.Info("finished an interrupted transfer", "id", t.ID, "product", t.ProductID, "from", t.From, "to", t.To, "units", n)
 	}
 	return done, errs
+}
+
+// reaches says why this coordinator cannot run transfer t's steps (nil:
+// it can): an end is a shard it does not list, or lists in another place
+// than t's product was defined with (a rolling grow).
+func (s *Stock) reaches(ctx context.Context, t shardstock.Transfer) error {
+	p, err := s.cfg.Products.Product(ctx, t.ProductID)
+	if err != nil {
+		return err
+	}
+	for _, end := range []int{t.From, t.To} {
+		if end != Outside && !p.OnMaster(end, s.cfg.Addrs) {
+			return fmt.Errorf("%w: shard %d of %s is not where this coordinator's shard list has it (SHARDSTOCK_SHARDS); a coordinator with the product's list finishes it",
+				shardstock.ErrUnavailable, end, t.ProductID)
+		}
+	}
+	return nil
+}
+
+// RunResume finishes interrupted transfers by itself until ctx is done,
+// every interval: one that was unfinished at the last look and still is
+// (a coordinator died between its steps, or a shard was down) is resumed.
+// A transfer only started is left one interval to its own request. Every
+// step is safe to run twice, and its record only moves forward, so a
+// resume beside the request that is still running it changes nothing.
+// Without it, units an addition put on a shard before its coordinator died
+// would be salable past the stock until an operator's rebalance, drain or
+// reconcile fix ran Resume.
+func (s *Stock) RunResume(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	seen := map[string]bool{}
+	logged := map[string]bool{}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		open, err := s.cfg.Log.UnfinishedTransfers(ctx)
+		if err != nil {
+			continue // the database is away: the next look
+		}
+		now := map[string]bool{}
+		for _, tr := range open {
+			now[tr.ID] = true
+			if !seen[tr.ID] {
+				continue
+			}
+			if err := s.reaches(ctx, tr); err != nil {
+				if !logged[tr.ID] {
+					logged[tr.ID] = true
+					s.cfg.Logger.Warn("an interrupted transfer is left to another coordinator", "id", tr.ID, "product", tr.ProductID, "err", err)
+				}
+				continue
+			}
+			if _, err := s.finish(ctx, tr); err != nil {
+				if !logged[tr.ID] {
+					logged[tr.ID] = true
+					s.cfg.Logger.Warn("an interrupted transfer could not finish yet; will retry", "id", tr.ID, "product", tr.ProductID, "err", err)
+				}
+				continue
+			}
+			s.cfg.Logger.Info("finished an interrupted transfer", "id", tr.ID, "product", tr.ProductID, "from", tr.From, "to", tr.To)
+		}
+		seen = now
+		for id := range logged {
+			if !now[id] {
+				delete(logged, id)
+			}
+		}
+	}
 }
 
 // Rebalance is what a rebalance did.

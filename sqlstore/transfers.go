@@ -30,9 +30,14 @@ func (s *Store) StartTransfer(ctx context.Context, t shardstock.Transfer) (shard
 	return t, fmt.Errorf("record transfer %s: %w", t.ID, err)
 }
 
-// MarkTransfer moves a transfer to state ("out" with moved, or "done").
+// MarkTransfer moves a transfer to state ("out" with moved, or "done" or
+// "reversed"), forward only: started -> out -> done | reversed. Two
+// coordinators may finish one transfer at once (a stock change's request
+// and another's resume loop: inventory.Stock.RunResume); each step is
+// idempotent, and a late "out" never takes a finished transfer back.
 func (s *Store) MarkTransfer(ctx context.Context, id, state string, moved int64) error {
-	_, err := s.db.ExecContext(ctx, `UPDATE transfers SET state = ?, moved = ?, updated_at = ? WHERE id = ?`,
+	// (out again is allowed: the same count, from the shard's record of it)
+	_, err := s.db.ExecContext(ctx, `UPDATE transfers SET state = ?, moved = ?, updated_at = ? WHERE id = ? AND state IN ('started', 'out')`,
 		state, moved, time.Now().UnixMilli(), id)
 	if err != nil {
 		return fmt.Errorf("mark transfer %s %s: %w", id, state, err)

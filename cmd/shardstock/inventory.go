@@ -38,7 +38,7 @@ func (m *Main) openInventory() {
 		Status: inv.views, Store: store, Orders: store, Shards: set, Transfers: inv.stock, Logger: m.log})
 	inv.audit = inventory.NewAudit(inventory.AuditConfig{Addrs: addrs, Status: inv.views,
 		Orders: store, History: store, Transfers: inv.stock})
-	inv.settlements = inventory.NewSettlements(inventory.SettlementsConfig{Products: inv.catalog,
+	inv.settlements = inventory.NewSettlements(inventory.SettlementsConfig{Addrs: addrs, Products: inv.catalog,
 		Orders: store, Holds: set, Logger: m.log,
 		OnSettle: func(a shardstock.Action) { m.metrics.Settlements.WithLabelValues(string(a)).Inc() }})
 }

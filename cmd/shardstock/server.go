@@ -219,6 +219,10 @@ func (m *Main) clients() []*redis.Client {
 	return cs
 }
 
+// resumeEvery is how often a coordinator looks for transfers left
+// unfinished (inventory.Stock.RunResume): one is resumed at its second look.
+const resumeEvery = 5 * time.Second
+
 // startLoops starts the health loop, the order sweeps and the consumers:
 // in streams mode the order service reads the outboxes and the payment
 // streams, and inventory the settle streams; with RocketMQ a relay moves
@@ -230,6 +234,7 @@ func (m *Main) startLoops() error {
 	m.loops.Go(func() { m.clock.Run(ctx) })
 	m.loops.Go(func() { m.orders.Run(ctx) })
 	m.loops.Go(func() { m.inv.catalog.RunControls(ctx, 500*time.Millisecond) })
+	m.loops.Go(func() { m.inv.stock.RunResume(ctx, resumeEvery) })
 	m.loops.Go(func() { m.room.Run(ctx) })
 	m.loops.Go(func() { m.report.Run(ctx, 2*time.Second) })
 	if m.cfg.ArchiveAfter > 0 {

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/shardstock/shardstock"
+	"github.com/shardstock/shardstock/shard/shardtest"
+)
+
+// A rolling grow (issue 40, breaks 1 and 2): the masters go from three to
+// six one coordinator at a time, so for a while one coordinator lists the
+// first three masters and another all six, both on one database. A product
+// defined on six lives on masters the first coordinator lacks.
+
+// TestResyncOnTheOldShardListSpeaksOnlyForWhatItSees (break 1): shard 0 of
+// a six-shard product is drained (its 10 units go to shards 1-5), then its
+// machine crashes back to before the drain while the six-shard coordinator
+// is away. The coordinator on the old list resyncs shard 0: it cannot
+// replay the drain of a product it cannot see, so its run must not go on
+// record as resynced. The six-shard coordinator then resyncs shard 0
+// itself and takes the drained units off again: a stock of 60 sells 60.
+// (With the record put down by the old list, it opened its fence from
+// the record, and 70 buyers were answered 200.)
+func TestResyncOnTheOldShardListSpeaksOnlyForWhatItSees(t *testing.T) {
+	r := shardtest.Start(t, 6)
+	db := "sqlite:" + t.TempDir() + "/orders.db"
+	sameDB := func(c *Config) { c.DB = db }
+	six := startServer(t, r.URLs(), sameDB)
+	three := startServer(t, r.URLs()[:3], sameDB)
+	if rep := putProduct(t, six.URL(), "grown", `{"stock":60,"per_user_limit":1}`); rep.status != 201 {
+		t.Fatalf("define: %d %s", rep.status, rep.raw)
+	}
+	r.Checkpoint(0)
+	for _, drained := range []bool{true, false} {
+		if rep := adminDo(t, "POST", six.URL()+"/admin/v1/shards/0/drain", fmt.Sprintf(`{"drained":%v}`, drained)); rep.status != 200 {
+			t.Fatalf("drain %v: %d %s", drained, rep.status, rep.raw)
+		}
+	}
+	if st := productStatus(t, six.URL(), "grown"); *st.Shards[0].Salable != 0 {
+		t.Fatalf("shard 0 after its drain: %+v", st.Shards[0])
+	}
+	if err := six.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	r.Rewind(0) // the machine crash: shard 0 comes back with its 10 units
+	waitFor(t, 20*time.Second, "the old-list coordinator opens shard 0 again", func() (bool, string) {
+		three.set.Ping(context.Background(), 0) // a new connection sees the new run
+		return !three.set.Fenced(0), "fenced"
+	})
+	run, err := three.store.SyncedRunID(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run == three.set.SeenRun(0) {
+		t.Fatalf("the old-list coordinator put shard 0's run %s on record as resynced; it could not replay the drain of a product it does not see", run)
+	}
+
+	six = startServer(t, r.URLs(), sameDB)
+	if st := productStatus(t, six.URL(), "grown"); *st.Shards[0].Salable != 0 {
+		t.Fatalf("shard 0 after the six-shard coordinator's resync: %+v (the drain was not replayed)", st.Shards[0])
+	}
+	ok := 0
+	for k := range 100 {
+		if rep := purchase(t, six.URL(), "grown", "buyer"+strconv.Itoa(k)); rep.status == 200 {
+			ok++
+		}
+	}
+	if ok > 60 {
+		t.Fatalf("%d purchases answered 200 for a stock of 60", ok)
+	}
+	st := productStatus(t, six.URL(), "grown")
+	checkShards(t, st)
+	var alloc int64
+	for _, s := range st.Shards {
+		if s.Alloc != nil {
+			alloc += *s.Alloc
+		}
+	}
+	if alloc != 60 {
+		t.Fatalf("Σ alloc %d after the crash and resyncs, want 60", alloc)
+	}
+}
+
+// TestOldListCoordinatorSettlesTheShardsItShares (break 2): cancellations
+// of a six-shard product's orders held on shards 0-2 are settled whichever
+// coordinator reads them. The old-list coordinator refused them (the
+// product was Moved for it) and read them again itself every few seconds,
+// so they never idled long enough for the six-shard coordinator to claim
+// them: their units stayed locked.
+func TestOldListCoordinatorSettlesTheShardsItShares(t *testing.T) {
+	r := shardtest.Start(t, 6)
+	db := "sqlite:" + t.TempDir() + "/orders.db"
+	sameDB := func(c *Config) { c.DB = db }
+	six := startServer(t, r.URLs(), sameDB)
+	three := startServer(t, r.URLs()[:3], sameDB)
+	if rep := putProduct(t, six.URL(), "wide", `{"stock":120,"per_user_limit":1}`); rep.status != 201 {
+		t.Fatalf("define: %d %s", rep.status, rep.raw)
+	}
+	orders := buy(t, six.URL(), "wide", "w", 120)
+	waitFor(t, 20*time.Second, "every order written", func() (bool, string) {
+		c := statusCounts(t, six, "wide")
+		return c[shardstock.StatusAwaitingPayment] == 120, fmt.Sprint(c)
+	})
+	for id, user := range orders {
+		if rep := do(t, "POST", six.URL()+"/api/v1/orders/"+id+"/cancel", "", "X-User-ID", user); rep.status != 200 && rep.status != 202 {
+			t.Fatalf("cancel %s: %d %s", id, rep.status, rep.raw)
+		}
+	}
+	// Well inside ClaimIdle (30 s): a settlement left to the idle claim
+	// would still be locked.
+	waitFor(t, 15*time.Second, "every cancelled unit salable again", func() (bool, string) {
+		st := productStatus(t, six.URL(), "wide")
+		return st.Totals.Locked == 0 && st.Totals.Salable == 120, fmt.Sprintf("%+v", st.Totals)
+	})
+	checkShards(t, productStatus(t, six.URL(), "wide"))
+	_ = three
+}
+
+// TestAnInterruptedStockAddFinishesByItself (break 4): a stock addition is
+// recorded in SQL and applied on its shard, and its coordinator dies
+// before it marks it done. The units were on the shard, salable, past the
+// stock (30 defined, 40 locked or salable) until an operator's rebalance,
+// drain or reconcile fix ran Resume. A running coordinator now finishes
+// it by itself.
+func TestAnInterruptedStockAddFinishesByItself(t *testing.T) {
+	r := shardtest.Start(t, 3)
+	m := startServer(t, r.URLs())
+	putProduct(t, m.URL(), "added", `{"stock":30}`)
+	ctx := context.Background()
+	// The dying coordinator's steps: the record, then the shard's.
+	plan := []shardstock.Transfer{{ID: "cdead-1", ProductID: "added", From: -1, To: 1, Wanted: 10}}
+	if _, err := m.store.RecordStockChange(ctx, "cdead", plan); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.set.TransferIn(ctx, 1, "added", "cdead-1", 10, -1); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 3*resumeEvery, "the interrupted addition finished", func() (bool, string) {
+		open, err := m.store.UnfinishedTransfers(ctx)
+		return err == nil && len(open) == 0, fmt.Sprint(open, err)
+	})
+	st := productStatus(t, m.URL(), "added")
+	_, locked, _ := checkShards(t, st)
+	if st.Stock != 40 || st.Totals.Salable+locked != 40 {
+		t.Fatalf("after the interrupted addition finished: stock %d, salable %d, locked %d; want 40 and 40", st.Stock, st.Totals.Salable, locked)
+	}
+}
