@@ -44,6 +44,9 @@ type Ledger interface {
 	// LiveOrders lists the orders of product held on shard that are
 	// awaiting payment or paid.
 	LiveOrders(ctx context.Context, product string, shard int) ([]shardstock.Order, error)
+	// ReleasedOrders lists the orders of product, on any shard, that were
+	// cancelled or failed: their claims are given back for good.
+	ReleasedOrders(ctx context.Context, product string) ([]shardstock.Order, error)
 }
 
 // registerChunk is how many buyers one register script call writes.
@@ -92,6 +95,19 @@ func (s *Set) rebuild(ctx context.Context, p *shardstock.Product, home *Shard, m
 	for _, o := range live {
 		if s.home(o.UserID, n) == home {
 			claims[o.UserID] = append(claims[o.UserID], o.ID)
+		}
+	}
+	// A claim given back is given back for good, whatever the register or
+	// a hold whose release has not landed yet says: a shard cut back past
+	// a give-back holds the claim again, and merging only added, so its
+	// buyer was refused for a unit they no longer held (issue 40, break 3).
+	released, err := s.cfg.Ledger.ReleasedOrders(ctx, p.ID)
+	if err != nil {
+		return fmt.Errorf("register rebuild: released orders: %w", err)
+	}
+	for _, o := range released {
+		if s.home(o.UserID, n) == home {
+			claims[o.UserID] = append(claims[o.UserID], "-"+o.ID)
 		}
 	}
 	mode := "create"

@@ -55,6 +55,10 @@ func (l *fixtureLedger) LiveOrders(ctx context.Context, product string, shard in
 	return l.store.LiveOrders(ctx, product, shard)
 }
 
+func (l *fixtureLedger) ReleasedOrders(ctx context.Context, product string) ([]shardstock.Order, error) {
+	return l.store.ReleasedOrders(ctx, product)
+}
+
 // newFixture starts n shards; start is the start policy (default random,
 // with the start shard set by startAt).
 func newFixture(t testing.TB, n int, start ...shard.Start) *fixture {

@@ -446,6 +446,17 @@ func (s *Store) LiveOrders(ctx context.Context, product string, shard int) ([]sh
 	return out, nil
 }
 
+// ReleasedOrders lists the orders of product, on every shard, that were
+// cancelled or failed (their buyers' claims are given back for good).
+func (s *Store) ReleasedOrders(ctx context.Context, product string) ([]shardstock.Order, error) {
+	out, err := s.orders(ctx, `SELECT `+orderColumns+` FROM orders WHERE product_id = ? AND status IN (?, ?)`,
+		product, shardstock.StatusCancelled, shardstock.StatusFailed)
+	if err != nil {
+		return nil, fmt.Errorf("released orders: %w", err)
+	}
+	return out, nil
+}
+
 // FinalOrders lists the orders of product held on shard that are paid,
 // cancelled or failed (what a restarted shard must have settled).
 func (s *Store) FinalOrders(ctx context.Context, product string, shard int) ([]shardstock.Order, error) {

@@ -311,3 +311,64 @@ func TestResyncOfNoShardIsNotFound(t *testing.T) {
 		}
 	}
 }
+
+// TestCrashPastAClaimGiveBack (issue 40, break 3): per-user limit 2. A
+// buyer's order is cancelled and its claim given back at the buyer's home;
+// the buyer buys again (1 of 2 held); then the home's machine crashes back
+// to before the give-back. The resync must take the given-back claim out
+// again: merging only added claims, so the buyer was told 409
+// limit_reached for good while holding one unit of two, with units salable.
+func TestCrashPastAClaimGiveBack(t *testing.T) {
+	r := shardtest.Start(t, 3)
+	m := startServer(t, r.URLs())
+	base := m.URL()
+	if rep := putProduct(t, base, "twice", `{"stock":30,"per_user_limit":2}`); rep.status != 201 {
+		t.Fatalf("define: %d %s", rep.status, rep.raw)
+	}
+	const user = "pat"
+	home := m.set.Home(user)
+	buyOne := func() string {
+		t.Helper()
+		rep := purchase(t, base, "twice", user)
+		if rep.status != 200 {
+			t.Fatalf("%s buys: %d %s", user, rep.status, rep.raw)
+		}
+		return rep.str("order_id")
+	}
+	awaiting := func(n int64) {
+		t.Helper()
+		waitFor(t, 10*time.Second, "orders written", func() (bool, string) {
+			c := statusCounts(t, m, "twice")
+			return c[shardstock.StatusAwaitingPayment] == n, fmt.Sprint(c)
+		})
+	}
+	first := buyOne()
+	awaiting(1)
+	r.Checkpoint(home) // the home holds the first claim
+	if rep := orderCall(t, base, "cancel", first, user, ""); rep.status != 202 {
+		t.Fatalf("cancel: %d %s", rep.status, rep.raw)
+	}
+	waitFor(t, 10*time.Second, "the first claim given back", func() (bool, string) {
+		os, err := m.store.ClaimsPending(context.Background(), "", 10)
+		c := statusCounts(t, m, "twice")
+		return err == nil && len(os) == 0 && c[shardstock.StatusCancelled] == 1, fmt.Sprint(os, err, c)
+	})
+	buyOne() // 1 of 2 held
+	awaiting(1)
+	r.Rewind(home)
+	waitFor(t, 20*time.Second, "the buyer's home back in line and selling", func() (bool, string) {
+		if err := m.set.Ping(context.Background(), home); err != nil || m.set.Fenced(home) {
+			return false, "fenced: " + m.inv.resync.Problem(home)
+		}
+		if b := m.health.Status()[home].Breaker; b != ha.Closed {
+			return false, fmt.Sprintf("breaker %v", b)
+		}
+		return true, ""
+	})
+	if rep := purchase(t, base, "twice", user); rep.status != 200 {
+		t.Fatalf("the buyer holding 1 of 2 after the home's crash: %d %s, want 200 (the given-back claim came back with the crash)", rep.status, rep.raw)
+	}
+	if rep := purchase(t, base, "twice", user); rep.status != 409 {
+		t.Fatalf("a third unit: %d %s, want 409", rep.status, rep.raw)
+	}
+}
