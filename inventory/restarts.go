@@ -43,13 +43,17 @@ type Stamp interface {
 type RunRecord interface {
 	CatalogID(ctx context.Context) (string, error)
 	SyncedRunID(ctx context.Context, shard int) (string, error)
-	RecordSynced(ctx context.Context, shard int, run string) error
+	// RecordSynced puts run on record as resynced at at (the
+	// coordinators' clock: what reservations are timed with).
+	RecordSynced(ctx context.Context, shard int, run string, at time.Time) error
 }
 
 // Resyncer replays what a restarted shard lost, and keeps why one stays
 // fenced (Resync).
 type Resyncer interface {
 	Shard(ctx context.Context, i int) error
+	// RecheckLate checks the orders written while their shard was fenced.
+	RecheckLate(ctx context.Context)
 	Accept(ctx context.Context, i int, run string) ([]string, error)
 	Problem(i int) string
 	ClearProblem(i int)
@@ -65,6 +69,7 @@ type RestartsConfig struct {
 	IDs      ProductList
 	Resync   Resyncer
 	Opened   func(i int) // optional: shard i's fence opened (the spool retries at once)
+	Now      func() time.Time
 	Logger   *slog.Logger
 }
 
@@ -78,9 +83,7 @@ type Restarts struct {
 
 // NewRestarts returns Restarts over cfg's ports.
 func NewRestarts(cfg RestartsConfig) *Restarts {
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	orDefaults(&cfg.Now, &cfg.Logger)
 	return &Restarts{cfg: cfg, changed: make(chan struct{})}
 }
 
@@ -124,6 +127,7 @@ func (s *Restarts) Run(ctx context.Context) {
 				s.answer(ctx, resyncRequest{i, run}, retry)
 			}
 		}
+		s.cfg.Resync.RecheckLate(ctx)
 	}
 }
 
@@ -163,7 +167,7 @@ func (s *Restarts) resync(ctx context.Context, r resyncRequest) error {
 		if err != nil {
 			return err
 		}
-		if err := s.cfg.Runs.RecordSynced(ctx, r.shard, r.run); err != nil {
+		if err := s.cfg.Runs.RecordSynced(ctx, r.shard, r.run, s.cfg.Now()); err != nil {
 			return err
 		}
 		s.cfg.Logger.Info("shard back in line with the order table", "shard", r.shard, "run_id", r.run, "took", time.Since(start).Round(time.Millisecond))
@@ -305,7 +309,7 @@ func (s *Restarts) Accept(ctx context.Context, i int) (run, problem string, acti
 	if actions, err = s.cfg.Resync.Accept(ctx, i, run); err != nil {
 		return run, problem, nil, err
 	}
-	if err := s.cfg.Runs.RecordSynced(ctx, i, run); err != nil {
+	if err := s.cfg.Runs.RecordSynced(ctx, i, run, s.cfg.Now()); err != nil {
 		return run, problem, nil, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
 	}
 	s.open(i, run)

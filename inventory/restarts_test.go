@@ -39,7 +39,9 @@ func (f *fences) SyncedRunID(_ context.Context, i int) (string, error) {
 	defer f.mu.Unlock()
 	return f.synced[i], nil
 }
-func (f *fences) RecordSynced(_ context.Context, i int, run string) error {
+func (f *fences) RecheckLate(context.Context) {}
+
+func (f *fences) RecordSynced(_ context.Context, i int, run string, _ time.Time) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.synced[i] = run

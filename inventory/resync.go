@@ -25,9 +25,10 @@ type History interface {
 }
 
 // ShardOrders lists the orders of product held on shard: those awaiting
-// payment or paid (live), and those paid, cancelled or failed (final)
-// (sqlstore.Store).
+// payment or paid (live), and those paid, cancelled or failed (final);
+// Order reads one (nil: no row) (sqlstore.Store).
 type ShardOrders interface {
+	Order(ctx context.Context, id string) (*shardstock.Order, error)
 	LiveOrders(ctx context.Context, product string, shard int) ([]shardstock.Order, error)
 	FinalOrders(ctx context.Context, product string, shard int) ([]shardstock.Order, error)
 }
@@ -48,6 +49,12 @@ type Repairs interface {
 	SetWindow(ctx context.Context, i int, p *shardstock.Product) (changed bool, err error)
 }
 
+// ResyncTimes reads when each shard was last put on record as resynced
+// (sqlstore.Store).
+type ResyncTimes interface {
+	SyncedAt(ctx context.Context, shard int) (time.Time, error)
+}
+
 // ResyncConfig is a Resync's ports.
 type ResyncConfig struct {
 	Addrs    []string // the shards' addresses, in index order
@@ -60,6 +67,8 @@ type ResyncConfig struct {
 	Counters Counters
 	Holds    Holds
 	Repairs  Repairs
+	Times    ResyncTimes      // nil: orders written late are not checked (HoldLate)
+	Fenced   func(i int) bool // with Times: whether shard i is fenced now (shard.Set)
 	Now      func() time.Time
 	Logger   *slog.Logger
 }
@@ -69,6 +78,7 @@ type ResyncConfig struct {
 type Resync struct {
 	cfg      ResyncConfig
 	problems resyncProblems
+	times    syncedTimes
 }
 
 // NewResync returns a Resync over cfg's ports.
@@ -471,4 +481,171 @@ func (s *Resync) Problem(i int) string {
 	s.problems.mu.Lock()
 	defer s.problems.mu.Unlock()
 	return s.problems.m[i]
+}
+
+// Orders written late. The resync reads the live orders once; a
+// reservation made on the shard before its crash, whose order row is
+// written after that read, is in no live order the resync saw, and its
+// hold went with the shard's last second: a reservation the relay had
+// given to the broker, or one the order service had read from the outbox
+// and was still writing (the database away). Its unit is salable again on
+// the shard while its buyer holds an order, and would be sold twice (a
+// confirm finding no hold changed nothing). So every order written
+// awaiting payment whose reservation is older than its shard's last
+// resync (with lateSlack for the clocks of two coordinators) has its hold
+// put back, as the resync would have: restore_hold takes a salable unit
+// for it, and changes nothing when the hold is there.
+
+// lateSlack is how far past a shard's resync a reservation's time may
+// still be from before it: the two times come from the clocks of the
+// coordinator that reserved and the one that resynced.
+const lateSlack = time.Minute
+
+// syncedTimes caches each shard's last resync time for a second (every
+// order written asks), and keeps the orders to check again once their
+// shard's fence opens.
+type syncedTimes struct {
+	mu    sync.Mutex
+	m     map[int]syncedTime
+	later []lateOrder
+}
+
+type syncedTime struct{ at, read time.Time }
+
+type lateOrder struct {
+	o        shardstock.Order
+	reserved time.Time
+}
+
+// maxLater bounds the orders kept to check again; past it one is logged
+// and left to the confirm (Settlements.soldWithoutHold).
+const maxLater = 100_000
+
+func (s *Resync) checkLater(o shardstock.Order, reserved time.Time) {
+	t := &s.times
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.later) >= maxLater {
+		s.cfg.Logger.Error("too many orders to check against a fenced shard's resync; this one is left to its confirm", "order", o.ID, "shard", o.Shard)
+		return
+	}
+	t.later = append(t.later, lateOrder{o, reserved})
+}
+
+func (t *syncedTimes) deferred() []lateOrder {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := t.later
+	t.later = nil
+	return out
+}
+
+func (t *syncedTimes) forget(i int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.m, i)
+}
+
+func (s *Resync) syncedAt(ctx context.Context, i int) (time.Time, error) {
+	now := time.Now()
+	s.times.mu.Lock()
+	c, ok := s.times.m[i]
+	s.times.mu.Unlock()
+	if ok && now.Sub(c.read) < time.Second {
+		return c.at, nil
+	}
+	at, err := s.cfg.Times.SyncedAt(ctx, i)
+	if err != nil {
+		return time.Time{}, err
+	}
+	s.times.mu.Lock()
+	defer s.times.mu.Unlock()
+	if s.times.m == nil {
+		s.times.m = map[int]syncedTime{}
+	}
+	s.times.m[i] = syncedTime{at, now}
+	return at, nil
+}
+
+// HoldLate puts back order o's hold (awaiting payment, just written) on
+// its shard when the reservation, made at reserved, is older than the
+// shard's last resync (order.LateHolds). It never holds the order
+// service up: an order whose shard is being resynced, or does not
+// answer, is kept and checked again (RecheckLate).
+func (s *Resync) HoldLate(ctx context.Context, o shardstock.Order, reserved time.Time) {
+	if s.cfg.Times == nil {
+		return
+	}
+	if s.cfg.Fenced != nil && s.cfg.Fenced(o.Shard) {
+		// Being resynced now, which may not see this order: checked
+		// again once the shard is back in line, with its new resync time.
+		s.times.forget(o.Shard)
+		s.checkLater(o, reserved)
+		return
+	}
+	if err := s.holdLate(ctx, o, reserved); err != nil {
+		s.checkLater(o, reserved)
+	}
+}
+
+// RecheckLate checks the orders kept by HoldLate, for every shard whose
+// fence is open; those whose shard still does not answer are kept for the
+// next call (Restarts.Run calls it every second).
+func (s *Resync) RecheckLate(ctx context.Context) {
+	for _, d := range s.times.deferred() {
+		if s.cfg.Fenced != nil && s.cfg.Fenced(d.o.Shard) {
+			s.checkLater(d.o, d.reserved)
+			continue
+		}
+		s.times.forget(d.o.Shard)
+		if err := s.holdLate(ctx, d.o, d.reserved); err != nil {
+			s.checkLater(d.o, d.reserved)
+		}
+	}
+}
+
+// holdLate is HoldLate on a shard that is not fenced. A hold put back for
+// an order paid, cancelled or failed since (its settlement found no hold
+// and changed nothing) is settled at once. A shard with no salable unit
+// left for it sold the unit again before the order came: that is logged
+// for reconcile (nothing a retry can change).
+func (s *Resync) holdLate(ctx context.Context, o shardstock.Order, reserved time.Time) error {
+	at, err := s.syncedAt(ctx, o.Shard)
+	if err != nil || at.IsZero() || reserved.After(at.Add(lateSlack)) {
+		return err
+	}
+	p, err := s.cfg.Products.Product(ctx, o.ProductID)
+	if err != nil {
+		return err
+	}
+	if p.Archived || !p.OnMaster(o.Shard, s.cfg.Addrs) {
+		return nil // gone on purpose, or a coordinator with the product's list checks it
+	}
+	restored, err := s.cfg.Holds.RestoreHold(ctx, o.Shard, o, reserved.UnixMilli())
+	switch {
+	case errors.Is(err, shardstock.ErrShortOfUnits):
+		s.cfg.Logger.Error("an order written after its shard's resync has no unit left there: its unit was sold again; see reconcile",
+			"order", o.ID, "product", o.ProductID, "shard", o.Shard)
+		return nil
+	case errors.Is(err, shardstock.ErrNotOnShard):
+		return nil // the shard lost the product: its allocation is given up (Catalog.allocate)
+	case err != nil || !restored:
+		return err
+	}
+	s.cfg.Logger.Warn("put back the hold of an order written after its shard's resync", "order", o.ID, "product", o.ProductID, "shard", o.Shard)
+	if s.cfg.Orders == nil {
+		return nil
+	}
+	now, err := s.cfg.Orders.Order(ctx, o.ID)
+	switch {
+	case err != nil:
+		return err // checked again: the hold is there now, so only its settlement is left
+	case now == nil || now.Status == shardstock.StatusAwaitingPayment:
+		return nil
+	case now.Status == shardstock.StatusPaid:
+		_, err = s.cfg.Holds.Confirm(ctx, o.Shard, o.ProductID, o.ID)
+	default:
+		_, err = s.cfg.Holds.Release(ctx, o.Shard, o.ProductID, o.ID)
+	}
+	return err
 }

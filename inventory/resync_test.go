@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/shardstock/shardstock"
 )
@@ -56,5 +58,58 @@ func TestResyncThatDisagreesKeepsTheShardFenced(t *testing.T) {
 	}
 	if alloc, _ := f.totals("odd"); alloc != 30 {
 		t.Fatalf("Σ alloc %d after the transfer finished, stock 30", alloc)
+	}
+}
+
+// TestHoldLateWaitsForTheFenceAndSettles (issue 40, break 6): an order
+// written while its shard is being resynced is checked once the fence
+// opens (the resync may have read the live orders before it was written);
+// an order reserved after the resync (past the slack) is never looked at;
+// and a hold put back for an order cancelled meanwhile is released at
+// once, not left locked.
+func TestHoldLateWaitsForTheFenceAndSettles(t *testing.T) {
+	f := newFixture(t)
+	f.define("late", 30, 0) // 10 per shard
+	ctx := context.Background()
+	synced := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	if err := f.store.RecordSynced(ctx, 0, "run-after-crash", synced); err != nil {
+		t.Fatal(err)
+	}
+	var fenced atomic.Bool
+	fenced.Store(true)
+	r := NewResync(ResyncConfig{Addrs: f.mem.addrs, Products: f.catalog, IDs: f.store, Inits: f.store, History: f.store,
+		Changes: f.store, Orders: f.store, Counters: f.mem, Holds: f.mem, Repairs: f.mem, Times: f.store, Fenced: func(int) bool { return fenced.Load() }})
+	order := func(id, user string, reserved time.Time, status shardstock.OrderStatus) shardstock.Order {
+		t.Helper()
+		ev := shardstock.ReservationEvent{ID: id, UserID: user, ProductID: "late", Shard: 0, AtMS: reserved.UnixMilli()}
+		if _, err := f.store.Insert(ctx, ev, 1, shardstock.StatusAwaitingPayment, synced, synced.Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		if status != shardstock.StatusAwaitingPayment {
+			if _, err := f.store.Transition(ctx, id, user, status, synced); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return shardstock.Order{ID: id, UserID: user, ProductID: "late", Shard: 0, Status: shardstock.StatusAwaitingPayment}
+	}
+	before := synced.Add(-time.Second)
+	r.HoldLate(ctx, order("o-live", "ann", before, shardstock.StatusAwaitingPayment), before)
+	r.HoldLate(ctx, order("o-gone", "ben", before, shardstock.StatusCancelled), before)
+	r.HoldLate(ctx, order("o-new", "cat", synced.Add(2*lateSlack), shardstock.StatusAwaitingPayment), synced.Add(2*lateSlack))
+	if c := f.counters(0, "late"); c.Locked != 0 || c.Salable != 10 {
+		t.Fatalf("holds put back on a fenced shard: %+v", c)
+	}
+	r.RecheckLate(ctx)
+	if c := f.counters(0, "late"); c.Locked != 0 {
+		t.Fatalf("holds put back while still fenced: %+v", c)
+	}
+	fenced.Store(false)
+	r.RecheckLate(ctx)
+	c := f.counters(0, "late")
+	if c.Locked != 1 || c.Salable != 9 || c.Sold != 0 {
+		t.Fatalf("after the fence opened: %+v, want o-live's hold back (1 locked, 9 salable) and o-gone's released", c)
+	}
+	if r.times.deferred() != nil {
+		t.Fatal("orders still kept after their shard answered")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/shardstock/shardstock"
 )
@@ -18,6 +19,7 @@ type OrderRows interface {
 type SettleHolds interface {
 	Confirm(ctx context.Context, i int, product, id string) (bool, error)
 	Release(ctx context.Context, i int, product, id string) (bool, error)
+	RestoreHold(ctx context.Context, i int, o shardstock.Order, atMS int64) (bool, error)
 }
 
 // SettlementsConfig is a Settlements' ports.
@@ -69,6 +71,9 @@ func (s *Settlements) Settle(ctx context.Context, st shardstock.Settlement) erro
 	var err error
 	if st.Action == shardstock.Confirm {
 		_, err = s.cfg.Holds.Confirm(ctx, st.Shard, st.ProductID, st.OrderID)
+		if errors.Is(err, shardstock.ErrUnknownHold) {
+			err = s.soldWithoutHold(ctx, st)
+		}
 	} else {
 		_, err = s.cfg.Holds.Release(ctx, st.Shard, st.ProductID, st.OrderID)
 	}
@@ -81,6 +86,28 @@ func (s *Settlements) Settle(ctx context.Context, st shardstock.Settlement) erro
 	}
 	if s.cfg.OnSettle != nil {
 		s.cfg.OnSettle(st.Action)
+	}
+	return nil
+}
+
+// soldWithoutHold handles a confirm whose shard has no hold for its paid
+// order: the shard lost it (cut back past the reservation, and the order
+// came after the resync and after HoldLate could put it back). Its unit is
+// salable there: it is taken as sold now, before another buyer gets it; a
+// confirm that changed nothing would leave sold below the paid orders and
+// the unit on sale. With no unit left, it was sold again already (logged
+// for reconcile, as ErrUnknownHold).
+func (s *Settlements) soldWithoutHold(ctx context.Context, st shardstock.Settlement) error {
+	o := shardstock.Order{ID: st.OrderID, UserID: st.UserID, ProductID: st.ProductID, Shard: st.Shard, Status: shardstock.StatusPaid}
+	restored, err := s.cfg.Holds.RestoreHold(ctx, st.Shard, o, time.Now().UnixMilli())
+	switch {
+	case errors.Is(err, shardstock.ErrShortOfUnits), errors.Is(err, shardstock.ErrNotOnShard):
+		return shardstock.ErrUnknownHold
+	case err != nil:
+		return err
+	case restored:
+		s.cfg.Logger.Warn("a paid order's hold was lost with its shard's last writes: its unit is taken as sold now",
+			"order", st.OrderID, "product", st.ProductID, "shard", st.Shard)
 	}
 	return nil
 }

@@ -82,6 +82,16 @@ type ClaimReturner interface {
 	HomeOf(p *shardstock.Product, user string) (int, error)
 }
 
+// LateHolds puts back, on its shard, the hold of a reservation whose order
+// row is written after its shard was brought back in line with SQL
+// without it (inventory.Resync.HoldLate): a reservation relayed to the
+// broker (or read from the outbox) just before its shard lost its last
+// second lands in SQL after the resync read the live orders. It never
+// fails: what it cannot do now it does later.
+type LateHolds interface {
+	HoldLate(ctx context.Context, o shardstock.Order, reserved time.Time)
+}
+
 // Config sets up a Service; zero values mean the defaults.
 type Config struct {
 	Store   Store   // the orders (required)
@@ -91,7 +101,11 @@ type Config struct {
 	Holds HoldFinder
 	// Claims, if set, gets the claims of cancelled and failed orders back
 	// (the sweep retries each until it succeeds); nil: claims are kept.
-	Claims      ClaimReturner
+	Claims ClaimReturner
+	// LateHolds, if set, checks the hold of every order written awaiting
+	// payment (and of every repeat of one) against its shard's last
+	// resync; nil: no check (a service tested alone).
+	LateHolds   LateHolds
 	PayTimeout  time.Duration // unpaid orders are cancelled after this; default 15m
 	FailFastAge time.Duration // older reservations become failed orders; default 30m
 	Rate        float64       // order creations per second; default 500
@@ -163,6 +177,9 @@ func (s *Service) Ingest(ctx context.Context, ev shardstock.ReservationEvent) er
 		return err
 	}
 	if existing != nil {
+		if existing.Shard == ev.Shard && existing.Status == shardstock.StatusAwaitingPayment {
+			s.holdLate(ctx, ev) // a repeat: its first delivery may have died before the check
+		}
 		return s.duplicate(ctx, existing, ev)
 	}
 	limit, err := s.limit(ctx, ev.ProductID)
@@ -189,7 +206,19 @@ func (s *Service) Ingest(ctx context.Context, ev shardstock.ReservationEvent) er
 	if s.cfg.OnIngest != nil {
 		s.cfg.OnIngest(written)
 	}
+	if written == shardstock.StatusAwaitingPayment {
+		s.holdLate(ctx, ev)
+	}
 	return nil
+}
+
+// holdLate has the hold of ev's order, just written awaiting payment, put
+// back on its shard if the shard was resynced without it (LateHolds).
+func (s *Service) holdLate(ctx context.Context, ev shardstock.ReservationEvent) {
+	if s.cfg.LateHolds != nil {
+		s.cfg.LateHolds.HoldLate(ctx, shardstock.Order{ID: ev.ID, UserID: ev.UserID, ProductID: ev.ProductID,
+			Shard: ev.Shard, Status: shardstock.StatusAwaitingPayment}, ev.At())
+	}
 }
 
 // IngestBatch is Ingest for several reservations with one database commit
@@ -239,10 +268,13 @@ func (s *Service) IngestBatch(ctx context.Context, evs []shardstock.ReservationE
 		s.wake()
 	}
 	for i, w := range written {
-		if w == "" { // the row existed: a repeat, or a second hold elsewhere
+		switch w {
+		case "": // the row existed: a repeat, or a second hold elsewhere
 			if err := s.Ingest(ctx, evs[i]); err != nil {
 				return i, err
 			}
+		case shardstock.StatusAwaitingPayment:
+			s.holdLate(ctx, evs[i])
 		}
 	}
 	return len(evs), nil

@@ -178,6 +178,8 @@ func (s *Set) RestoreHold(ctx context.Context, i int, o shardstock.Order, atMS i
 		return false, nil
 	case "no_unit":
 		return false, fmt.Errorf("shard %d: restore hold %s: %w", i, o.ID, shardstock.ErrShortOfUnits)
+	case "unknown":
+		return false, fmt.Errorf("shard %d: restore hold %s: %w", i, o.ID, shardstock.ErrNotOnShard)
 	}
 	return false, fmt.Errorf("shard %d: restore hold %s: %v", i, o.ID, v)
 }

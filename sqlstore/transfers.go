@@ -117,8 +117,21 @@ func (s *Store) SyncedRunID(ctx context.Context, shard int) (string, error) {
 	return run, nil
 }
 
-// RecordSynced records that shard, running as run, was resynced.
-func (s *Store) RecordSynced(ctx context.Context, shard int, run string) error {
+// SyncedAt is when shard was last put on record as resynced (zero: never).
+func (s *Store) SyncedAt(ctx context.Context, shard int) (time.Time, error) {
+	var ms int64
+	err := s.read.QueryRowContext(ctx, `SELECT synced_at FROM shard_runs WHERE shard = ?`, shard).Scan(&ms)
+	if errors.Is(err, sql.ErrNoRows) {
+		return time.Time{}, nil
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("resync time of shard %d: %w", shard, err)
+	}
+	return time.UnixMilli(ms), nil
+}
+
+// RecordSynced records that shard, running as run, was resynced at at.
+func (s *Store) RecordSynced(ctx context.Context, shard int, run string, at time.Time) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -128,7 +141,7 @@ func (s *Store) RecordSynced(ctx context.Context, shard int, run string) error {
 		return fmt.Errorf("record resync of shard %d: %w", shard, err)
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO shard_runs (shard, run_id, synced_at) VALUES (?, ?, ?)`,
-		shard, run, time.Now().UnixMilli()); err != nil && !isDuplicate(err) {
+		shard, run, at.UnixMilli()); err != nil && !isDuplicate(err) {
 		return fmt.Errorf("record resync of shard %d: %w", shard, err)
 	}
 	return tx.Commit()

@@ -27,9 +27,9 @@ func (m *Main) openInventory() {
 		Products: store, Sessions: store, Controls: store, Drains: store, Logger: m.log})
 	inv.resync = inventory.NewResync(inventory.ResyncConfig{Addrs: addrs, Products: inv.catalog, IDs: store,
 		Inits: store, History: store, Changes: store, Orders: store,
-		Counters: set, Holds: set, Repairs: set, Logger: m.log})
+		Counters: set, Holds: set, Repairs: set, Times: store, Fenced: set.Fenced, Logger: m.log})
 	inv.restarts = inventory.NewRestarts(inventory.RestartsConfig{Addrs: addrs, Requests: m.resyncs,
-		Fence: set, Stamp: set, Runs: store, IDs: store, Resync: inv.resync, Opened: m.retrySpool, Logger: m.log})
+		Fence: set, Stamp: set, Runs: store, IDs: store, Resync: inv.resync, Opened: m.retrySpool, Now: m.clock.Now, Logger: m.log})
 	inv.views = inventory.NewViews(inventory.ViewsConfig{Addrs: addrs, Products: inv.catalog, IDs: store,
 		Shards: set, Record: store, Probe: set, Problems: inv.resync, Breakers: m.breakerNames})
 	inv.stock = inventory.NewStock(inventory.StockConfig{Addrs: addrs, Products: inv.catalog, IDs: store,

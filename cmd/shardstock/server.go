@@ -125,7 +125,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if m.mq, err = m.openTransport(ctx); err != nil {
 		return err
 	}
-	m.orders = order.NewService(order.Config{Store: m.store, Settler: m.mq, Holds: set, Claims: set, PayTimeout: m.cfg.PayTimeout,
+	m.orders = order.NewService(order.Config{Store: m.store, Settler: m.mq, Holds: set, Claims: set, LateHolds: m.inv.resync, PayTimeout: m.cfg.PayTimeout,
 		FailFastAge: m.cfg.FailFastAge, Rate: m.cfg.OrderRate, Now: m.cfg.Test.OrderClock, Logger: m.log, PaySecret: m.cfg.PaySecret,
 		Budget:   orderBudget{set: set, rate: m.cfg.OrderRate},
 		OnIngest: func(st shardstock.OrderStatus) { m.metrics.OrdersIngested.WithLabelValues(string(st)).Inc() }})
