@@ -55,6 +55,9 @@ type StockConfig struct {
 	Keys     Keys
 	Shards   Movers
 	Logger   *slog.Logger
+	// AfterStep, if set (tests), is called after each step of a transfer;
+	// an error stops the transfer there, as a crash would.
+	AfterStep func(step string) error
 }
 
 // Stock moves salable units: on and off sale (ChangeStock), between shards
@@ -70,7 +73,7 @@ func NewStock(cfg StockConfig) *Stock {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Stock{cfg: cfg}
+	return &Stock{cfg: cfg, hook: cfg.AfterStep}
 }
 
 // ChangeStock adds units to product id, spread over its live shards that

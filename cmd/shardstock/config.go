@@ -96,6 +96,10 @@ type TestKnobs struct {
 	HeaderTimeout time.Duration
 	// ArchiveEvery is how often the automatic archive looks; zero: 1m.
 	ArchiveEvery time.Duration
+	// TransferStep, if set, is called after each step of a stock
+	// transfer (recorded, out, marked, in); an error stops the transfer
+	// there, as a crash of the coordinator would (the model test).
+	TransferStep func(step string) error
 }
 
 // configError names the setting at fault; it is printed as one line.

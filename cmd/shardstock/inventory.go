@@ -33,7 +33,8 @@ func (m *Main) openInventory() {
 	inv.views = inventory.NewViews(inventory.ViewsConfig{Addrs: addrs, Products: inv.catalog, IDs: store,
 		Shards: set, Record: store, Probe: set, Problems: inv.resync, Breakers: m.breakerNames})
 	inv.stock = inventory.NewStock(inventory.StockConfig{Addrs: addrs, Products: inv.catalog, IDs: store,
-		Status: inv.views, Log: store, Drains: store, Keys: store, Shards: set, Logger: m.log})
+		Status: inv.views, Log: store, Drains: store, Keys: store, Shards: set, Logger: m.log,
+		AfterStep: m.cfg.Test.TransferStep})
 	inv.sale = inventory.NewSale(inventory.SaleConfig{Addrs: addrs, Products: inv.catalog, IDs: store,
 		Status: inv.views, Store: store, Orders: store, Shards: set, Transfers: inv.stock, Logger: m.log})
 	inv.audit = inventory.NewAudit(inventory.AuditConfig{Addrs: addrs, Status: inv.views,

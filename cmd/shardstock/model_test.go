@@ -41,6 +41,7 @@ import (
 	"github.com/shardstock/shardstock"
 	"github.com/shardstock/shardstock/shard"
 	"github.com/shardstock/shardstock/shard/shardtest"
+	"github.com/shardstock/shardstock/sqlstore"
 )
 
 const modelShards = 3
@@ -178,6 +179,23 @@ type history struct {
 	steps    []string
 	attempts []*attempt
 
+	sql      *sqlstore.Store // the order table, read by the checks (not through a coordinator: one may be stopped)
+	// lists is each coordinator's shard count: the first lists[c] masters
+	// (a rolling grow: coordinator 1 may still run on the old list, the
+	// masters before the last; "grow" restarts it on all of them).
+	lists [2]int
+	// stopped coordinators are away (stop-coordinator) until started again.
+	stopped [2]bool
+	// crashAt, per coordinator, is the step of a stock transfer after which
+	// the coordinator "dies" (crash-mid-change): the transfer stops there.
+	crashAt [2]atomic.Pointer[string]
+	// leaked: a coordinator was stopped or restarted with claims it had
+	// not given back yet (a known limit: the per-user limit errs on the
+	// side of refusing), so a 409 is not checked any more.
+	leaked bool
+	// keys are the Idempotency-Keys stock changes were sent with.
+	keys []string
+
 	killed, frozen, cut, slow, wiped [modelShards]bool
 	snaps                            [modelShards]map[int]int64    // step → the AOF's size: the points a machine crash can go back to
 	sigs                             [modelShards]map[int]shardSig // step → what the shard had done by then
@@ -207,8 +225,16 @@ func (env *modelEnv) history(t *rapid.T) {
 	h.dir = dir
 	env.reset(t)
 	defer h.close()
+	h.lists = [2]int{modelShards, modelShards}
+	if h.coin(2, "rolling grow") {
+		h.lists[1] = modelShards - 1
+		h.logf("a rolling grow: coordinator 1 runs on the old shard list (shards 0-%d) until it is grown", modelShards-2)
+	}
 	for c := range h.coords {
 		h.coords[c] = h.startCoordinator(c)
+	}
+	if h.sql, err = sqlstore.Open(h.db); err != nil {
+		t.Fatal(err)
 	}
 	for k, id := range env.products {
 		p := &mproduct{id: id, stock: int64(rapid.IntRange(2, 6).Draw(t, "stock_"+id)), limit: int64(rapid.IntRange(1, 2).Draw(t, "limit_"+id))}
@@ -281,6 +307,11 @@ var modelOps = []struct {
 	{"kill", 1}, {"restart", 1}, {"freeze", 1}, {"thaw", 1}, {"rewind", 3}, {"wipe", 1},
 	{"restart-coordinator", 1}, {"cut-link", 1}, {"mend-link", 1}, {"slow-link", 1}, {"wait", 1},
 	{"sell-out", 2},
+	// A rolling deploy, coordinators away, operators' calls in the middle
+	// of a sale, and a coordinator that dies between the steps of a
+	// stock change (issue 40).
+	{"grow", 1}, {"stop-coordinator", 1}, {"start-coordinator", 1},
+	{"reconcile", 1}, {"resync-shard", 1}, {"accept-shard", 1}, {"crash-mid-change", 2},
 }
 
 // swarm draws which kinds of step this history has (every one but the
@@ -304,7 +335,8 @@ func (h *history) swarm() []string {
 	return ops
 }
 
-var faultOps = map[string]bool{"kill": true, "freeze": true, "rewind": true, "wipe": true, "restart-coordinator": true, "cut-link": true, "slow-link": true}
+var faultOps = map[string]bool{"kill": true, "freeze": true, "rewind": true, "wipe": true, "restart-coordinator": true, "cut-link": true, "slow-link": true,
+	"stop-coordinator": true, "crash-mid-change": true}
 
 // reset puts the shards back as new between histories: thawed, running,
 // reachable, empty.
@@ -333,18 +365,56 @@ func (h *history) close() {
 			h.coords[c] = nil
 		}
 	}
+	if h.sql != nil {
+		h.sql.Close()
+	}
+}
+
+// running is coordinator c, or the other one when c is stopped (one at
+// most is).
+func (h *history) running(c int) int {
+	if h.stopped[c] {
+		return 1 - c
+	}
+	return c
+}
+
+// coordinators are the coordinators that run.
+func (h *history) coordinators() []*Main {
+	var out []*Main
+	for _, m := range h.coords {
+		if m != nil {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// stopCoordinator closes coordinator c, as a crash or a deploy's stop
+// would leave it (claims it still had to give back are left: leaked).
+func (h *history) stopCoordinator(c int) {
+	if h.coords[c].set.PendingGiveBacks() > 0 {
+		h.leaked = true
+	}
+	h.coords[c].Close()
+	h.coords[c] = nil
 }
 
 func (h *history) startCoordinator(c int) *Main {
 	// Coordinator 0 runs serve's defaults (purchase steps batched, 3 ms
 	// between a busy shard's round trips); coordinator 1 runs one script
 	// execution per step, so both ways of sending steps meet the faults.
-	cfg := &Config{HTTPAddr: "127.0.0.1:0", Shards: h.env.urls, AdminToken: testToken, UserAuth: "header",
+	cfg := &Config{HTTPAddr: "127.0.0.1:0", Shards: h.env.urls[:h.lists[c]], AdminToken: testToken, UserAuth: "header",
 		ShardTimeout: 250 * time.Millisecond, LogFormat: "text", LogLevel: 12, // quiet: the steps tell the story
 		MQ: "streams", DB: h.db, PayTimeout: 15 * time.Minute, FailFastAge: 1000 * time.Hour, // (the timeouts move the order clock by hours)
 		OrderRate: 100000,
 		ClaimIdle: 2 * time.Second, SpoolDir: fmt.Sprintf("%s/spool%d", h.dir, c),
-		Test: TestKnobs{OrderClock: h.clock.now, EmptyTTL: modelEmptyTTL}}
+		Test: TestKnobs{OrderClock: h.clock.now, EmptyTTL: modelEmptyTTL, TransferStep: func(step string) error {
+			if at := h.crashAt[c].Load(); at != nil && *at == step {
+				return fmt.Errorf("the coordinator died after the step %q", step)
+			}
+			return nil
+		}}}
 	if c == 0 {
 		cfg.Coalesce, cfg.BatchGap = true, 3*time.Millisecond
 	}
@@ -390,7 +460,7 @@ func (h *history) burst(n int) {
 		for range min(n, 64) {
 			h.fresh++
 			n := len(h.attempts)
-			h.buy(h.fresh%2, fmt.Sprintf("c%d", h.fresh), p)
+			h.buy(h.running(h.fresh%2), fmt.Sprintf("c%d", h.fresh), p)
 			if a := h.attempts[n]; a.status != 200 {
 				break // sold out, or not selling now: the crowd waits for the next step
 			}
@@ -456,7 +526,7 @@ func (h *history) product(label string) *mproduct {
 
 func (h *history) shardArg() int { return rapid.IntRange(0, modelShards-1).Draw(h.t, "shard") }
 
-func (h *history) coordArg() int { return rapid.IntRange(0, 1).Draw(h.t, "coordinator") }
+func (h *history) coordArg() int { return h.running(rapid.IntRange(0, 1).Draw(h.t, "coordinator")) }
 
 // orderArg picks one of the orders buyers were told about that is not
 // final yet (none: false).
@@ -512,6 +582,12 @@ func (h *history) applicable(op string) bool {
 		return h.canCrash(h.step - 1)
 	case "resume":
 		return h.any(func(p *mproduct) bool { return p.paused })
+	case "grow":
+		return h.lists[1] < modelShards && !h.stopped[1]
+	case "stop-coordinator":
+		return !h.stopped[0] && !h.stopped[1]
+	case "start-coordinator":
+		return h.stopped[0] || h.stopped[1]
 	case "reopen-window":
 		return h.any(func(p *mproduct) bool { return p.ended })
 	case "end-window", "pause": // one at a time: most steps stay purchases that can sell
@@ -524,7 +600,7 @@ func (h *history) applicable(op string) bool {
 // id): what a window change recorded, whatever it answered (a 503 may say
 // the window is recorded and not yet on every shard).
 func (h *history) readControls(p *mproduct) {
-	cs, err := h.coords[0].store.ProductControls(context.Background())
+	cs, err := h.sql.ProductControls(context.Background())
 	if err != nil {
 		h.fail("read the controls: %v", err)
 	}
@@ -604,8 +680,12 @@ func (h *history) do(op string) {
 		p := h.product("product")
 		n := rapid.IntRange(1, 3).Draw(h.t, "units")
 		field := map[string]string{"stock-add": "add", "stock-remove": "remove"}[op]
-		rep := h.admin(h.coordArg(), "POST", "/admin/v1/products/"+p.id+"/stock", fmt.Sprintf(`{"%s":%d}`, field, n))
-		h.logf("%s %d units of %s: %s (stock now %v)", field, n, p.id, rep.short(), rep.body["stock"])
+		// An Idempotency-Key, sometimes one sent before: a repeat changes
+		// nothing more, the key with another request is refused.
+		key := rapid.SampledFrom([]string{"", "", "k1", "k2"}).Draw(h.t, "idempotency key")
+		rep := h.call(h.coordArg(), "POST", "/admin/v1/products/"+p.id+"/stock", fmt.Sprintf(`{"%s":%d}`, field, n),
+			"Authorization", "Bearer "+testToken, "Idempotency-Key", key)
+		h.logf("%s %d units of %s (key %q): %s (stock now %v)", field, n, p.id, key, rep.short(), rep.body["stock"])
 	case "pause", "resume":
 		p := h.product("product")
 		if op == "resume" {
@@ -676,9 +756,53 @@ func (h *history) do(op string) {
 		h.logf("wipe shard %d (back without its data)", i)
 	case "restart-coordinator":
 		c := h.coordArg()
-		h.coords[c].Close()
+		h.stopCoordinator(c)
 		h.coords[c] = h.startCoordinator(c)
 		h.logf("restart coordinator %d", c)
+	case "grow":
+		h.stopCoordinator(1)
+		h.lists[1] = modelShards
+		h.coords[1] = h.startCoordinator(1)
+		h.logf("grow: coordinator 1 restarts on every shard (the rolling grow's second half)")
+	case "stop-coordinator":
+		c := rapid.IntRange(0, 1).Draw(h.t, "coordinator")
+		h.stopCoordinator(c)
+		h.stopped[c] = true
+		h.logf("stop coordinator %d (away until it is started)", c)
+	case "start-coordinator":
+		c := 0
+		if h.stopped[1] {
+			c = 1
+		}
+		h.coords[c] = h.startCoordinator(c)
+		h.stopped[c] = false
+		h.logf("start coordinator %d", c)
+	case "reconcile":
+		p := h.product("product")
+		rep := h.admin(h.coordArg(), "POST", "/admin/v1/products/"+p.id+"/reconcile", "")
+		h.logf("an operator's reconcile (fix) of %s: %s", p.id, rep.short())
+	case "resync-shard", "accept-shard":
+		i := h.shardArg()
+		body := map[string]string{"resync-shard": "", "accept-shard": `{"accept":true}`}[op]
+		c := h.coordArg()
+		rep := h.admin(c, "POST", fmt.Sprintf("/admin/v1/shards/%d/resync", i), body)
+		h.logf("an operator's %s of shard %d via coordinator %d: %s %s", op, i, c, rep.short(), firstLine(rep.str("message")))
+	case "crash-mid-change":
+		c := h.coordArg()
+		step := rapid.SampledFrom([]string{"recorded", "out", "marked", "in"}).Draw(h.t, "dies after")
+		change := rapid.SampledFrom([]string{"add", "remove", "rebalance"}).Draw(h.t, "change")
+		p := h.product("product")
+		h.crashAt[c].Store(&step)
+		var rep modelReply
+		if change == "rebalance" {
+			rep = h.admin(c, "POST", "/admin/v1/products/"+p.id+"/rebalance", "")
+		} else {
+			rep = h.admin(c, "POST", "/admin/v1/products/"+p.id+"/stock", fmt.Sprintf(`{"%s":%d}`, change, rapid.IntRange(1, 3).Draw(h.t, "units")))
+		}
+		h.crashAt[c].Store(nil)
+		h.stopCoordinator(c) // what it had in memory dies with it
+		h.coords[c] = h.startCoordinator(c)
+		h.logf("coordinator %d dies after the step %q of a %s of %s (%s), and is restarted", c, step, change, p.id, rep.short())
 	case "cut-link":
 		i := h.shardWhere(func(i int) bool { return !h.cut[i] })
 		h.env.proxies[i].Stop()
@@ -720,6 +844,9 @@ func (h *history) do(op string) {
 // known state without waiting for that.
 func (h *history) controlsEverywhere() {
 	for c, m := range h.coords {
+		if m == nil {
+			continue
+		}
 		if err := m.inv.catalog.RefreshControls(context.Background()); err != nil {
 			h.fail("coordinator %d reads the controls: %v", c, err)
 		}
@@ -945,6 +1072,9 @@ func (h *history) buy(c int, user string, p *mproduct) {
 	if rep.status == 410 {
 		h.checkSoldOutIsTrue(p)
 	}
+	if rep.status == 409 && a.code == "limit_reached" {
+		h.checkLimitIsTrue(user, p)
+	}
 	h.checkControlsObeyed(p, rep)
 }
 
@@ -992,7 +1122,7 @@ func (h *history) holdsOf(product, id string) string {
 // replay ran at some time the test does not know) and has no order row: a
 // lost sale the crash or wipe explains. It marks it so.
 func (h *history) ticketLost(a *attempt) bool {
-	for _, m := range h.coords {
+	for _, m := range h.coordinators() {
 		if _, r, ok := m.spool.Ticket(a.ticket); ok && r.Status == "reserved" {
 			for _, made := range h.losses[r.Shard] {
 				if made > a.seq { // (the loss came after the purchase, in its step or later)
@@ -1024,11 +1154,7 @@ func (h *history) markLost(i, since int) {
 	}
 }
 
-func (h *history) store() interface {
-	Order(ctx context.Context, id string) (*shardstock.Order, error)
-} {
-	return h.coords[0].store
-}
+func (h *history) store() *sqlstore.Store { return h.sql }
 
 // aofSize is shard i's AOF size in bytes (-1: it cannot answer).
 func (h *history) aofSize(i int) int64 {
@@ -1088,7 +1214,7 @@ func (h *history) resynced(i int) bool {
 	if err != nil {
 		return false
 	}
-	synced, err := h.coords[0].store.SyncedRunID(ctx, i)
+	synced, err := h.sql.SyncedRunID(ctx, i)
 	if err != nil {
 		h.fail("the run id shard %d was resynced at: %v", i, err)
 	}
@@ -1097,7 +1223,7 @@ func (h *history) resynced(i int) bool {
 
 // currentStock is p's stock as defined plus the finished stock changes.
 func (h *history) currentStock(p *mproduct) int64 {
-	added, removed, err := h.coords[0].store.StockChanges(context.Background(), p.id)
+	added, removed, err := h.sql.StockChanges(context.Background(), p.id)
 	if err != nil {
 		h.fail("stock changes of %s: %v", p.id, err)
 	}
@@ -1128,7 +1254,7 @@ func (h *history) checkSafety() {
 				h.fail("oversell: %s has %d units locked or sold on the shards that answer, stock %d", p.id, held, stock)
 			}
 		}
-		counts, err := h.coords[0].store.CountByStatus(ctx, p.id)
+		counts, err := h.sql.CountByStatus(ctx, p.id)
 		if err != nil {
 			h.fail("count orders: %v", err)
 		}
@@ -1140,6 +1266,85 @@ func (h *history) checkSafety() {
 				h.fail("per-user limit: %s holds %d live orders of %s, limit %d", u, n, p.id, p.limit)
 			}
 		}
+		for u, ids := range h.heldUnits(p) {
+			if int64(len(ids)) > p.limit {
+				h.fail("per-user limit: %s holds %d units of %s on the shards and in SQL (%v), limit %d", u, len(ids), p.id, ids, p.limit)
+			}
+		}
+	}
+}
+
+// heldUnits are, per buyer, the units of p the buyer holds: live orders
+// in SQL, and holds locked or sold on the shards that answer and are
+// resynced, unless SQL says their order is cancelled or failed (its
+// release may be on its way). Each reservation id once.
+func (h *history) heldUnits(p *mproduct) map[string]map[string]bool {
+	out := map[string]map[string]bool{}
+	add := func(user, id string) {
+		if out[user] == nil {
+			out[user] = map[string]bool{}
+		}
+		out[user][id] = true
+	}
+	final := map[string]bool{}
+	for _, o := range h.orders(p.id) {
+		switch o.Status {
+		case shardstock.StatusAwaitingPayment, shardstock.StatusPaid:
+			add(o.UserID, o.ID)
+		default:
+			final[o.ID] = true
+		}
+	}
+	for i := range modelShards {
+		if h.killed[i] || h.frozen[i] || h.wiped[i] || !h.resynced(i) {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		m, err := h.env.direct[i].HGetAll(ctx, "ss:{p:"+p.id+"}:holds").Result()
+		cancel()
+		if err != nil {
+			continue
+		}
+		for id, v := range m {
+			f := strings.Fields(v)
+			if len(f) >= 2 && (f[0] == "L" || f[0] == "S") && !final[id] {
+				add(f[1], id)
+			}
+		}
+	}
+	return out
+}
+
+// checkLimitIsTrue: a 409 limit_reached is true when it is said: the
+// buyer holds the limit. Not checked while the answer may rest on a
+// claim in flight: a shard away (its give-backs wait in memory), a
+// give-back queued or pending in SQL, the buyer's own attempts without
+// an answer, queued or answered 503, or claims a stopped coordinator took
+// with it.
+func (h *history) checkLimitIsTrue(user string, p *mproduct) {
+	if h.leaked {
+		return
+	}
+	for i := range modelShards {
+		if h.killed[i] || h.frozen[i] || h.cut[i] || h.slow[i] || !h.resynced(i) {
+			return
+		}
+	}
+	for _, m := range h.coordinators() {
+		if m.set.PendingGiveBacks() > 0 {
+			return
+		}
+	}
+	for _, a := range h.attempts {
+		if a.user == user && a.product == p.id && (a.unknown || a.status == 202 || a.status == 503) {
+			return // (an attempt abandoned while a shard could not answer keeps its claim: DESIGN.md's known limit)
+		}
+	}
+	if os, err := h.sql.ClaimsPending(context.Background(), "", 1); err != nil || len(os) > 0 {
+		return
+	}
+	if held := h.heldUnits(p)[user]; int64(len(held)) < p.limit {
+		h.fail("truthful answers: %s was told 409 limit_reached for %s holding %d units (%v), limit %d", user, p.id, len(held), held, p.limit)
 	}
 }
 
@@ -1148,7 +1353,7 @@ func (h *history) orders(product string) []shardstock.Order {
 	var out []shardstock.Order
 	seen := map[string]bool{}
 	for i := range modelShards {
-		for _, f := range []func(context.Context, string, int) ([]shardstock.Order, error){h.coords[0].store.LiveOrders, h.coords[0].store.FinalOrders} {
+		for _, f := range []func(context.Context, string, int) ([]shardstock.Order, error){h.sql.LiveOrders, h.sql.FinalOrders} {
 			os, err := f(context.Background(), product, i)
 			if err != nil {
 				h.fail("orders of %s: %v", product, err)
@@ -1178,7 +1383,7 @@ func (h *history) liveOrders(product, user string) int64 {
 // coordinator could not reach (a cut link) holding salable units of p, not
 // drained, makes a "sold out" untrue.
 func (h *history) checkSoldOutIsTrue(p *mproduct) {
-	drained, _ := h.coords[0].store.DrainedShards(context.Background())
+	drained, _ := h.sql.DrainedShards(context.Background())
 	for i := range modelShards {
 		if !h.cut[i] || drained[i] {
 			continue
@@ -1193,6 +1398,13 @@ func (h *history) checkSoldOutIsTrue(p *mproduct) {
 // at rest.
 func (h *history) settle() {
 	h.step = 99
+	for c := range h.coords {
+		if h.stopped[c] {
+			h.coords[c] = h.startCoordinator(c)
+			h.stopped[c] = false
+			h.logf("heal: start coordinator %d", c)
+		}
+	}
 	h.logf("heal: thaw, restart and reconnect every shard")
 	for i := range modelShards {
 		h.env.redis.Thaw(i)
@@ -1206,7 +1418,7 @@ func (h *history) settle() {
 	h.waitFor(20*time.Second, "every shard back in line with the order table (unfenced on both coordinators)", func() (bool, string) {
 		var fenced []string
 		for c, m := range h.coords {
-			for i := range modelShards {
+			for i := range h.lists[c] {
 				if m.set.Fenced(i) {
 					fenced = append(fenced, fmt.Sprintf("coordinator %d shard %d (%s)", c, i, m.inv.resync.Problem(i)))
 				}
@@ -1233,7 +1445,7 @@ func (h *history) settle() {
 		h.logf("resume every sale (its queued purchases wait for that)")
 	}
 	h.waitFor(20*time.Second, "every queued purchase resolved", func() (bool, string) {
-		for _, m := range h.coords {
+		for _, m := range h.coordinators() {
 			m.spool.RetryNow() // the faults are healed: no need to wait out a backoff
 		}
 		for _, a := range h.attempts {
@@ -1254,12 +1466,6 @@ func (h *history) settle() {
 		}
 		return true, ""
 	})
-	for _, p := range h.products {
-		if !p.archived {
-			rep := h.admin(0, "POST", "/admin/v1/products/"+p.id+"/reconcile", "")
-			h.logf("reconcile %s (fix): %s", p.id, rep.short())
-		}
-	}
 	h.waitFor(20*time.Second, "every purchase answered 200 or reserved written as an order", func() (bool, string) {
 		for _, a := range h.attempts {
 			id := a.order
@@ -1274,7 +1480,7 @@ func (h *history) settle() {
 			}
 			if o, err := h.store().Order(context.Background(), id); err != nil || o == nil {
 				where := ""
-				for _, m := range h.coords {
+				for _, m := range h.coordinators() {
 					if _, r, ok := m.spool.Ticket(a.ticket); ok && a.ticket != "" {
 						where = fmt.Sprintf(" (ticket reserved on shard %d; shards' losses after attempts %v; holds %s)", r.Shard, h.losses, h.holdsOf(a.product, id))
 					}
@@ -1304,7 +1510,27 @@ func (h *history) settle() {
 			return h.converged(p)
 		})
 	}
+	// Checked before any repair an operator could make (a reconcile fix
+	// finishes transfers and settles again), which would hide what the
+	// system left undone by itself; then repaired, and checked again.
+	for _, p := range h.products {
+		if !p.archived {
+			rep := h.admin(0, "POST", "/admin/v1/products/"+p.id+"/reconcile", "")
+			h.logf("reconcile %s (fix): %s", p.id, rep.short())
+		}
+	}
+	for _, p := range h.products {
+		if !p.archived {
+			h.waitFor(20*time.Second, "convergence of "+p.id+" after the reconcile", func() (bool, string) { return h.converged(p) })
+		}
+	}
 	h.checkAnswers()
+	if h.lists[1] < modelShards { // the rolling grow ends: every coordinator sells every product
+		h.stopCoordinator(1)
+		h.lists[1] = modelShards
+		h.coords[1] = h.startCoordinator(1)
+		h.logf("grow: coordinator 1 restarts on every shard")
+	}
 	h.checkNoStrandedStock()
 }
 
@@ -1405,6 +1631,9 @@ func (h *history) checkAnswers() {
 			if a.user != o.UserID {
 				h.fail("order %s was answered to %s and belongs to %s", o.ID, a.user, o.UserID)
 			}
+			if o.Status == shardstock.StatusFailed {
+				h.fail("truthful answers: %s was answered %d (step %d) and order %s was written failed", a.user, a.status, a.step, o.ID)
+			}
 		}
 	}
 }
@@ -1481,7 +1710,7 @@ func (h *history) describe(p *mproduct) string {
 		fmt.Fprintf(&b, "shard %d %v (read %v); ", i, c, ok)
 	}
 	for i := range modelShards {
-		ts, _ := h.coords[0].store.ShardTransfers(context.Background(), i)
+		ts, _ := h.sql.ShardTransfers(context.Background(), i)
 		for _, t := range ts {
 			if t.ProductID == p.id && (t.From == i || t.From == -1 && t.To == i) {
 				fmt.Fprintf(&b, "transfer %s %d->%d wanted %d moved %d %s; ", t.ID, t.From, t.To, t.Wanted, t.Moved, t.State)
@@ -1532,7 +1761,7 @@ func (h *history) quiesce() {
 			h.logf("(still busy after %s: %s)", quietFor, busy)
 			return
 		}
-		for _, m := range h.coords {
+		for _, m := range h.coordinators() {
 			m.spool.RetryNow()
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -1561,16 +1790,19 @@ func (h *history) busy() string {
 			return fmt.Sprintf("shard %d: %s", i, why)
 		}
 	}
-	if os, err := h.coords[0].store.Unsettled(ctx, 1, away); err != nil || len(os) > 0 {
+	if os, err := h.sql.Unsettled(ctx, 1, away); err != nil || len(os) > 0 {
 		return fmt.Sprintf("settlements to publish (%v)", err)
 	}
 	if len(away) > 0 {
 		return ""
 	}
-	if os, err := h.coords[0].store.ClaimsPending(ctx, "", 1); err != nil || len(os) > 0 {
+	if os, err := h.sql.ClaimsPending(ctx, "", 1); err != nil || len(os) > 0 {
 		return fmt.Sprintf("claims to give back (%v)", err)
 	}
 	for c, m := range h.coords {
+		if m == nil {
+			continue
+		}
 		if n := m.spool.Depth(); n > 0 && !h.any(func(p *mproduct) bool { return p.paused || p.ended || p.archived }) {
 			return fmt.Sprintf("coordinator %d: %d purchases in its spool", c, n)
 		}
@@ -1591,6 +1823,9 @@ func (h *history) shardBusy(ctx context.Context, i int, othersAway bool) (why st
 	}
 	run := runIDOf(info)
 	for c, m := range h.coords {
+		if m == nil || i >= h.lists[c] {
+			continue // away, or without this shard (the old list)
+		}
 		switch {
 		case m.set.Fenced(i) && (othersAway || m.inv.resync.Problem(i) != ""):
 			return "", true
