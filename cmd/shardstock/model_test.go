@@ -179,7 +179,7 @@ type history struct {
 	steps    []string
 	attempts []*attempt
 
-	sql      *sqlstore.Store // the order table, read by the checks (not through a coordinator: one may be stopped)
+	sql *sqlstore.Store // the order table, read by the checks (not through a coordinator: one may be stopped)
 	// lists is each coordinator's shard count: the first lists[c] masters
 	// (a rolling grow: coordinator 1 may still run on the old list, the
 	// masters before the last; "grow" restarts it on all of them).
