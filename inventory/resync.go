@@ -498,8 +498,12 @@ func (s *Resync) Problem(i int) string {
 
 // lateSlack is how far past a shard's resync a reservation's time may
 // still be from before it: the two times come from the clocks of the
-// coordinator that reserved and the one that resynced.
-const lateSlack = time.Minute
+// coordinator that reserved and the one that resynced, each set to the
+// shards' time (shard.Clock), so they differ by a round trip or so. Every
+// order reserved within it costs a restore_hold call that finds its hold:
+// after a coordinator's first start or a shard's restart, for these two
+// seconds only.
+const lateSlack = 2 * time.Second
 
 // syncedTimes caches each shard's last resync time for a second (every
 // order written asks), and keeps the orders to check again once their
