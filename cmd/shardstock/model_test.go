@@ -419,7 +419,7 @@ func (h *history) startCoordinator(c int) *Main {
 		ShardTimeout: 250 * time.Millisecond, LogFormat: "text", LogLevel: 12, // quiet: the steps tell the story
 		MQ: "streams", DB: h.db, PayTimeout: 15 * time.Minute, FailFastAge: 1000 * time.Hour, // (the timeouts move the order clock by hours)
 		OrderRate: 100000,
-		ClaimIdle: 2 * time.Second, SpoolDir: fmt.Sprintf("%s/spool%d", h.dir, c),
+		SpoolDir: fmt.Sprintf("%s/spool%d", h.dir, c), // (ClaimIdle: serve's 30 s, as in production)
 		Test: TestKnobs{OrderClock: h.clock.now, EmptyTTL: modelEmptyTTL, TransferStep: func(step string) error {
 			if at := h.crashAt[c].Load(); at != nil && *at == step {
 				return fmt.Errorf("the coordinator died after the step %q", step)
@@ -1455,7 +1455,7 @@ func (h *history) settle() {
 		h.controlsEverywhere()
 		h.logf("resume every sale (its queued purchases wait for that)")
 	}
-	h.waitFor(20*time.Second, "every queued purchase resolved", func() (bool, string) {
+	h.waitFor(claimWait, "every queued purchase resolved", func() (bool, string) {
 		for _, m := range h.coordinators() {
 			m.spool.RetryNow() // the faults are healed: no need to wait out a backoff
 		}
@@ -1477,7 +1477,7 @@ func (h *history) settle() {
 		}
 		return true, ""
 	})
-	h.waitFor(20*time.Second, "every purchase answered 200 or reserved written as an order", func() (bool, string) {
+	h.waitFor(claimWait, "every purchase answered 200 or reserved written as an order", func() (bool, string) {
 		for _, a := range h.attempts {
 			id := a.order
 			if a.code == "reserved" {
@@ -1509,7 +1509,7 @@ func (h *history) settle() {
 			continue
 		}
 		var last time.Time
-		h.waitFor(20*time.Second, "convergence of "+p.id, func() (bool, string) {
+		h.waitFor(claimWait, "convergence of "+p.id, func() (bool, string) {
 			if time.Since(last) > 500*time.Millisecond {
 				last = time.Now()
 				for _, o := range h.orders(p.id) {
@@ -1532,7 +1532,7 @@ func (h *history) settle() {
 	}
 	for _, p := range h.products {
 		if !p.archived {
-			h.waitFor(20*time.Second, "convergence of "+p.id+" after the reconcile", func() (bool, string) { return h.converged(p) })
+			h.waitFor(claimWait, "convergence of "+p.id+" after the reconcile", func() (bool, string) { return h.converged(p) })
 		}
 	}
 	h.checkAnswers()
@@ -1744,6 +1744,11 @@ func (h *history) waitFor(d time.Duration, what string, cond func() (bool, strin
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// claimWait bounds the waits at rest for messages: an entry a stopped
+// coordinator had read is taken over by another after ClaimIdle (30 s, as
+// serve's default), looked for every ClaimIdle/2.
+const claimWait = 60 * time.Second
 
 // quietFor bounds a wait for the history's messages to do their work.
 const quietFor = 2 * time.Second
