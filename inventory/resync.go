@@ -69,6 +69,10 @@ type ResyncConfig struct {
 	Repairs  Repairs
 	Times    ResyncTimes      // nil: orders written late are not checked (HoldLate)
 	Fenced   func(i int) bool // with Times: whether shard i is fenced now (shard.Set)
+	// FailLost, with Times, fails an order awaiting payment whose unit its
+	// shard lost and sold again before the order was written
+	// (order.Service.FailLost); nil: it is only logged.
+	FailLost func(ctx context.Context, id, user string) error
 	Now      func() time.Time
 	Logger   *slog.Logger
 }
@@ -628,8 +632,15 @@ func (s *Resync) holdLate(ctx context.Context, o shardstock.Order, reserved time
 	restored, err := s.cfg.Holds.RestoreHold(ctx, o.Shard, o, reserved.UnixMilli())
 	switch {
 	case errors.Is(err, shardstock.ErrShortOfUnits):
-		s.cfg.Logger.Error("an order written after its shard's resync has no unit left there: its unit was sold again; see reconcile",
+		// Its unit went with the shard's last writes and was sold again
+		// before the order came: the sale was lost with them (as a
+		// reservation whose outbox entry was lost is), and the order must
+		// not stand for a unit nobody holds.
+		s.cfg.Logger.Error("an order written after its shard's resync has no unit left there (sold again): the order fails, a sale lost with the shard's last writes",
 			"order", o.ID, "product", o.ProductID, "shard", o.Shard)
+		if s.cfg.FailLost != nil {
+			return s.cfg.FailLost(ctx, o.ID, o.UserID)
+		}
 		return nil
 	case errors.Is(err, shardstock.ErrNotOnShard):
 		return nil // the shard lost the product: its allocation is given up (Catalog.allocate)

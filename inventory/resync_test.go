@@ -113,3 +113,28 @@ func TestHoldLateWaitsForTheFenceAndSettles(t *testing.T) {
 		t.Fatal("orders still kept after their shard answered")
 	}
 }
+
+// TestHoldLateFailsAnOrderWhoseUnitWasSoldAgain: an order written after
+// its shard's resync whose unit the shard sold again meanwhile (no
+// salable unit left there) is failed, a sale lost with the shard's last
+// writes, rather than left standing for a unit nobody holds.
+func TestHoldLateFailsAnOrderWhoseUnitWasSoldAgain(t *testing.T) {
+	f := newFixture(t)
+	f.define("gone", 30, 10) // shard 0's 10 units all sold
+	ctx := context.Background()
+	synced := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	if err := f.store.RecordSynced(ctx, 0, "run-after-crash", synced); err != nil {
+		t.Fatal(err)
+	}
+	var failed []string
+	r := NewResync(ResyncConfig{Addrs: f.mem.addrs, Products: f.catalog, IDs: f.store, Inits: f.store, History: f.store,
+		Changes: f.store, Orders: f.store, Counters: f.mem, Holds: f.mem, Repairs: f.mem, Times: f.store,
+		FailLost: func(_ context.Context, id, user string) error { failed = append(failed, id+"/"+user); return nil }})
+	r.HoldLate(ctx, shardstock.Order{ID: "o-lost", UserID: "dan", ProductID: "gone", Shard: 0, Status: shardstock.StatusAwaitingPayment}, synced.Add(-time.Second))
+	if len(failed) != 1 || failed[0] != "o-lost/dan" {
+		t.Fatalf("orders failed: %v, want o-lost of dan", failed)
+	}
+	if c := f.counters(0, "gone"); c.Salable != 0 || c.Locked != 10 {
+		t.Fatalf("shard 0 after a late order with no unit: %+v", c)
+	}
+}

@@ -429,6 +429,22 @@ func (s *Service) find(ctx context.Context, id string) (*shardstock.Order, error
 	return &shardstock.Order{ID: id, UserID: holder, ProductID: product, Shard: shard, Status: shardstock.StatusPending}, nil
 }
 
+// FailLost fails order id, awaiting payment, whose unit its shard lost
+// with its last writes and sold again before the order was written
+// (inventory.Resync.HoldLate): a lost sale. Its release (which finds no
+// hold) and its claim's give-back follow as for any failed order; an order
+// no longer awaiting payment is left as it is.
+func (s *Service) FailLost(ctx context.Context, id, user string) error {
+	changed, err := s.store.Transition(ctx, id, user, shardstock.StatusFailed, s.cfg.Now())
+	if err != nil {
+		return fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
+	}
+	if changed {
+		s.wake()
+	}
+	return nil
+}
+
 // Pay applies the payment provider's result: success -> paid, fail ->
 // cancelled. Repeats are no-ops; a result that contradicts a final state
 // (success after cancel, fail after success) is ErrConflict and changes

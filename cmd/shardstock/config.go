@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/x509"
 	"encoding/hex"
@@ -100,6 +101,10 @@ type TestKnobs struct {
 	// transfer (recorded, out, marked, in); an error stops the transfer
 	// there, as a crash of the coordinator would (the model test).
 	TransferStep func(step string) error
+	// BeforeIngest, if set, is called before each batch of reservations
+	// read from the queue is written as orders: a test holds it to stall
+	// the order writer (a slow database) with the batch in hand.
+	BeforeIngest func(ctx context.Context)
 }
 
 // configError names the setting at fault; it is printed as one line.

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+
 	"github.com/shardstock/shardstock"
 	"github.com/shardstock/shardstock/inventory"
 )
@@ -27,7 +29,8 @@ func (m *Main) openInventory() {
 		Products: store, Sessions: store, Controls: store, Drains: store, Logger: m.log})
 	inv.resync = inventory.NewResync(inventory.ResyncConfig{Addrs: addrs, Products: inv.catalog, IDs: store,
 		Inits: store, History: store, Changes: store, Orders: store,
-		Counters: set, Holds: set, Repairs: set, Times: store, Fenced: set.Fenced, Logger: m.log})
+		Counters: set, Holds: set, Repairs: set, Times: store, Fenced: set.Fenced, Logger: m.log,
+		FailLost: func(ctx context.Context, id, user string) error { return m.orders.FailLost(ctx, id, user) }})
 	inv.restarts = inventory.NewRestarts(inventory.RestartsConfig{Addrs: addrs, Requests: m.resyncs,
 		Fence: set, Stamp: set, Runs: store, IDs: store, Resync: inv.resync, Opened: m.retrySpool, Now: m.clock.Now, Logger: m.log})
 	inv.views = inventory.NewViews(inventory.ViewsConfig{Addrs: addrs, Products: inv.catalog, IDs: store,

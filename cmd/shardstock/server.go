@@ -246,7 +246,14 @@ func (m *Main) startLoops() error {
 	if m.spool != nil {
 		m.loops.Go(func() { m.spool.Run(ctx, m.buyers.Replay) })
 	}
-	err := m.mq.Start(ctx, &m.loops, messaging.Pipeline{Ingest: m.orders.IngestBatch, Settle: m.inv.settlements.Settle,
+	ingest := m.orders.IngestBatch
+	if wait := m.cfg.Test.BeforeIngest; wait != nil {
+		ingest = func(ctx context.Context, evs []shardstock.ReservationEvent) (int, error) {
+			wait(ctx)
+			return m.orders.IngestBatch(ctx, evs)
+		}
+	}
+	err := m.mq.Start(ctx, &m.loops, messaging.Pipeline{Ingest: ingest, Settle: m.inv.settlements.Settle,
 		Pay: m.applyPayment, Refused: refused, Logger: m.log, ClaimIdle: m.cfg.ClaimIdle, DeadLettered: m.deadLettered,
 		OnError:  func(group string) { m.metrics.ConsumerErrors.WithLabelValues(group).Inc() },
 		OnParked: func(group string) { m.metrics.ParkedEntries.WithLabelValues(group).Inc() }})
