@@ -424,7 +424,7 @@ func (h *history) startCoordinator(c int) *Main {
 		ShardTimeout: 250 * time.Millisecond, LogFormat: "text", LogLevel: 12, // quiet: the steps tell the story
 		MQ: "streams", DB: h.db, PayTimeout: 15 * time.Minute, FailFastAge: 1000 * time.Hour, // (the timeouts move the order clock by hours)
 		OrderRate: 100000,
-		SpoolDir: fmt.Sprintf("%s/spool%d", h.dir, c), // (ClaimIdle: serve's 30 s, as in production)
+		SpoolDir:  fmt.Sprintf("%s/spool%d", h.dir, c), // (ClaimIdle: serve's 30 s, as in production)
 		Test: TestKnobs{OrderClock: h.clock.now, EmptyTTL: modelEmptyTTL, TransferStep: func(step string) error {
 			if at := h.crashAt[c].Load(); at != nil && *at == step {
 				return fmt.Errorf("the coordinator died after the step %q", step)
