@@ -50,12 +50,18 @@ test: ## install and start what the tests need (Redis, MariaDB, RocketMQ, Promet
 	@cat artifacts/chaos-report.txt artifacts/cluster-report.txt
 
 SOAK ?= 30m
-soak: ## run the model-based test of the stock path for SOAK (default 30m) on each database, printing every history
+MODE ?= redis
+soak: ## run the model-based test of the stock path for SOAK (default 30m) on each database, printing every history; MODE=fast runs it on in-memory shards (miniredis, the real Lua scripts), SQLite only
+ifeq ($(MODE),fast)
+	set -o pipefail; SHARDSTOCK_MODEL_FAST=1 SHARDSTOCK_MODEL_BUDGET=$(SOAK) SHARDSTOCK_MODEL_SOAK=1 \
+	  $(GO) test -count=1 -timeout 0 -run '^TestModelStockPath$$' -v ./cmd/shardstock/ 2>&1 | grep --line-buffered -v '\[rapid\] draw'
+else
 	$(REDIS) install
 	$(MARIADB) install
 	$(ROCKETMQ) fetch
 	set -o pipefail; deploy/with-services.sh env SHARDSTOCK_MODEL_BUDGET=$(SOAK) SHARDSTOCK_MODEL_SOAK=1 \
-	  $(GO) test -count=1 -timeout 0 -run '^TestModelStockPath$$' -v ./cmd/shardstock/ 2>&1 | grep -v '\[rapid\] draw'
+	  $(GO) test -count=1 -timeout 0 -run '^TestModelStockPath$$' -v ./cmd/shardstock/ 2>&1 | grep --line-buffered -v '\[rapid\] draw'
+endif
 
 FUZZTIME ?= 5s
 # Fuzz inputs that write files (FuzzSpoolOpen fsyncs on every run) go to

@@ -400,7 +400,7 @@ type allocationCheck struct {
 	own    shardstock.Counters // shard i's counters
 	sum    int64               // the allocations of the shards that answered
 	all    bool                // every shard answered
-	stock  int64               // the current stock
+	stock  int64               // the current stock, with additions under way
 }
 
 // allocationsOn reads the allocation check of p on shard i (nil without a
@@ -441,6 +441,20 @@ func (s *Resync) allocationsOn(ctx context.Context, i int, p *shardstock.Product
 	}
 	if a.stock, err = currentStock(ctx, s.cfg.Changes, p); err != nil {
 		return nil, err
+	}
+	// An addition under way counts: its units may be on their shard
+	// already (its coordinator died after that step; every coordinator
+	// finishes it, RunResume), and its shard may be this one, whose fence
+	// the resume would wait for: not counted, the check would keep the
+	// shard fenced for good.
+	open, err := s.cfg.History.UnfinishedTransfers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range open {
+		if t.ProductID == p.ID && t.From == Outside {
+			a.stock += t.Wanted
+		}
 	}
 	return a, nil
 }

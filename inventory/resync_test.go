@@ -138,3 +138,34 @@ func TestHoldLateFailsAnOrderWhoseUnitWasSoldAgain(t *testing.T) {
 		t.Fatalf("shard 0 after a late order with no unit: %+v", c)
 	}
 }
+
+// TestResyncCountsAnAdditionUnderWay: a stock addition whose coordinator
+// died after its units reached their shard, before it was marked done, is
+// finished by any coordinator (RunResume) once its shard answers; the
+// resync of that very shard (fenced: the resume waits for it) must not
+// read the units as past the stock, or the shard stays fenced for good
+// (found by the model test's fast mode).
+func TestResyncCountsAnAdditionUnderWay(t *testing.T) {
+	f := newFixture(t)
+	f.define("more", 30, 0)
+	ctx := context.Background()
+	f.crashAt("in")
+	if _, err := f.stock.ChangeStock(ctx, "more", 6, 0, "add-6"); err == nil {
+		t.Fatal("the addition did not stop after its units arrived")
+	}
+	f.crashAt("")
+	if alloc, _ := f.totals("more"); alloc <= 30 {
+		t.Fatalf("Σ alloc %d: no added unit reached its shard", alloc)
+	}
+	for i := range 3 {
+		if err := f.resync.Shard(ctx, i); err != nil {
+			t.Fatalf("resync of shard %d with an addition under way: %v", i, err)
+		}
+	}
+	if _, err := f.stock.Resume(ctx, ""); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := f.views.Status(ctx, "more"); st.Stock != 36 {
+		t.Fatalf("stock %d after the addition finished, want 36", st.Stock)
+	}
+}

@@ -50,7 +50,7 @@ const modelShards = 3
 // budget and the figures.
 type modelEnv struct {
 	t       *testing.T
-	redis   *shardtest.Redis
+	redis   modelMasters
 	proxies []*toxiproxy.Proxy
 	urls    []string        // through the proxies: what the coordinators use
 	direct  []*redis.Client // straight to the masters: what the checks read
@@ -65,6 +65,27 @@ type modelEnv struct {
 
 	histories, steps, faults atomic.Int64
 }
+
+// modelMasters are the shards' masters: real redis-servers
+// (shardtest.Redis), or in memory in the fast mode (shardtest.Mem).
+type modelMasters interface {
+	URLs() []string
+	URLsAs(name string) []string
+	Kill(i int)
+	Restart(i int)
+	Freeze(i int)
+	Thaw(i int)
+	Wipe(i int)
+	CheckpointAs(i int, name string)
+	RewindTo(i int, name string)
+	DropCheckpoint(i int, name string)
+	BehindToxiproxy(t testing.TB, i int) (*toxiproxy.Proxy, []string)
+}
+
+// modelFast is the fast mode (SHARDSTOCK_MODEL_FAST=1, make soak
+// MODE=fast): the same generator and checks on in-memory masters that run
+// the real Lua scripts (shardtest.Mem, miniredis), SQLite only.
+func modelFast() bool { return os.Getenv("SHARDSTOCK_MODEL_FAST") != "" }
 
 func modelBudget(t *testing.T) time.Duration {
 	d := 4 * time.Minute
@@ -87,7 +108,11 @@ func TestModelStockPath(t *testing.T) {
 		flag.Set("rapid.shrinktime", "4m") // a history costs seconds: shrinking needs time
 	}
 	budget := modelBudget(t)
-	for _, db := range []string{"sqlite", "mariadb"} {
+	dbs := []string{"sqlite", "mariadb"}
+	if modelFast() {
+		dbs = dbs[:1]
+	}
+	for _, db := range dbs {
 		t.Run(db, func(t *testing.T) {
 			env := newModelEnv(t, budget)
 			if db == "sqlite" {
@@ -122,7 +147,13 @@ func newModelEnv(t *testing.T, budget time.Duration) *modelEnv {
 	// log in as their ACL user, and no master may refuse them anything in
 	// any history (shardtest reads the ACL LOG at the end); the model's own
 	// reads and flushes go in as admin.
-	r := shardtest.StartWith(t, modelShards, shardtest.Options{ACLUser: "shardstock:model-test-pw"})
+	opts := shardtest.Options{ACLUser: "shardstock:model-test-pw"}
+	var r modelMasters
+	if modelFast() {
+		r = shardtest.StartMem(t, modelShards, opts)
+	} else {
+		r = shardtest.StartWith(t, modelShards, opts)
+	}
 	admin := r.URLsAs("admin")
 	env := &modelEnv{t: t, redis: r, budget: budget, start: time.Now(), soak: os.Getenv("SHARDSTOCK_MODEL_SOAK") != ""}
 	env.urls = r.URLs()

@@ -36,6 +36,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/Shopify/toxiproxy/v2"
 	"github.com/alicebob/miniredis/v2"
 	"github.com/alicebob/miniredis/v2/server"
 )
@@ -127,6 +128,12 @@ func StartMem(t testing.TB, n int, opts Options) *Mem {
 		}
 	})
 	return mem
+}
+
+// BehindToxiproxy is Redis.BehindToxiproxy for in-memory master i.
+func (mem *Mem) BehindToxiproxy(t testing.TB, i int) (*toxiproxy.Proxy, []string) {
+	t.Helper()
+	return behindToxiproxy(t, i, mem.Ports[i], mem.URLs())
 }
 
 // URLs are the masters' redis:// URLs, index = shard index (with

@@ -341,15 +341,20 @@ func (r *Redis) RewindTo(i int, name string) {
 // i's through it.
 func (r *Redis) BehindToxiproxy(t testing.TB, i int) (*toxiproxy.Proxy, []string) {
 	t.Helper()
+	return behindToxiproxy(t, i, r.Ports[i], r.URLs())
+}
+
+// behindToxiproxy is BehindToxiproxy for master i on port, of urls.
+func behindToxiproxy(t testing.TB, i, port int, urls []string) (*toxiproxy.Proxy, []string) {
+	t.Helper()
 	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
-	upstream := fmt.Sprintf("127.0.0.1:%d", r.Ports[i])
+	upstream := fmt.Sprintf("127.0.0.1:%d", port)
 	listen := fmt.Sprintf("127.0.0.1:%d", FreePort(t)) // (a cut link is a stop, its mend a start on the same port)
 	proxy := toxiproxy.NewProxy(srv, fmt.Sprintf("shard%d", i), listen, upstream)
 	if err := proxy.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(proxy.Stop)
-	urls := r.URLs()
 	urls[i] = strings.Replace(urls[i], upstream, proxy.Listen, 1)
 	return proxy, urls
 }
