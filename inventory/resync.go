@@ -640,8 +640,8 @@ func (s *Resync) holdLate(ctx context.Context, o shardstock.Order, reserved time
 	if err != nil {
 		return err
 	}
-	if p.Archived || !p.OnMaster(o.Shard, s.cfg.Addrs) {
-		return nil // gone on purpose, or a coordinator with the product's list checks it
+	if p.Archived || p.Moved != "" {
+		return nil // gone on purpose; or this coordinator's resyncs skip it (ErrResyncPartial), and one with its list restores its holds
 	}
 	restored, err := s.cfg.Holds.RestoreHold(ctx, o.Shard, o, reserved.UnixMilli())
 	switch {

@@ -94,6 +94,9 @@ func (s *Stock) ChangeStock(ctx context.Context, id string, add, remove int64, k
 	if p.Archived {
 		return nil, errArchived(id)
 	}
+	if err := unseen(p); err != nil {
+		return nil, err
+	}
 	if err := s.bindKey(ctx, id, key, add, remove); err != nil {
 		return nil, err
 	}
@@ -280,20 +283,28 @@ func (s *Stock) Resume(ctx context.Context, product string) ([]shardstock.Transf
 }
 
 // reaches says why this coordinator cannot run transfer t's steps (nil:
-// it can): an end is a shard it does not list, or lists in another place
-// than t's product was defined with (a rolling grow).
+// it can): its product lives on shards this coordinator does not list, or
+// lists in other places (a rolling grow).
 func (s *Stock) reaches(ctx context.Context, t shardstock.Transfer) error {
 	p, err := s.cfg.Products.Product(ctx, t.ProductID)
 	if err != nil {
 		return err
 	}
-	for _, end := range []int{t.From, t.To} {
-		if end != Outside && !p.OnMaster(end, s.cfg.Addrs) {
-			return fmt.Errorf("%w: shard %d of %s is not where this coordinator's shard list has it (SHARDSTOCK_SHARDS); a coordinator with the product's list finishes it",
-				shardstock.ErrUnavailable, end, t.ProductID)
-		}
+	return unseen(p)
+}
+
+// unseen refuses to move the stock of a product this coordinator cannot
+// see whole (Moved: a rolling grow, a coordinator still on the old shard
+// list). Its resync of a restarted shard skips such a product
+// (ErrResyncPartial), so a shard it has may not be back in line for it
+// yet: units moved on it now would be moved on counters a crash left
+// behind, and the resync that replays the lost moves later would find
+// them gone. A coordinator with the product's shard list moves them.
+func unseen(p *shardstock.Product) error {
+	if p.Moved == "" {
+		return nil
 	}
-	return nil
+	return &shardstock.Error{Code: shardstock.ErrUnavailable.Code, Message: p.Moved + " (a coordinator with the product's shard list moves its stock)"}
 }
 
 // RunResume finishes interrupted transfers by itself until ctx is done,
@@ -383,6 +394,9 @@ func (s *Stock) Rebalance(ctx context.Context, product string) (*Rebalance, erro
 	}
 	if st.Archived {
 		return rep, errArchived(product)
+	}
+	if err := unseen(&st.Product); err != nil {
+		return rep, err
 	}
 	drained, err := s.cfg.Drains.DrainedShards(ctx)
 	if err != nil {
