@@ -17,6 +17,26 @@ import (
 // first three masters and another all six, both on one database. A product
 // defined on six lives on masters the first coordinator lacks.
 
+// grow is a rolling grow half done: six masters, a coordinator on all six
+// and one on the first three, one database, and a product defined on six.
+type grow struct {
+	r          *shardtest.Redis
+	six, three *Main
+	sameDB     func(*Config)
+}
+
+func rollingGrow(t *testing.T, product, def string) grow {
+	g := grow{r: shardtest.Start(t, 6)}
+	db := "sqlite:" + t.TempDir() + "/orders.db"
+	g.sameDB = func(c *Config) { c.DB = db }
+	g.six = startServer(t, g.r.URLs(), g.sameDB)
+	g.three = startServer(t, g.r.URLs()[:3], g.sameDB)
+	if rep := putProduct(t, g.six.URL(), product, def); rep.status != 201 {
+		t.Fatalf("define: %d %s", rep.status, rep.raw)
+	}
+	return g
+}
+
 // TestResyncOnTheOldShardListSpeaksOnlyForWhatItSees (break 1): shard 0 of
 // a six-shard product is drained (its 10 units go to shards 1-5), then its
 // machine crashes back to before the drain while the six-shard coordinator
@@ -27,14 +47,8 @@ import (
 // (With the record put down by the old list, it opened its fence from
 // the record, and 70 buyers were answered 200.)
 func TestResyncOnTheOldShardListSpeaksOnlyForWhatItSees(t *testing.T) {
-	r := shardtest.Start(t, 6)
-	db := "sqlite:" + t.TempDir() + "/orders.db"
-	sameDB := func(c *Config) { c.DB = db }
-	six := startServer(t, r.URLs(), sameDB)
-	three := startServer(t, r.URLs()[:3], sameDB)
-	if rep := putProduct(t, six.URL(), "grown", `{"stock":60,"per_user_limit":1}`); rep.status != 201 {
-		t.Fatalf("define: %d %s", rep.status, rep.raw)
-	}
+	g := rollingGrow(t, "grown", `{"stock":60,"per_user_limit":1}`)
+	r, six, three, sameDB := g.r, g.six, g.three, g.sameDB
 	r.Checkpoint(0)
 	for _, drained := range []bool{true, false} {
 		if rep := adminDo(t, "POST", six.URL()+"/admin/v1/shards/0/drain", fmt.Sprintf(`{"drained":%v}`, drained)); rep.status != 200 {
@@ -94,14 +108,8 @@ func TestResyncOnTheOldShardListSpeaksOnlyForWhatItSees(t *testing.T) {
 // so they never idled long enough for the six-shard coordinator to claim
 // them: their units stayed locked.
 func TestOldListCoordinatorSettlesTheShardsItShares(t *testing.T) {
-	r := shardtest.Start(t, 6)
-	db := "sqlite:" + t.TempDir() + "/orders.db"
-	sameDB := func(c *Config) { c.DB = db }
-	six := startServer(t, r.URLs(), sameDB)
-	three := startServer(t, r.URLs()[:3], sameDB)
-	if rep := putProduct(t, six.URL(), "wide", `{"stock":120,"per_user_limit":1}`); rep.status != 201 {
-		t.Fatalf("define: %d %s", rep.status, rep.raw)
-	}
+	g := rollingGrow(t, "wide", `{"stock":120,"per_user_limit":1}`)
+	six, three := g.six, g.three
 	orders := buy(t, six.URL(), "wide", "w", 120)
 	waitFor(t, 20*time.Second, "every order written", func() (bool, string) {
 		c := statusCounts(t, six, "wide")
