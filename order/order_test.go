@@ -22,10 +22,13 @@ type recordingSettler struct {
 	mu   sync.Mutex // guards got
 	got  []shardstock.Settlement
 	fail atomic.Bool
+	// failShard+1, when set: the settlements of that shard fail (its
+	// settle stream cannot be reached).
+	failShard atomic.Int32
 }
 
 func (r *recordingSettler) Publish(_ context.Context, s shardstock.Settlement) error {
-	if r.fail.Load() {
+	if r.fail.Load() || int(r.failShard.Load()) == s.Shard+1 {
 		return errors.New("bus down")
 	}
 	r.mu.Lock()
@@ -511,6 +514,39 @@ func TestClaimGiveBacksPassADownHome(t *testing.T) {
 		}
 		if n, _ := s.ClaimsPending(context.Background(), "", 500); len(n) != 0 {
 			t.Fatalf("still pending after shard 0 returned: %d", len(n))
+		}
+	})
+}
+
+// TestClaimsGoBackWhileASettlementCannot: a settlement that cannot be
+// published (its shard away) holds up its own claim only. The sweep
+// stopped at the failed settlement and gave no claim back at all while
+// one shard was away (found by the model test).
+func TestClaimsGoBackWhileASettlementCannot(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *sqlstore.Store) {
+		h := newHarness(t, s, 1)
+		homes := &homeShards{}
+		h.svc.cfg.Claims = homes
+		h.ingest(h.event("a", "one-a", 0))
+		h.ingest(h.event("b", "one-b", 1))
+		if _, err := h.svc.Cancel(context.Background(), "a", "one-a"); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.svc.SettleOnce(context.Background()); err != nil { // a's settlement published
+			t.Fatal(err)
+		}
+		if _, err := h.svc.Cancel(context.Background(), "b", "one-b"); err != nil {
+			t.Fatal(err)
+		}
+		h.settler.failShard.Store(2) // shard 1's settle stream away
+		if err := h.svc.sweep(context.Background()); err == nil {
+			t.Fatal("the failed settlement was not reported")
+		}
+		homes.mu.Lock()
+		got := strings.Join(homes.returned, ",")
+		homes.mu.Unlock()
+		if got != "a" {
+			t.Fatalf("claims given back while shard 1's settlement failed: %q, want a's", got)
 		}
 	})
 }
