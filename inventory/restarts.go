@@ -44,7 +44,8 @@ type RunRecord interface {
 	CatalogID(ctx context.Context) (string, error)
 	SyncedRunID(ctx context.Context, shard int) (string, error)
 	// RecordSynced puts run on record as resynced at at (the
-	// coordinators' clock: what reservations are timed with).
+	// coordinators' clock: what reservations are timed with; zero: the
+	// shard's first run on record, which lost nothing).
 	RecordSynced(ctx context.Context, shard int, run string, at time.Time) error
 }
 
@@ -167,7 +168,14 @@ func (s *Restarts) resync(ctx context.Context, r resyncRequest) error {
 		if err != nil {
 			return err
 		}
-		if err := s.cfg.Runs.RecordSynced(ctx, r.shard, r.run, s.cfg.Now()); err != nil {
+		// The time the shard came back: orders of reservations made
+		// before it may have lost their holds (HoldLate). A shard seen
+		// for the first time lost nothing: no time.
+		at := s.cfg.Now()
+		if done == "" {
+			at = time.Time{}
+		}
+		if err := s.cfg.Runs.RecordSynced(ctx, r.shard, r.run, at); err != nil {
 			return err
 		}
 		s.cfg.Logger.Info("shard back in line with the order table", "shard", r.shard, "run_id", r.run, "took", time.Since(start).Round(time.Millisecond))

@@ -117,7 +117,16 @@ func (s *Store) SyncedRunID(ctx context.Context, shard int) (string, error) {
 	return run, nil
 }
 
-// SyncedAt is when shard was last put on record as resynced (zero: never).
+// millisOrZero is t in unix ms, 0 for the zero time.
+func millisOrZero(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+// SyncedAt is when shard was last put on record as resynced (zero: never,
+// or recorded without a time: its first run).
 func (s *Store) SyncedAt(ctx context.Context, shard int) (time.Time, error) {
 	var ms int64
 	err := s.read.QueryRowContext(ctx, `SELECT synced_at FROM shard_runs WHERE shard = ?`, shard).Scan(&ms)
@@ -127,10 +136,14 @@ func (s *Store) SyncedAt(ctx context.Context, shard int) (time.Time, error) {
 	if err != nil {
 		return time.Time{}, fmt.Errorf("resync time of shard %d: %w", shard, err)
 	}
+	if ms == 0 {
+		return time.Time{}, nil // (recorded without a time)
+	}
 	return time.UnixMilli(ms), nil
 }
 
-// RecordSynced records that shard, running as run, was resynced at at.
+// RecordSynced records that shard, running as run, was resynced at at
+// (zero: no time).
 func (s *Store) RecordSynced(ctx context.Context, shard int, run string, at time.Time) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -141,7 +154,7 @@ func (s *Store) RecordSynced(ctx context.Context, shard int, run string, at time
 		return fmt.Errorf("record resync of shard %d: %w", shard, err)
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO shard_runs (shard, run_id, synced_at) VALUES (?, ?, ?)`,
-		shard, run, at.UnixMilli()); err != nil && !isDuplicate(err) {
+		shard, run, millisOrZero(at)); err != nil && !isDuplicate(err) {
 		return fmt.Errorf("record resync of shard %d: %w", shard, err)
 	}
 	return tx.Commit()
