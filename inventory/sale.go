@@ -98,6 +98,9 @@ func (s *Sale) MoveWindow(ctx context.Context, id string, starts, ends *time.Tim
 	if err != nil {
 		return nil, err
 	}
+	if err := unseen(p); err != nil { // (its shards' indexes here are not its own)
+		return nil, err
+	}
 	if p.Archived {
 		return nil, errArchived(id)
 	}
@@ -146,6 +149,9 @@ func (s *Sale) MoveWindow(ctx context.Context, id string, starts, ends *time.Tim
 func (s *Sale) Archive(ctx context.Context, id string) (*ProductStatus, error) {
 	p, err := s.cfg.Products.Product(ctx, id)
 	if err != nil {
+		return nil, err
+	}
+	if err := unseen(p); err != nil {
 		return nil, err
 	}
 	c, _ := s.cfg.Products.Controls(id)
@@ -233,6 +239,9 @@ func (s *Sale) ArchiveDue(ctx context.Context, after time.Duration) error {
 		if err != nil {
 			errs = errors.Join(errs, err)
 			continue
+		}
+		if p.Moved != "" {
+			continue // (a coordinator with its shard list archives it)
 		}
 		c, _ := s.cfg.Products.Controls(id)
 		due := c.Archive == shardstock.ArchiveRunning ||

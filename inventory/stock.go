@@ -295,7 +295,8 @@ func (s *Stock) reaches(ctx context.Context, t shardstock.Transfer) error {
 
 // unseen refuses to move the stock of a product this coordinator cannot
 // see whole (Moved: a rolling grow, a coordinator still on the old shard
-// list). Its resync of a restarted shard skips such a product
+// list), or to write its window or archive it: its shards here are not
+// all of its own, by index. Its resync of a restarted shard skips such a product
 // (ErrResyncPartial), so a shard it has may not be back in line for it
 // yet: units moved on it now would be moved on counters a crash left
 // behind, and the resync that replays the lost moves later would find
@@ -304,7 +305,7 @@ func unseen(p *shardstock.Product) error {
 	if p.Moved == "" {
 		return nil
 	}
-	return &shardstock.Error{Code: shardstock.ErrUnavailable.Code, Message: p.Moved + " (a coordinator with the product's shard list moves its stock)"}
+	return &shardstock.Error{Code: shardstock.ErrUnavailable.Code, Message: p.Moved + " (a coordinator with the product's shard list does it)"}
 }
 
 // RunResume finishes interrupted transfers by itself until ctx is done,

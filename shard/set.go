@@ -32,6 +32,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"strings"
 	"time"
 
@@ -58,6 +59,9 @@ type Config struct {
 	EmptyTTL time.Duration
 	// PoolSize is the number of connections per shard; default go-redis's.
 	PoolSize int
+	// Dialer, if set, opens the shards' connections (tests: an in-memory
+	// network); nil: go-redis's TCP dialer.
+	Dialer func(ctx context.Context, network, addr string) (net.Conn, error)
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 	// Rand returns a uniform int in [0, n); default math/rand/v2.IntN.
@@ -179,6 +183,9 @@ func newShard(i int, opt *redis.Options, cfg Config) *Shard {
 	opt.DialerRetries = 1
 	if cfg.PoolSize > 0 {
 		opt.PoolSize = cfg.PoolSize
+	}
+	if cfg.Dialer != nil {
+		opt.Dialer = cfg.Dialer
 	}
 	return &Shard{Index: i, Addr: fmt.Sprintf("%s/%d", opt.Addr, opt.DB), Client: redis.NewClient(opt)}
 }

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"strings"
-	"sync"
 )
 
 // InsertBatch's statements — the look-up of the ids that have a row, the
@@ -72,10 +71,16 @@ func insertQuery(n int) string {
 }
 
 // batchStmts are the prepared statements of InsertBatch, by query text.
+// Their lock is a channel: whoever prepares them holds it while waiting
+// for the database, and a wait on a channel is one a synctest bubble's
+// fake clock moves on from (the model test's fast mode), a wait on a
+// sync.Mutex is not.
 type batchStmts struct {
-	mu    sync.Mutex
+	lock  chan struct{}        // 1 buffered: held while full
 	stmts map[string]*sql.Stmt // nil until all are prepared
 }
+
+func newBatchStmts() *batchStmts { return &batchStmts{lock: make(chan struct{}, 1)} }
 
 // prepared returns the batch statements, preparing them on db the first
 // time. It must be called outside any transaction of db: SQLite's writer is
@@ -84,8 +89,12 @@ type batchStmts struct {
 // is down) leaves them all unprepared until a later call: nil, and the
 // batch runs its statements unprepared.
 func (b *batchStmts) prepared(ctx context.Context, db *sql.DB) map[string]*sql.Stmt {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	select {
+	case b.lock <- struct{}{}:
+	case <-ctx.Done():
+		return nil
+	}
+	defer func() { <-b.lock }()
 	if b.stmts != nil {
 		return b.stmts
 	}
@@ -108,8 +117,8 @@ func (b *batchStmts) prepared(ctx context.Context, db *sql.DB) map[string]*sql.S
 
 // close closes the prepared statements.
 func (b *batchStmts) close() error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	b.lock <- struct{}{}
+	defer func() { <-b.lock }()
 	var errs []error
 	for _, st := range b.stmts {
 		errs = append(errs, st.Close())

@@ -45,7 +45,7 @@ type Store struct {
 	// MySQL it is db.
 	read    *sql.DB
 	dialect string // "sqlite" or "mysql"
-	batch   batchStmts
+	batch   *batchStmts
 }
 
 // Open connects to "sqlite:PATH" or "mysql://user:pass@tcp(host:port)/db".
@@ -59,7 +59,7 @@ func OpenTLS(dsn string, roots *x509.CertPool) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	st := &Store{db: db, read: db, dialect: dialect}
+	st := &Store{db: db, read: db, dialect: dialect, batch: newBatchStmts()}
 	if dialect == "sqlite" {
 		if st.read, err = openSQLiteReader(strings.TrimPrefix(dsn, "sqlite:")); err != nil {
 			db.Close()

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/netip"
 	"net/url"
 	"os"
@@ -105,6 +106,11 @@ type TestKnobs struct {
 	// read from the queue is written as orders: a test holds it to stall
 	// the order writer (a slow database) with the batch in hand.
 	BeforeIngest func(ctx context.Context)
+	// Dial, if set, opens the connections to the shards, and Listen the
+	// HTTP listener (an in-memory network: the model test's fast mode runs
+	// in a testing/synctest bubble, where no socket may be used).
+	Dial   func(ctx context.Context, network, addr string) (net.Conn, error)
+	Listen func(addr string) (net.Listener, error)
 }
 
 // configError names the setting at fault; it is printed as one line.

@@ -21,17 +21,19 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/Shopify/toxiproxy/v2"
@@ -49,12 +51,18 @@ const modelShards = 3
 // modelEnv lives for one run of the test: the shards, their proxies, the
 // budget and the figures.
 type modelEnv struct {
-	t       *testing.T
-	redis   modelMasters
-	proxies []*toxiproxy.Proxy
-	urls    []string        // through the proxies: what the coordinators use
-	direct  []*redis.Client // straight to the masters: what the checks read
-	newDB   func() string
+	t      *testing.T
+	redis  modelMasters
+	links  []modelLink     // between the coordinators and each master
+	urls   []string        // through the links: what the coordinators use
+	direct []*redis.Client // straight to the masters: what the checks read
+	client *http.Client    // to the coordinators
+	// net, in the fast mode, is the in-memory network the coordinators
+	// listen on and reach the masters by: the whole run is in a
+	// testing/synctest bubble, on its fake clock.
+	net   *shardtest.Net
+	mem   *shardtest.Mem
+	newDB func() string
 	// products are the sale's ids: one on SQLite (every step on one
 	// product), two that differ only in case on MariaDB (its collation).
 	products []string
@@ -79,8 +87,37 @@ type modelMasters interface {
 	CheckpointAs(i int, name string)
 	RewindTo(i int, name string)
 	DropCheckpoint(i int, name string)
-	BehindToxiproxy(t testing.TB, i int) (*toxiproxy.Proxy, []string)
 }
+
+// modelLink is the link between the coordinators and one master: toxiproxy
+// before a real redis-server, the in-memory masters' own link in the fast
+// mode.
+type modelLink interface {
+	cut()                 // refuse new connections, close those open
+	slow(d time.Duration) // delay everything the master sends by d
+	mend()                // neither cut nor slow
+}
+
+type toxiLink struct{ p *toxiproxy.Proxy }
+
+func (l toxiLink) cut() { l.p.Stop() }
+func (l toxiLink) slow(d time.Duration) {
+	l.p.Toxics.AddToxicJson(strings.NewReader(fmt.Sprintf(
+		`{"name":"slow","type":"latency","stream":"downstream","attributes":{"latency":%d}}`, d.Milliseconds())))
+}
+func (l toxiLink) mend() {
+	l.p.Toxics.ResetToxics(context.Background())
+	l.p.Start() // (an error: it runs already)
+}
+
+type memLink struct {
+	mem *shardtest.Mem
+	i   int
+}
+
+func (l memLink) cut()                 { l.mem.Cut(l.i) }
+func (l memLink) slow(d time.Duration) { l.mem.Slow(l.i, d) }
+func (l memLink) mend()                { l.mem.Mend(l.i) }
 
 // modelFast is the fast mode (SHARDSTOCK_MODEL_FAST=1, make soak
 // MODE=fast): the same generator and checks on in-memory masters that run
@@ -114,27 +151,84 @@ func TestModelStockPath(t *testing.T) {
 	}
 	for _, db := range dbs {
 		t.Run(db, func(t *testing.T) {
-			env := newModelEnv(t, budget)
-			if db == "sqlite" {
-				dir := t.TempDir()
-				var n atomic.Int64
-				env.newDB = func() string { return fmt.Sprintf("sqlite:%s/orders%d.db", dir, n.Add(1)) }
-				env.products = []string{"sku"}
+			if modelFast() { // (every timer of the run on the bubble's fake clock)
+				stop := watchModel()
+				defer stop()
+				synctest.Test(t, func(t *testing.T) { runModel(t, db, budget) })
 			} else {
-				env.newDB = func() string { return freshMySQL(t) }
-				env.products = []string{"sku", "Sku"}
-			}
-			rapid.Check(t, env.history)
-			elapsed := time.Since(env.start)
-			h, s, f := env.histories.Load(), env.steps.Load(), env.faults.Load()
-			t.Logf("model test on %s: %d histories, %d steps, %d faults in %s (%.1f histories/min, %.0f steps/min, %.1f faults per history)",
-				db, h, s, f, elapsed.Round(time.Second), float64(h)/elapsed.Minutes(), float64(s)/elapsed.Minutes(), float64(f)/max(1, float64(h)))
-			if h == 0 {
-				t.Fatal("no history ran")
+				runModel(t, db, budget)
 			}
 		})
 	}
 }
+
+// modelProgress counts the steps of every history, for watchModel.
+var modelProgress atomic.Int64
+
+// watchModel stops the fast mode's run with every goroutine's stack when
+// no step has been made for two minutes of real time: in a synctest bubble
+// the fake clock moves only when every goroutine waits durably, and one
+// that waits on a sync.Mutex held by a goroutine waiting on a timer stops
+// it for good (a hang, not a failure, without this).
+func watchModel() (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		last, since := modelProgress.Load(), time.Now()
+		t := time.NewTicker(5 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			if n := modelProgress.Load(); n != last {
+				last, since = n, time.Now()
+			} else if time.Since(since) > 2*time.Minute {
+				debug.SetTraceback("all")
+				panic("model test (fast mode): no step in 2 minutes of real time: the bubble's clock is stuck (a goroutine waits on a lock held by one that waits on a timer); every goroutine follows")
+			}
+		}
+	}()
+	return func() { close(done) }
+}
+
+// runModel runs histories on db until the budget (real time) is spent.
+func runModel(t *testing.T, db string, budget time.Duration) {
+	env := newModelEnv(t, budget)
+	if db == "sqlite" {
+		dir := t.TempDir()
+		var n atomic.Int64
+		env.newDB = func() string { return fmt.Sprintf("sqlite:%s/orders%d.db", dir, n.Add(1)) }
+		env.products = []string{"sku"}
+	} else {
+		env.newDB = func() string { return freshMySQL(t) }
+		env.products = []string{"sku", "Sku"}
+	}
+	rapid.Check(rapidTB{t}, env.history)
+	elapsed := env.elapsed()
+	h, s, f := env.histories.Load(), env.steps.Load(), env.faults.Load()
+	t.Logf("model test on %s: %d histories, %d steps, %d faults in %s (%.1f histories/min, %.0f steps/min, %.1f faults per history)",
+		db, h, s, f, elapsed.Round(time.Second), float64(h)/elapsed.Minutes(), float64(s)/elapsed.Minutes(), float64(f)/max(1, float64(h)))
+	if h == 0 {
+		t.Fatal("no history ran")
+	}
+}
+
+// prefixed writes each line with a prefix.
+type prefixed struct {
+	w      io.Writer
+	prefix string
+}
+
+func (p prefixed) Write(b []byte) (int, error) {
+	_, err := fmt.Fprintf(p.w, "%s%s", p.prefix, b)
+	return len(b), err
+}
+
+// rapidTB is t without its Deadline, which rapid asks a *testing.T for and
+// a test in a synctest bubble may not call (the budget ends the run).
+type rapidTB struct{ rapid.TB }
 
 // quiet is go-redis's logger in the model test: shards are down on purpose.
 type quiet struct{}
@@ -148,24 +242,38 @@ func newModelEnv(t *testing.T, budget time.Duration) *modelEnv {
 	// any history (shardtest reads the ACL LOG at the end); the model's own
 	// reads and flushes go in as admin.
 	opts := shardtest.Options{ACLUser: "shardstock:model-test-pw"}
-	var r modelMasters
+	env := &modelEnv{t: t, budget: budget, soak: os.Getenv("SHARDSTOCK_MODEL_SOAK") != ""}
+	env.start = env.realNow()
+	var admin []string
 	if modelFast() {
-		r = shardtest.StartMem(t, modelShards, opts)
+		env.mem = shardtest.StartMemNet(t, modelShards, opts)
+		env.redis, env.net = env.mem, shardtest.NewNet()
+		env.urls, admin = env.mem.URLs(), env.mem.URLsAs("admin")
+		for i := range modelShards {
+			env.links = append(env.links, memLink{env.mem, i})
+		}
+		tr := &http.Transport{DialContext: env.net.Dial}
+		env.client = &http.Client{Timeout: 5 * time.Second, Transport: tr}
+		t.Cleanup(tr.CloseIdleConnections)
 	} else {
-		r = shardtest.StartWith(t, modelShards, opts)
+		r := shardtest.StartWith(t, modelShards, opts)
+		env.redis, env.urls, admin = r, r.URLs(), r.URLsAs("admin")
+		for i := range modelShards {
+			p, urls := r.BehindToxiproxy(t, i)
+			env.links = append(env.links, toxiLink{p})
+			env.urls[i] = urls[i]
+		}
+		env.client = modelClient
 	}
-	admin := r.URLsAs("admin")
-	env := &modelEnv{t: t, redis: r, budget: budget, start: time.Now(), soak: os.Getenv("SHARDSTOCK_MODEL_SOAK") != ""}
-	env.urls = r.URLs()
 	for i := range modelShards {
-		p, urls := r.BehindToxiproxy(t, i)
-		env.proxies = append(env.proxies, p)
-		env.urls[i] = urls[i]
 		opt, err := redis.ParseURL(admin[i])
 		if err != nil {
 			t.Fatal(err)
 		}
 		opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout, opt.MaxRetries = time.Second, time.Second, time.Second, -1
+		if env.mem != nil {
+			opt.Dialer = env.mem.Dial
+		}
 		c := redis.NewClient(opt)
 		t.Cleanup(func() { c.Close() })
 		env.direct = append(env.direct, c)
@@ -243,12 +351,25 @@ type history struct {
 	began                            time.Time
 }
 
+// realNow is the time on the machine's clock: in the fast mode time.Now
+// is the bubble's fake clock, which runs ahead of the real one by every
+// wait the run did not have to wait, and the budget is real time.
+func (env *modelEnv) realNow() time.Time {
+	var tv syscall.Timeval
+	if err := syscall.Gettimeofday(&tv); err != nil {
+		env.t.Fatal(err)
+	}
+	return time.Unix(tv.Unix())
+}
+
+func (env *modelEnv) elapsed() time.Duration { return env.realNow().Sub(env.start) }
+
 func (env *modelEnv) history(t *rapid.T) {
-	if !env.failed.Load() && time.Since(env.start) > env.budget {
+	if !env.failed.Load() && env.elapsed() > env.budget {
 		return // the budget is spent: the remaining checks pass at once
 	}
 	env.histories.Add(1)
-	began := time.Now()
+	began := env.realNow()
 	h := &history{env: env, t: t, db: env.newDB(), clock: &offsetClock{}, began: began}
 	for i := range h.snaps {
 		h.snaps[i], h.sigs[i] = map[int]int64{}, map[int]shardSig{}
@@ -328,16 +449,17 @@ func (env *modelEnv) history(t *rapid.T) {
 		}
 		h.snapshot()
 		env.steps.Add(1)
+		modelProgress.Add(1)
 		h.checkSafety()
 		h.checkGiveBacks()
 	}
-	stepped := time.Now()
+	stepped := env.realNow()
 	h.settle()
-	h.t.Logf("history ok: %d steps in %s", n, time.Since(began).Round(time.Millisecond))
+	h.t.Logf("history ok: %d steps in %s", n, env.realNow().Sub(began).Round(time.Millisecond))
 	if env.soak {
 		fmt.Fprintf(os.Stderr, "model: history %d ok: %d steps in %s, settled in %s (%s elapsed; %d histories, %d steps, %d faults so far)\n",
-			env.histories.Load(), n, stepped.Sub(began).Round(10*time.Millisecond), time.Since(stepped).Round(10*time.Millisecond),
-			time.Since(env.start).Round(time.Second), env.histories.Load(), env.steps.Load(), env.faults.Load())
+			env.histories.Load(), n, stepped.Sub(began).Round(10*time.Millisecond), env.realNow().Sub(stepped).Round(10*time.Millisecond),
+			env.elapsed().Round(time.Second), env.histories.Load(), env.steps.Load(), env.faults.Load())
 	}
 }
 
@@ -390,10 +512,7 @@ var faultOps = map[string]bool{"kill": true, "freeze": true, "rewind": true, "wi
 func (env *modelEnv) reset(t *rapid.T) {
 	for i := range modelShards {
 		env.redis.Thaw(i)
-		env.proxies[i].Toxics.ResetToxics(context.Background())
-		if err := env.proxies[i].Start(); err != nil && !errors.Is(err, toxiproxy.ErrProxyAlreadyStarted) {
-			t.Fatalf("proxy %d: %v", i, err)
-		}
+		env.links[i].mend()
 	}
 	for i, c := range env.direct {
 		if c.Ping(context.Background()).Err() != nil {
@@ -469,7 +588,14 @@ func (h *history) startCoordinator(c int) *Main {
 	if c == 0 {
 		cfg.Coalesce, cfg.BatchGap = true, 3*time.Millisecond
 	}
-	m := NewMain(cfg, io.Discard)
+	if h.env.net != nil {
+		cfg.Test.Dial, cfg.Test.Listen = h.env.mem.Dial, h.env.net.Listen
+	}
+	var logs io.Writer = io.Discard
+	if os.Getenv("SHARDSTOCK_MODEL_LOG") != "" { // (a failing history's replay, with what the coordinators said)
+		cfg.LogLevel, logs = 0, prefixed{os.Stderr, fmt.Sprintf("coordinator %d: ", c)}
+	}
+	m := NewMain(cfg, logs)
 	if err := m.Run(context.Background()); err != nil {
 		h.fail("start coordinator %d: %v", c, err)
 	}
@@ -545,7 +671,7 @@ func (h *history) call(c int, method, path, body string, headers ...string) mode
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}
-	resp, err := modelClient.Do(req)
+	resp, err := h.env.client.Do(req)
 	if err != nil {
 		return modelReply{err: err}
 	}
@@ -553,6 +679,10 @@ func (h *history) call(c int, method, path, body string, headers ...string) mode
 	raw, _ := io.ReadAll(resp.Body)
 	r := modelReply{status: resp.StatusCode, raw: strings.TrimSpace(string(raw))}
 	json.Unmarshal(raw, &r.body)
+	if r.status == http.StatusInternalServerError && h.crashAt[c].Load() == nil { // (a coordinator that "dies" answers what nobody hears)
+		// A failure has its own answer (API.md): a 500 is a bug (a panic, an error nobody mapped).
+		h.fail("%s %s via coordinator %d: %d %s", method, path, c, r.status, r.raw)
+	}
 	return r
 }
 
@@ -864,7 +994,7 @@ func (h *history) do(op string) {
 		h.logf("coordinator %d dies after the step %q of a %s of %s (%s), and is restarted", c, step, change, p.id, rep.short())
 	case "cut-link":
 		i := h.shardWhere(func(i int) bool { return !h.cut[i] })
-		h.env.proxies[i].Stop()
+		h.env.links[i].cut()
 		h.cut[i] = true
 		// A coordinator may skip a shard that answered sold out within
 		// EmptyTTL (the sold-out fast path): a 410 then rests on that
@@ -880,10 +1010,7 @@ func (h *history) do(op string) {
 	case "slow-link":
 		i := h.shardArg()
 		if !h.slow[i] {
-			if _, err := h.env.proxies[i].Toxics.AddToxicJson(strings.NewReader(
-				`{"name":"slow","type":"latency","stream":"downstream","attributes":{"latency":400}}`)); err != nil {
-				h.fail("slow link: %v", err)
-			}
+			h.env.links[i].slow(400 * time.Millisecond)
 			h.slow[i] = true
 		}
 		h.logf("slow link to shard %d (400 ms each way down)", i)
@@ -1093,15 +1220,9 @@ func firstLine(s string) string {
 }
 
 func (h *history) mend(i int) {
-	if h.cut[i] {
-		if err := h.env.proxies[i].Start(); err != nil {
-			h.fail("mend link %d: %v", i, err)
-		}
-		h.cut[i] = false
-	}
-	if h.slow[i] {
-		h.env.proxies[i].Toxics.ResetToxics(context.Background())
-		h.slow[i] = false
+	if h.cut[i] || h.slow[i] {
+		h.env.links[i].mend()
+		h.cut[i], h.slow[i] = false, false
 	}
 }
 

@@ -143,6 +143,32 @@ func TestOldListCoordinatorSettlesTheShardsItShares(t *testing.T) {
 	}
 }
 
+// TestOldListCoordinatorLeavesTheWindowAndTheArchiveToTheNewList: a
+// coordinator on the old shard list cannot write the window of a product
+// that lives on more masters than it has, nor archive it: it answers 503
+// naming the shard list and changes nothing. (It indexed its shards by the
+// product's: an end of the window through it panicked, 500, with the window
+// recorded in SQL and on none of the shards. Found by the model test's
+// fast mode.)
+func TestOldListCoordinatorLeavesTheWindowAndTheArchiveToTheNewList(t *testing.T) {
+	g := rollingGrow(t, "late", `{"stock":12,"per_user_limit":1}`)
+	ended := time.Now().Add(-time.Second).UTC().Format(time.RFC3339)
+	for _, call := range []struct{ method, path, body string }{
+		{"PATCH", "", fmt.Sprintf(`{"ends_at":%q}`, ended)}, {"POST", "/archive", ""},
+	} {
+		rep := adminDo(t, call.method, g.three.URL()+"/admin/v1/products/late"+call.path, call.body)
+		if rep.status != 503 || !strings.Contains(rep.str("message"), "shard list") {
+			t.Fatalf("%s %s through the old list: %d %s, want 503 naming the shard list", call.method, call.path, rep.status, rep.raw)
+		}
+	}
+	if rep := do(t, "POST", g.six.URL()+"/api/v1/products/late/purchase", "", "X-User-ID", "u"); rep.status != 200 {
+		t.Fatalf("the sale after the refused end: %d %s, want 200", rep.status, rep.raw)
+	}
+	if rep := adminDo(t, "PATCH", g.six.URL()+"/admin/v1/products/late", fmt.Sprintf(`{"ends_at":%q}`, ended)); rep.status != 200 {
+		t.Fatalf("end through the new list: %d %s", rep.status, rep.raw)
+	}
+}
+
 // TestAnInterruptedStockAddFinishesByItself (break 4): a stock addition is
 // recorded in SQL and applied on its shard, and its coordinator dies
 // before it marks it done. The units were on the shard, salable, past the

@@ -100,7 +100,7 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	m.resyncs = inventory.NewResyncRequests()
 	set, err := shard.Open(m.cfg.Shards, shard.Config{Timeout: m.cfg.ShardTimeout, RootCAs: m.cfg.RedisCAs, Logger: m.log, Coalesce: m.cfg.Coalesce, BatchGap: m.cfg.BatchGap, Start: m.cfg.Start, Ledger: m.store, EmptyTTL: m.cfg.Test.EmptyTTL,
-		Resync: m.resyncs.Request,
+		Dialer: m.cfg.Test.Dial, Resync: m.resyncs.Request,
 		Health: m.metrics.CountErrors(m.health), OnFailover: m.metrics.Failovers.Inc,
 		OnBatch: func(n int) { m.metrics.PipelineCalls.Observe(float64(n)) }})
 	if err != nil {
@@ -320,7 +320,11 @@ func (m *Main) archiveLoop(ctx context.Context) {
 }
 
 func (m *Main) listen() error {
-	ln, err := net.Listen("tcp", m.cfg.HTTPAddr)
+	listen := func(addr string) (net.Listener, error) { return net.Listen("tcp", addr) }
+	if m.cfg.Test.Listen != nil {
+		listen = m.cfg.Test.Listen
+	}
+	ln, err := listen(m.cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("SHARDSTOCK_HTTP_ADDR: %w", err)
 	}

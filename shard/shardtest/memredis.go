@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"maps"
+	"net"
 	"reflect"
 	"sort"
 	"strings"
@@ -48,6 +49,10 @@ type Mem struct {
 	Ports  []int
 	shards []*memShard
 	users  map[string]string // ACL users: name -> password (ACLUser's and admin, payments)
+	// pipes: no port; connections are net.Pipe's made by Dial, through
+	// each master's link (StartMemNet).
+	pipes bool
+	links []*memLink
 }
 
 // memShard is one master: its port, the process running on it (nil while
@@ -97,10 +102,32 @@ type memProc struct {
 // every command. TLSDir is not supported.
 func StartMem(t testing.TB, n int, opts Options) *Mem {
 	t.Helper()
+	return startMem(t, n, opts, false)
+}
+
+// StartMemNet is StartMem with no port at all: the masters are reached
+// only through Dial (go-redis's Options.Dialer), on net.Pipe connections,
+// each through a link that can be cut or slowed (Cut, Slow, Mend) as
+// toxiproxy would. Nothing touches a socket, so it runs inside a
+// testing/synctest bubble, on the bubble's fake clock.
+func StartMemNet(t testing.TB, n int, opts Options) *Mem {
+	t.Helper()
+	return startMem(t, n, opts, true)
+}
+
+func startMem(t testing.TB, n int, opts Options, pipes bool) *Mem {
 	if opts.TLSDir != "" {
 		t.Fatal("shardtest.StartMem: TLS is not supported")
 	}
-	mem := &Mem{t: t, opts: opts, Ports: freePorts(t, n), users: map[string]string{}}
+	mem := &Mem{t: t, opts: opts, users: map[string]string{}, pipes: pipes}
+	if pipes {
+		for range n {
+			mem.Ports = append(mem.Ports, 6379)
+			mem.links = append(mem.links, &memLink{conns: map[*linkConn]struct{}{}})
+		}
+	} else {
+		mem.Ports = freePorts(t, n)
+	}
 	if opts.ACLUser != "" {
 		name, pass, ok := strings.Cut(opts.ACLUser, ":")
 		if !ok {
@@ -144,10 +171,19 @@ func (mem *Mem) URLs() []string {
 		user = mem.opts.ACLUser + "@"
 	}
 	urls := make([]string, len(mem.Ports))
-	for i, p := range mem.Ports {
-		urls[i] = fmt.Sprintf("redis://%s127.0.0.1:%d/0", user, p)
+	for i := range mem.Ports {
+		urls[i] = fmt.Sprintf("redis://%s%s/0", user, mem.addr(i))
 	}
 	return urls
+}
+
+// addr is master i's host:port: a loopback port, or with pipes a name
+// only Dial knows.
+func (mem *Mem) addr(i int) string {
+	if mem.pipes {
+		return fmt.Sprintf("mem-%d:%d", i, mem.Ports[i])
+	}
+	return fmt.Sprintf("127.0.0.1:%d", mem.Ports[i])
 }
 
 // URLsAs are the masters' URLs for user name (admin, payments, or
@@ -162,8 +198,8 @@ func (mem *Mem) URLsAs(name string) []string {
 		mem.t.Fatalf("no user %s on the in-memory masters", name)
 	}
 	urls := make([]string, len(mem.Ports))
-	for i, p := range mem.Ports {
-		urls[i] = fmt.Sprintf("redis://%s:%s@127.0.0.1:%d/0", name, pass, p)
+	for i := range mem.Ports {
+		urls[i] = fmt.Sprintf("redis://%s:%s@%s/0", name, pass, mem.addr(i))
 	}
 	return urls
 }
@@ -332,11 +368,18 @@ func (mem *Mem) start(sh *memShard, d memData) error {
 	}
 	sh.aof.Store(d.aof)
 	var err error
-	for range 50 { // (the port of a process just closed: its listener may linger a moment)
-		if err = m.StartAddr(fmt.Sprintf("127.0.0.1:%d", sh.port)); err == nil {
-			break
+	if mem.pipes { // (miniredis starts without a listener at its first Dial)
+		var c net.Conn
+		if c, err = m.Dial(); err == nil {
+			c.Close()
 		}
-		time.Sleep(10 * time.Millisecond)
+	} else {
+		for range 50 { // (the port of a process just closed: its listener may linger a moment)
+			if err = m.StartAddr(fmt.Sprintf("127.0.0.1:%d", sh.port)); err == nil {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 	}
 	if err != nil {
 		return err
