@@ -69,9 +69,10 @@ type ResyncConfig struct {
 	Repairs  Repairs
 	Times    ResyncTimes      // nil: orders written late are not checked (HoldLate)
 	Fenced   func(i int) bool // with Times: whether shard i is fenced now (shard.Set)
-	// FailLost, with Times, fails an order awaiting payment whose unit its
-	// shard lost and sold again before the order was written
-	// (order.Service.FailLost); nil: it is only logged.
+	// FailLost fails an order awaiting payment whose unit its shard lost
+	// with its last writes and sold again (or moved off) since: found by
+	// HoldLate or by a resync (order.Service.FailLost). nil: HoldLate only
+	// logs it, and a resync keeps the shard fenced for an operator.
 	FailLost func(ctx context.Context, id, user string) error
 	Now      func() time.Time
 	Logger   *slog.Logger
@@ -359,6 +360,22 @@ func (s *Resync) restoreHolds(ctx context.Context, i int, p *shardstock.Product)
 	restored := 0
 	for _, o := range live {
 		ok, err := s.cfg.Holds.RestoreHold(ctx, i, o, s.cfg.Now().UnixMilli())
+		if errors.Is(err, shardstock.ErrShortOfUnits) && o.Status == shardstock.StatusAwaitingPayment && s.cfg.FailLost != nil {
+			// Its unit went with the shard's last writes and was sold
+			// again or moved off since (the crash took the hold, the
+			// shard went on selling: a rebalance, a drain, a purchase);
+			// as for an order written after the resync (holdLate), the
+			// sale was lost with those writes, and the order must not
+			// stand for a unit nobody holds, nor keep the shard fenced
+			// for good. A paid order is not failed: that one is for an
+			// operator (reconcile), and the fence waits.
+			s.cfg.Logger.Error("a restarted shard has no unit left for an order awaiting payment (sold again or moved since its crash): the order fails, a sale lost with the shard's last writes",
+				"order", o.ID, "product", p.ID, "shard", i)
+			if err := s.cfg.FailLost(ctx, o.ID, o.UserID); err != nil {
+				return err
+			}
+			continue
+		}
 		if errors.Is(err, shardstock.ErrShortOfUnits) {
 			return disagreement{p.ID, fmt.Sprintf("order %s (%s) names shard %d and the shard has no salable unit left to hold for it", o.ID, o.Status, i)}
 		}

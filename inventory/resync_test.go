@@ -139,6 +139,54 @@ func TestHoldLateFailsAnOrderWhoseUnitWasSoldAgain(t *testing.T) {
 	}
 }
 
+// TestResyncFailsAnOrderWhoseUnitIsGone: a shard's crash took the hold of
+// an order awaiting payment, and the shard then sold or moved every unit
+// it had (here: all 10 of shard 0 sold to others). Its resync cannot put
+// the hold back: the order fails (a sale lost with the shard's last
+// writes), and the shard comes back in line. (It was a disagreement, and
+// the shard stayed fenced for good: found by the model test's fast mode,
+// an order a stalled writer wrote after a crash of its shard, whose unit a
+// rebalance moved off meanwhile.) A paid order in the same place is left
+// to an operator: the shard stays fenced.
+func TestResyncFailsAnOrderWhoseUnitIsGone(t *testing.T) {
+	f := newFixture(t)
+	f.define("gone", 30, 10) // shard 0's 10 units all sold (holds of u0..u9)
+	ctx := context.Background()
+	now := time.Now()
+	insert := func(id, user string) {
+		ev := shardstock.ReservationEvent{ID: id, UserID: user, ProductID: "gone", Shard: 0, AtMS: now.UnixMilli()}
+		if _, err := f.store.Insert(ctx, ev, 1, shardstock.StatusAwaitingPayment, now, now.Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	insert("o-lost", "dan")
+	var failed []string
+	r := NewResync(ResyncConfig{Addrs: f.mem.addrs, Products: f.catalog, IDs: f.store, Inits: f.store, History: f.store,
+		Changes: f.store, Orders: f.store, Counters: f.mem, Holds: f.mem, Repairs: f.mem,
+		FailLost: func(ctx context.Context, id, user string) error {
+			failed = append(failed, id+"/"+user)
+			_, err := f.store.Transition(ctx, id, user, shardstock.StatusFailed, now)
+			return err
+		}})
+	if err := r.Shard(ctx, 0); err != nil {
+		t.Fatalf("resync with an order whose unit is gone: %v, want the shard back in line", err)
+	}
+	if len(failed) != 1 || failed[0] != "o-lost/dan" {
+		t.Fatalf("orders failed: %v, want o-lost of dan", failed)
+	}
+	if c := f.counters(0, "gone"); c.Salable != 0 || c.Locked != 10 {
+		t.Fatalf("shard 0 after the resync: %+v, want it untouched", c)
+	}
+
+	insert("o-paid", "eve")
+	if _, err := f.store.Transition(ctx, "o-paid", "eve", shardstock.StatusPaid, now); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Shard(ctx, 0); err == nil || !strings.Contains(err.Error(), "no salable unit left") {
+		t.Fatalf("resync with a paid order whose unit is gone: %v, want the disagreement kept for an operator", err)
+	}
+}
+
 // TestResyncCountsAnAdditionUnderWay: a stock addition whose coordinator
 // died after its units reached their shard, before it was marked done, is
 // finished by any coordinator (RunResume) once its shard answers; the

@@ -65,6 +65,27 @@ func (mem *Mem) Dial(ctx context.Context, _, addr string) (net.Conn, error) {
 	return lc, nil
 }
 
+// DialDirect connects to the master at addr past its link (a cut or slow
+// link does not touch it), as a test's own reads go straight to a real
+// master and not through its toxiproxy: refused only while it is killed.
+func (mem *Mem) DialDirect(ctx context.Context, _, addr string) (net.Conn, error) {
+	i, err := mem.index(addr)
+	if err != nil {
+		return nil, err
+	}
+	sh := mem.shards[i]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.proc == nil {
+		return nil, refused(addr)
+	}
+	c, err := sh.proc.m.Dial()
+	if err != nil {
+		return nil, err
+	}
+	return newLinkConn(c, &memLink{conns: map[*linkConn]struct{}{}}), nil
+}
+
 func (mem *Mem) index(addr string) (int, error) {
 	host, _, _ := net.SplitHostPort(addr)
 	i, err := strconv.Atoi(strings.TrimPrefix(host, "mem-"))
