@@ -187,6 +187,39 @@ func TestResyncFailsAnOrderWhoseUnitIsGone(t *testing.T) {
 	}
 }
 
+// TestAnAdditionWhoseShardLostItsDataCounts: a stock addition whose
+// coordinator died after its units reached their shard, and the shard then
+// lost its data (a wipe), is finished by a resume as added: its units may
+// have been sold before the wipe. (It was marked reversed, as never added:
+// the stock stood below what was sold, 7 orders on a stock of 5; found by
+// the model test's fast mode.)
+func TestAnAdditionWhoseShardLostItsDataCounts(t *testing.T) {
+	f := newFixture(t)
+	f.define("wiped", 30, 0)
+	ctx := context.Background()
+	f.crashAt("in")
+	if _, err := f.stock.ChangeStock(ctx, "wiped", 6, 0, "add-6"); err == nil {
+		t.Fatal("the addition did not stop after its units arrived")
+	}
+	f.crashAt("")
+	alloc, _ := f.totals("wiped")
+	if alloc <= 30 {
+		t.Fatalf("Σ alloc %d: no added unit reached its shard", alloc)
+	}
+	if err := f.mem.sell(0, "wiped", alloc-20); err != nil { // shard 0's 10 and whatever the addition gave it
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		f.mem.wipe(i)
+	}
+	if _, err := f.stock.Resume(ctx, ""); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := f.views.Status(ctx, "wiped"); st.Stock != 36 {
+		t.Fatalf("stock %d after the addition's shards lost their data, want 36 (its units may have been sold)", st.Stock)
+	}
+}
+
 // TestResyncCountsAnAdditionUnderWay: a stock addition whose coordinator
 // died after its units reached their shard, before it was marked done, is
 // finished by any coordinator (RunResume) once its shard answers; the

@@ -220,8 +220,17 @@ func (s *Stock) finish(ctx context.Context, t shardstock.Transfer) (int64, error
 	if n > 0 && t.To != Outside {
 		err := s.cfg.Shards.TransferIn(ctx, t.To, t.ProductID, t.ID, n, t.From)
 		if errors.Is(err, shardstock.ErrNotOnShard) {
-			if t.From == Outside { // nothing left anywhere: the addition did not happen
-				return 0, s.cfg.Log.MarkTransfer(ctx, t.ID, "reversed", n)
+			if t.From == Outside {
+				// The shard lost its data since: whether the units were
+				// added before (and sold: the coordinator died after its
+				// shard step) nobody can tell now. They count in the stock,
+				// given up with the rest of the shard's allocation
+				// (Catalog.allocate): counted as never added, units sold
+				// would stand past the stock (found by the model test's
+				// fast mode: 7 orders on a stock of 5).
+				s.cfg.Logger.Warn("an addition's shard lost the product: its units count in the stock, given up with the shard's data",
+					"id", t.ID, "product", t.ProductID, "shard", t.To, "units", n)
+				return n, s.cfg.Log.MarkTransfer(ctx, t.ID, "done", n)
 			}
 			return s.reverse(ctx, t, n)
 		}

@@ -518,11 +518,20 @@ func (env *modelEnv) reset(t *rapid.T) {
 		env.links[i].mend()
 	}
 	for i, c := range env.direct {
-		if c.Ping(context.Background()).Err() != nil {
-			env.redis.Restart(i)
-		}
-		if err := c.FlushAll(context.Background()).Err(); err != nil {
-			t.Fatalf("flush shard %d: %v", i, err)
+		// (A client that failed to dial a killed master goes on answering
+		// that error for up to a second, until its own redial: a few tries.)
+		for try := 0; ; try++ {
+			if c.Ping(context.Background()).Err() != nil {
+				env.redis.Restart(i)
+			}
+			err := c.FlushAll(context.Background()).Err()
+			if err == nil {
+				break
+			}
+			if try == 30 {
+				t.Fatalf("flush shard %d: %v", i, err)
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
 	}
 }
