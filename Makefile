@@ -51,7 +51,7 @@ test: ## install and start what the tests need (Redis, MariaDB, RocketMQ, Promet
 
 SOAK ?= 30m
 MODE ?= redis
-soak: ## run the model-based test of the stock path for SOAK (default 30m) on each database, printing every history; MODE=fast runs it on in-memory shards (miniredis, the real Lua scripts), SQLite only
+soak: ## run the model-based test of the stock path for SOAK (default 30m) on each database, printing every history; MODE=fast runs it on in-memory shards (miniredis, the real Lua scripts) on a fake clock (testing/synctest), SQLite only
 ifeq ($(MODE),fast)
 	set -o pipefail; SHARDSTOCK_MODEL_FAST=1 SHARDSTOCK_MODEL_BUDGET=$(SOAK) SHARDSTOCK_MODEL_SOAK=1 \
 	  $(GO) test -count=1 -timeout 0 -run '^TestModelStockPath$$' -v ./cmd/shardstock/ 2>&1 | grep --line-buffered -v '\[rapid\] draw'

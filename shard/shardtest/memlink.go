@@ -156,13 +156,13 @@ func newLinkConn(c net.Conn, link *memLink) *linkConn {
 }
 
 func (c *linkConn) pump() {
+	buf := make([]byte, 32<<10)
 	for {
-		buf := make([]byte, 32<<10)
 		n, err := c.Conn.Read(buf)
 		latency := time.Duration(c.link.latency.Load())
 		c.mu.Lock()
 		if n > 0 {
-			c.queue = append(c.queue, chunk{buf[:n], time.Now().Add(latency)})
+			c.queue = append(c.queue, chunk{append([]byte(nil), buf[:n]...), time.Now().Add(latency)})
 		}
 		if err != nil {
 			c.err = err
