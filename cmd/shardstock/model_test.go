@@ -152,6 +152,9 @@ func TestModelStockPath(t *testing.T) {
 	for _, db := range dbs {
 		t.Run(db, func(t *testing.T) {
 			if modelFast() { // (every timer of the run on the bubble's fake clock)
+				// A fast run is CPU bound, a fifth of it the collector's:
+				// memory is cheap here (a run stays under 1 GiB).
+				defer debug.SetGCPercent(debug.SetGCPercent(400))
 				stop := watchModel()
 				defer stop()
 				synctest.Test(t, func(t *testing.T) { runModel(t, db, budget) })
@@ -1593,6 +1596,15 @@ func (h *history) checkLimitIsTrue(user string, p *mproduct) {
 	for _, a := range h.attempts {
 		if a.user == user && a.product == p.id && (a.unknown || a.status == 202 || a.status == 503) {
 			return // (an attempt abandoned while a shard could not answer keeps its claim: DESIGN.md's known limit)
+		}
+		if a.user == user && a.product == p.id && a.lostByRewind {
+			// A reservation a machine crash took (the lost last writes of
+			// appendfsync everysec) whose claim lives on the buyer's home,
+			// another shard that kept it: nothing tells that claim its
+			// reservation is gone, so it keeps one unit of the limit used
+			// (DESIGN.md's known limits; found by the fast mode, seed
+			// 16239486677731182805).
+			return
 		}
 	}
 	if os, err := h.sql.ClaimsPending(context.Background(), "", 1); err != nil || len(os) > 0 {
