@@ -21,6 +21,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -93,21 +94,25 @@ type modelMasters interface {
 // before a real redis-server, the in-memory masters' own link in the fast
 // mode.
 type modelLink interface {
-	cut()                 // refuse new connections, close those open
-	slow(d time.Duration) // delay everything the master sends by d
-	mend()                // neither cut nor slow
+	cut()                       // refuse new connections, close those open
+	slow(d time.Duration) error // delay everything the master sends by d
+	mend() error                // neither cut nor slow
 }
 
 type toxiLink struct{ p *toxiproxy.Proxy }
 
 func (l toxiLink) cut() { l.p.Stop() }
-func (l toxiLink) slow(d time.Duration) {
-	l.p.Toxics.AddToxicJson(strings.NewReader(fmt.Sprintf(
+func (l toxiLink) slow(d time.Duration) error {
+	_, err := l.p.Toxics.AddToxicJson(strings.NewReader(fmt.Sprintf(
 		`{"name":"slow","type":"latency","stream":"downstream","attributes":{"latency":%d}}`, d.Milliseconds())))
+	return err
 }
-func (l toxiLink) mend() {
+func (l toxiLink) mend() error {
 	l.p.Toxics.ResetToxics(context.Background())
-	l.p.Start() // (an error: it runs already)
+	if err := l.p.Start(); err != nil && !errors.Is(err, toxiproxy.ErrProxyAlreadyStarted) {
+		return err
+	}
+	return nil
 }
 
 type memLink struct {
@@ -115,9 +120,9 @@ type memLink struct {
 	i   int
 }
 
-func (l memLink) cut()                 { l.mem.Cut(l.i) }
-func (l memLink) slow(d time.Duration) { l.mem.Slow(l.i, d) }
-func (l memLink) mend()                { l.mem.Mend(l.i) }
+func (l memLink) cut()                       { l.mem.Cut(l.i) }
+func (l memLink) slow(d time.Duration) error { l.mem.Slow(l.i, d); return nil }
+func (l memLink) mend() error                { l.mem.Mend(l.i); return nil }
 
 // modelFast is the fast mode (SHARDSTOCK_MODEL_FAST=1, make soak
 // MODE=fast): the same generator and checks on in-memory masters that run
@@ -518,7 +523,9 @@ var faultOps = map[string]bool{"kill": true, "freeze": true, "rewind": true, "wi
 func (env *modelEnv) reset(t *rapid.T) {
 	for i := range modelShards {
 		env.redis.Thaw(i)
-		env.links[i].mend()
+		if err := env.links[i].mend(); err != nil {
+			t.Fatalf("link %d: %v", i, err)
+		}
 	}
 	for i, c := range env.direct {
 		// (A client that failed to dial a killed master goes on answering
@@ -1025,7 +1032,9 @@ func (h *history) do(op string) {
 	case "slow-link":
 		i := h.shardArg()
 		if !h.slow[i] {
-			h.env.links[i].slow(400 * time.Millisecond)
+			if err := h.env.links[i].slow(400 * time.Millisecond); err != nil {
+				h.fail("slow link: %v", err)
+			}
 			h.slow[i] = true
 		}
 		h.logf("slow link to shard %d (400 ms each way down)", i)
@@ -1236,7 +1245,9 @@ func firstLine(s string) string {
 
 func (h *history) mend(i int) {
 	if h.cut[i] || h.slow[i] {
-		h.env.links[i].mend()
+		if err := h.env.links[i].mend(); err != nil {
+			h.fail("mend link %d: %v", i, err)
+		}
 		h.cut[i], h.slow[i] = false, false
 	}
 }
