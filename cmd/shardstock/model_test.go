@@ -1840,7 +1840,7 @@ func (h *history) converged(p *mproduct) (bool, string) {
 		sold, locked, salable = sold+c[2], locked+c[1], salable+c[0]
 	}
 	if locked != 0 {
-		return false, fmt.Sprintf("%d units locked with every order final", locked)
+		return false, fmt.Sprintf("%d units locked with every order final (%s)", locked, h.lockedHolds(p))
 	}
 	if stock := h.currentStock(p); !lost && salable != stock-sold {
 		return false, fmt.Sprintf("salable %d, stock %d - sold %d", salable, stock, sold)
@@ -1870,6 +1870,36 @@ func (h *history) converged(p *mproduct) (bool, string) {
 		}
 	}
 	return true, ""
+}
+
+// lockedHolds names the locked holds on every shard that kept its data, with
+// their orders' status, for a failure message.
+func (h *history) lockedHolds(p *mproduct) string {
+	status := map[string]shardstock.OrderStatus{}
+	for _, o := range h.orders(p.id) {
+		status[o.ID] = o.Status
+	}
+	var b strings.Builder
+	for i := range modelShards {
+		if h.wiped[i] {
+			continue
+		}
+		m, err := h.env.direct[i].HGetAll(context.Background(), "ss:{p:"+p.id+"}:holds").Result()
+		if err != nil {
+			fmt.Fprintf(&b, "shard %d: %v; ", i, err)
+			continue
+		}
+		for id, v := range m {
+			if strings.HasPrefix(v, "L ") {
+				st, ok := status[id]
+				if !ok {
+					st = "no order row"
+				}
+				fmt.Fprintf(&b, "shard %d holds %s for %q, its order %s; ", i, id, v, st)
+			}
+		}
+	}
+	return strings.TrimSuffix(b.String(), "; ")
 }
 
 // checkAnswers: every 200 and every reserved ticket is exactly one order
