@@ -185,10 +185,23 @@ func (s *Set) RestoreHold(ctx context.Context, i int, o shardstock.Order, atMS i
 }
 
 // RepairRegister adds to p's register on shard i the claims it lost (from
-// the holds on the other shards and the order table), keeping those it has.
+// the holds on the other shards and the order table), keeping those it has,
+// and takes out the claims given back since. A shard with no register for p
+// is left alone: the first purchase of a buyer homed there rebuilds it
+// (rebuildRegister).
 func (s *Set) RepairRegister(ctx context.Context, p *shardstock.Product, i int) error {
 	if s.cfg.Ledger == nil {
 		return errRegisterLost
 	}
-	return s.rebuild(ctx, p, s.shards[i], true)
+	sh := s.shards[i]
+	var there bool
+	err := s.call(ctx, sh, func(ctx context.Context) error {
+		var err error
+		there, err = sh.Client.HExists(ctx, keysFor(p.ID).claims, "#").Result()
+		return err
+	})
+	if err != nil || !there {
+		return err
+	}
+	return s.rebuild(ctx, p, sh, true)
 }
