@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/shardstock/shardstock"
 )
@@ -236,6 +237,11 @@ func (m *memShards) RestoreHold(_ context.Context, i int, o shardstock.Order, _ 
 		p.holds[o.ID] = "locked"
 		p.c.Locked++
 	}
+	return true, nil
+}
+
+// Reclaim: the fake keeps no per-user limit registers, so every claim fits.
+func (m *memShards) Reclaim(context.Context, *shardstock.Product, string, string, time.Time) (bool, error) {
 	return true, nil
 }
 

@@ -34,11 +34,12 @@ type ShardOrders interface {
 }
 
 // Holds are the hold scripts: a settlement applied, a lost hold restored
-// (shard.Set).
+// with its claim (shard.Set).
 type Holds interface {
 	Confirm(ctx context.Context, i int, product, id string) (bool, error)
 	Release(ctx context.Context, i int, product, id string) (bool, error)
 	RestoreHold(ctx context.Context, i int, o shardstock.Order, atMS int64) (bool, error)
+	Reclaim(ctx context.Context, p *shardstock.Product, user, id string, reserved time.Time) (bool, error)
 }
 
 // Repairs are the scripts a resync replays a lost write with (shard.Set).
@@ -615,6 +616,47 @@ func (s *Resync) syncedAt(ctx context.Context, i int) (time.Time, error) {
 	return at, nil
 }
 
+// LimitSpent reports whether reservation ev, made before its shard's last
+// resync and relayed since (so the resync did not see it: its hold, and its
+// claim when the shard is the buyer's home, went with the shard's last
+// writes), can no longer be its buyer's: its claim cannot be recorded at
+// the buyer's home again, because the buyer spent the limit again since.
+// Its order is then written failed, a sale lost with those writes, rather
+// than take the place of the purchase that spent the limit, which was told
+// 200 (order.LateHolds; the model test's fast mode). Any doubt (the home
+// does not answer) is false: HoldLate asks again once the order is written.
+func (s *Resync) LimitSpent(ctx context.Context, ev shardstock.ReservationEvent) bool {
+	if s.cfg.Times == nil || (s.cfg.Fenced != nil && s.cfg.Fenced(ev.Shard)) {
+		return false
+	}
+	at, err := s.syncedAt(ctx, ev.Shard)
+	if err != nil || at.IsZero() || ev.At().After(at.Add(lateSlack)) {
+		return false
+	}
+	p, err := s.cfg.Products.Product(ctx, ev.ProductID)
+	if err != nil || p.Archived || p.Moved != "" {
+		return false
+	}
+	ok, err := s.cfg.Holds.Reclaim(ctx, p, ev.UserID, ev.ID, ev.At())
+	if err != nil || ok {
+		return false
+	}
+	s.cfg.Logger.Error("a reservation relayed after its shard's resync lost its claim with the shard's last writes, and its buyer spent the limit again since: its order is written failed, a sale lost with those writes",
+		"order", ev.ID, "product", ev.ProductID, "shard", ev.Shard, "user", ev.UserID)
+	return true
+}
+
+// limitSpent fails order o, written after its shard's resync, whose claim
+// cannot be recorded again (LimitSpent).
+func (s *Resync) limitSpent(ctx context.Context, o shardstock.Order) error {
+	s.cfg.Logger.Error("an order written after its shard's resync lost its claim with the shard's last writes, and its buyer spent the limit again since: the order fails, a sale lost with those writes",
+		"order", o.ID, "product", o.ProductID, "shard", o.Shard, "user", o.UserID)
+	if s.cfg.FailLost != nil {
+		return s.cfg.FailLost(ctx, o.ID, o.UserID)
+	}
+	return nil
+}
+
 // HoldLate puts back order o's hold (awaiting payment, just written) on
 // its shard when the reservation, made at reserved, is older than the
 // shard's last resync (order.LateHolds). It never holds the order
@@ -668,6 +710,15 @@ func (s *Resync) holdLate(ctx context.Context, o shardstock.Order, reserved time
 	}
 	if p.Archived || p.Moved != "" {
 		return nil // gone on purpose; or this coordinator's resyncs skip it (ErrResyncPartial), and one with its list restores its holds
+	}
+	// Its claim first: on the buyer's home, if that is the shard, it went
+	// with the hold, and the buyer may have spent the limit again since.
+	// Putting the hold back without it left the buyer holding more units
+	// than the limit on the shards (the model test's fast mode).
+	if ok, err := s.cfg.Holds.Reclaim(ctx, p, o.UserID, o.ID, reserved); err != nil {
+		return err
+	} else if !ok {
+		return s.limitSpent(ctx, o)
 	}
 	restored, err := s.cfg.Holds.RestoreHold(ctx, o.Shard, o, reserved.UnixMilli())
 	switch {

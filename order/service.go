@@ -90,6 +90,10 @@ type ClaimReturner interface {
 // fails: what it cannot do now it does later.
 type LateHolds interface {
 	HoldLate(ctx context.Context, o shardstock.Order, reserved time.Time)
+	// LimitSpent: such a reservation's claim went with its shard's last
+	// writes too, and its buyer spent the limit again since; its order is
+	// written failed.
+	LimitSpent(ctx context.Context, ev shardstock.ReservationEvent) bool
 }
 
 // Config sets up a Service; zero values mean the defaults.
@@ -186,7 +190,7 @@ func (s *Service) Ingest(ctx context.Context, ev shardstock.ReservationEvent) er
 	if err != nil {
 		return err
 	}
-	status := s.firstStatus(ev)
+	status := s.firstStatus(ctx, ev)
 	if status == shardstock.StatusAwaitingPayment {
 		if err := s.admit(ctx, 1); err != nil {
 			return err
@@ -238,7 +242,7 @@ func (s *Service) IngestBatch(ctx context.Context, evs []shardstock.ReservationE
 		if err != nil {
 			return s.ingestEach(ctx, evs)
 		}
-		rows[i] = shardstock.NewOrder{Event: ev, Limit: limit, Status: s.firstStatus(ev)}
+		rows[i] = shardstock.NewOrder{Event: ev, Limit: limit, Status: s.firstStatus(ctx, ev)}
 		if rows[i].Status == shardstock.StatusAwaitingPayment {
 			fresh++
 		}
@@ -282,10 +286,14 @@ func (s *Service) IngestBatch(ctx context.Context, evs []shardstock.ReservationE
 
 // firstStatus is the status a reservation's order is written with:
 // awaiting payment, or failed when the reservation is older than the
-// fail-fast age (its unit goes back on sale).
-func (s *Service) firstStatus(ev shardstock.ReservationEvent) shardstock.OrderStatus {
+// fail-fast age (its unit goes back on sale) or lost its claim with its
+// shard's last writes to a buyer who spent the limit again (LateHolds).
+func (s *Service) firstStatus(ctx context.Context, ev shardstock.ReservationEvent) shardstock.OrderStatus {
 	if age := s.cfg.Now().Sub(ev.At()); age > s.cfg.FailFastAge {
 		s.cfg.Logger.Warn("reservation too old: failing it fast", "order", ev.ID, "age", age.Round(time.Second))
+		return shardstock.StatusFailed
+	}
+	if s.cfg.LateHolds != nil && s.cfg.LateHolds.LimitSpent(ctx, ev) {
 		return shardstock.StatusFailed
 	}
 	return shardstock.StatusAwaitingPayment

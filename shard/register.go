@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -24,8 +26,8 @@ import (
 //     product (a PUT that never reached the shard is repeated, not
 //     rebuilt);
 //   - from every other shard's holds that are locked or sold (HSCAN) and
-//     the order table's live orders held on the lost shard (Ledger), for
-//     the buyers whose home it is; a shard that cannot answer stops the
+//     the order table's live orders (Ledger), for the buyers whose home it
+//     is; a shard that cannot answer stops the
 //     rebuild, since it may hold units of those buyers;
 //   - written once (register.lua refuses to overwrite a register), with no
 //     stock: the lost shard's allocation stays given up, so its buyers'
@@ -88,13 +90,20 @@ func (s *Set) rebuild(ctx context.Context, p *shardstock.Product, home *Shard, m
 			}
 		}
 	}
-	live, err := s.cfg.Ledger.LiveOrders(ctx, p.ID, home.Index)
-	if err != nil {
-		return fmt.Errorf("register rebuild: orders: %w", err)
-	}
-	for _, o := range live {
-		if s.home(o.UserID, n) == home {
-			claims[o.UserID] = append(claims[o.UserID], o.ID)
+	// The live orders held on every shard, not only on home: a hold on
+	// another shard can be missing from its scan while that shard is back
+	// from a crash and not resynced yet (its hold is put back from the
+	// order then), and a claim rebuilt without it let its buyer buy past
+	// the limit (the model test's fast mode: 3 units of 2).
+	for j := range n {
+		live, err := s.cfg.Ledger.LiveOrders(ctx, p.ID, j)
+		if err != nil {
+			return fmt.Errorf("register rebuild: orders: %w", err)
+		}
+		for _, o := range live {
+			if s.home(o.UserID, n) == home {
+				claims[o.UserID] = append(claims[o.UserID], o.ID)
+			}
 		}
 	}
 	// A claim given back is given back for good, whatever the register or
@@ -210,6 +219,32 @@ func (s *Set) homeOf(p *shardstock.Product, user string) (*Shard, error) {
 		return nil, fmt.Errorf("%w: %s", shardstock.ErrUnavailable, p.Moved)
 	}
 	return home, nil
+}
+
+// Reclaim records claim id of user for p at the user's home again, as the
+// purchase that reserved it did (a 'C' step, the sale window judged at
+// reserved): for a hold put back after its shard lost it with its last
+// writes (inventory.Resync.HoldLate), whose claim, on that shard when it is
+// the buyer's home, may have gone with them. ok is false when the buyer's
+// claims fill the limit without it: they spent it again since, and the
+// reservation cannot be theirs any more. A home with no register is ok: its
+// rebuild counts the order (register.go).
+func (s *Set) Reclaim(ctx context.Context, p *shardstock.Product, user, id string, reserved time.Time) (ok bool, err error) {
+	home, err := s.homeOf(p, user)
+	if err != nil {
+		return false, err
+	}
+	st, err := s.runStep(ctx, home, step{product: p.ID, op: opClaim, user: user, id: id, asOf: strconv.FormatInt(reserved.UnixMilli(), 10)})
+	if err != nil {
+		return false, fmt.Errorf("shard %d: reclaim: %w", home.Index, err)
+	}
+	switch readReply(opClaim, st).status {
+	case statusOK, statusNoRegister:
+		return true, nil
+	case statusLimit:
+		return false, nil
+	}
+	return false, fmt.Errorf("shard %d: reclaim: unexpected status %q", home.Index, st)
 }
 
 // GiveBack gives the buyer's claim id on product back at the buyer's home

@@ -61,9 +61,10 @@ type modelEnv struct {
 	// net, in the fast mode, is the in-memory network the coordinators
 	// listen on and reach the masters by: the whole run is in a
 	// testing/synctest bubble, on its fake clock.
-	net   *shardtest.Net
-	mem   *shardtest.Mem
-	newDB func() string
+	net     *shardtest.Net
+	mem     *shardtest.Mem
+	newDB   func(dir string) string // a fresh database for a history whose files go in dir
+	scratch string                  // where the histories' files go (scratchDir)
 	// products are the sale's ids: one on SQLite (every step on one
 	// product), two that differ only in case on MariaDB (its collation).
 	products []string
@@ -201,6 +202,22 @@ func watchModel() (stop func()) {
 	return func() { close(done) }
 }
 
+// scratchDir is where the histories' files go (SQLite databases, spools):
+// t.TempDir, or in the fast mode a directory on tmpfs when there is one. An
+// fsync takes real time, which the bubble's clock waits for: on this
+// machine's disk the fast mode's histories spent most of theirs so.
+func scratchDir(t *testing.T) string {
+	if !modelFast() {
+		return t.TempDir()
+	}
+	d, err := os.MkdirTemp("/dev/shm", "shardstock-model-")
+	if err != nil {
+		return t.TempDir()
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}
+
 // runModel runs histories on db until the budget (real time) is spent.
 func runModel(t *testing.T, db string, budget time.Duration) {
 	if modelFast() { // (the last cleanup: what the closed clients left, a redial's sleep, ends before the bubble does)
@@ -208,12 +225,10 @@ func runModel(t *testing.T, db string, budget time.Duration) {
 	}
 	env := newModelEnv(t, budget)
 	if db == "sqlite" {
-		dir := t.TempDir()
-		var n atomic.Int64
-		env.newDB = func() string { return fmt.Sprintf("sqlite:%s/orders%d.db", dir, n.Add(1)) }
+		env.newDB = func(dir string) string { return "sqlite:" + dir + "/orders.db" }
 		env.products = []string{"sku"}
 	} else {
-		env.newDB = func() string { return freshMySQL(t) }
+		env.newDB = func(string) string { return freshMySQL(t) }
 		env.products = []string{"sku", "Sku"}
 	}
 	rapid.Check(rapidTB{t}, env.history)
@@ -255,6 +270,7 @@ func newModelEnv(t *testing.T, budget time.Duration) *modelEnv {
 	opts := shardtest.Options{ACLUser: "shardstock:model-test-pw"}
 	env := &modelEnv{t: t, budget: budget, soak: os.Getenv("SHARDSTOCK_MODEL_SOAK") != ""}
 	env.start = env.realNow()
+	env.scratch = scratchDir(t)
 	var admin []string
 	if modelFast() {
 		env.mem = shardtest.StartMemNet(t, modelShards, opts)
@@ -381,15 +397,14 @@ func (env *modelEnv) history(t *rapid.T) {
 	}
 	env.histories.Add(1)
 	began := env.realNow()
-	h := &history{env: env, t: t, db: env.newDB(), clock: &offsetClock{}, began: began}
-	for i := range h.snaps {
-		h.snaps[i], h.sigs[i] = map[int]int64{}, map[int]shardSig{}
-	}
-	dir, err := os.MkdirTemp(env.t.TempDir(), "h")
+	dir, err := os.MkdirTemp(env.scratch, "h")
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.dir = dir
+	h := &history{env: env, t: t, dir: dir, db: env.newDB(dir), clock: &offsetClock{}, began: began}
+	for i := range h.snaps {
+		h.snaps[i], h.sigs[i] = map[int]int64{}, map[int]shardSig{}
+	}
 	env.reset(t)
 	defer h.close()
 	h.lists = [2]int{modelShards, modelShards}
@@ -555,6 +570,9 @@ func (h *history) close() {
 	}
 	if h.sql != nil {
 		h.sql.Close()
+	}
+	if !h.t.Failed() {
+		os.RemoveAll(h.dir) // a failed history's files stay until the test ends
 	}
 }
 
@@ -1325,14 +1343,15 @@ func (h *history) holdsOf(product, id string) string {
 
 // ticketLost reports whether ticket a, reserved, may have lost its
 // reservation to its shard losing writes after the ticket was taken (its
-// replay ran at some time the test does not know) and has no order row: a
-// lost sale the crash or wipe explains. It marks it so.
+// replay ran at some time the test does not know) and has no order row, or
+// one written failed (the resync found its hold gone and no unit to put it
+// back on): a lost sale the crash or wipe explains. It marks it so.
 func (h *history) ticketLost(a *attempt) bool {
 	for _, m := range h.coordinators() {
 		if _, r, ok := m.spool.Ticket(a.ticket); ok && r.Status == "reserved" {
 			for _, made := range h.losses[r.Shard] {
 				if made > a.seq { // (the loss came after the purchase, in its step or later)
-					if o, err := h.store().Order(context.Background(), a.resolvedOrders); err == nil && o == nil {
+					if o, err := h.store().Order(context.Background(), a.resolvedOrders); err == nil && (o == nil || o.Status == shardstock.StatusFailed) {
 						a.lostByRewind = true
 						return true
 					}

@@ -428,6 +428,65 @@ func TestCrashPastAGiveBackOnAHomeThatLostItsData(t *testing.T) {
 	}
 }
 
+// TestALateOrderTakesItsClaimBack: a reservation on a buyer's home (shard
+// 0, limit 1) whose hold and claim went with the home's last writes, but
+// whose outbox entry a writer had read already: its order is written after
+// the resync. Its hold was put back without its claim, so the buyer could
+// buy again and held 2 units of 1 (the model test's fast mode). The claim
+// now comes back with the hold; and a reservation whose buyer spent the
+// limit again before its order came is written failed.
+func TestALateOrderTakesItsClaimBack(t *testing.T) {
+	f := newCrashFixture(t) // stock 6: 2 per shard, limit 1
+	ctx := context.Background()
+	homedOn0 := func(prefix string) string {
+		for n := 0; ; n++ {
+			if u := fmt.Sprintf("%s%d", prefix, n); f.m.set.Home(u) == 0 {
+				return u
+			}
+		}
+	}
+	lena, lars := homedOn0("lena"), homedOn0("lars")
+	reservedAt := f.m.clock.Now().Add(-time.Second) // in the second the crash takes
+	f.r.Checkpoint(0)
+	f.r.Rewind(0)
+	waitFor(t, 20*time.Second, "shard 0 back in line", func() (bool, string) {
+		if err := f.m.set.Ping(ctx, 0); err != nil || f.m.set.Fenced(0) {
+			return false, fmt.Sprint("fenced ", err)
+		}
+		return true, ""
+	})
+	late := shardstock.ReservationEvent{ID: "01JLATE000000000000000000A", UserID: lena, ProductID: "crash", Shard: 0, AtMS: reservedAt.UnixMilli()}
+	if err := f.m.orders.Ingest(ctx, late); err != nil {
+		t.Fatal(err)
+	}
+	if o, err := f.m.store.Order(ctx, late.ID); err != nil || o == nil || o.Status != shardstock.StatusAwaitingPayment {
+		t.Fatalf("the late order: %+v, %v; want awaiting payment", o, err)
+	}
+	if sh := productStatus(t, f.base, "crash").Shards[0]; *sh.Locked != 1 {
+		t.Fatalf("shard 0 after the late order: %d locked, want its hold put back", *sh.Locked)
+	}
+	if rep := purchase(t, f.base, "crash", lena); rep.status != 409 {
+		t.Fatalf("%s, holding the late order's unit (limit 1), buys again: %d %s; want 409 limit_reached", lena, rep.status, rep.raw)
+	}
+
+	// lars spent the limit after the crash, before his late reservation's
+	// order came: that one cannot be his any more.
+	if rep := purchase(t, f.base, "crash", lars); rep.status != 200 {
+		t.Fatalf("%s buys: %d %s", lars, rep.status, rep.raw)
+	}
+	lost := shardstock.ReservationEvent{ID: "01JLATE000000000000000000B", UserID: lars, ProductID: "crash", Shard: 0, AtMS: reservedAt.UnixMilli()}
+	if !f.m.inv.resync.LimitSpent(ctx, lost) {
+		t.Fatalf("a late reservation of %s, who spent the limit since: not found spent", lars)
+	}
+	other := shardstock.ReservationEvent{ID: "01JLATE000000000000000000C", UserID: homedOn0("lia"), ProductID: "crash", Shard: 0, AtMS: reservedAt.UnixMilli()}
+	if f.m.inv.resync.LimitSpent(ctx, other) {
+		t.Fatal("a late reservation of a buyer with room under the limit: found spent")
+	}
+	if f.m.inv.resync.LimitSpent(ctx, shardstock.ReservationEvent{ID: "01JLATE000000000000000000D", UserID: lars, ProductID: "crash", Shard: 0, AtMS: f.m.clock.Now().Add(time.Minute).UnixMilli()}) {
+		t.Fatal("a reservation made after the resync: found spent")
+	}
+}
+
 // TestAnOrderWrittenAfterItsShardsResyncGetsItsHold (issue 40, break 6):
 // reservations made on shard 0 just before its machine crashed, whose
 // orders reach SQL only after the resync read the live orders (relayed to
