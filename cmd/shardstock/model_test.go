@@ -1580,10 +1580,7 @@ func (h *history) checkGiveBacks() {
 		if !ok {
 			since = now
 		}
-		seen[o.ID] = since
-		if now.Sub(since) <= giveBackWithin {
-			continue
-		}
+		reaches, home := -1, -1
 		for c, m := range h.coords {
 			if m == nil {
 				continue
@@ -1592,12 +1589,19 @@ func (h *history) checkGiveBacks() {
 			if err != nil {
 				continue
 			}
-			home, err := m.set.HomeOf(p, o.UserID)
-			if err != nil || h.killed[home] || h.frozen[home] || h.cut[home] || h.slow[home] || !h.resynced(home) || m.set.Fenced(home) {
+			i, err := m.set.HomeOf(p, o.UserID)
+			if err != nil || h.killed[i] || h.frozen[i] || h.cut[i] || h.slow[i] || !h.resynced(i) || m.set.Fenced(i) {
 				continue
 			}
-			h.fail("claims: the give-back of %s's claim %s to shard %d has waited %s, and coordinator %d reaches that shard",
-				o.UserID, o.ID, home, now.Sub(since).Round(time.Second), c)
+			reaches, home = c, i
+		}
+		if reaches < 0 {
+			since = now // the wait is counted from when a coordinator reaches the home
+		}
+		seen[o.ID] = since
+		if reaches >= 0 && now.Sub(since) > giveBackWithin {
+			h.fail("claims: the give-back of %s's claim %s to shard %d has waited %s since coordinator %d reaches that shard",
+				o.UserID, o.ID, home, now.Sub(since).Round(time.Second), reaches)
 		}
 	}
 	h.pendingSince = seen
