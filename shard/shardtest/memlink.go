@@ -88,8 +88,9 @@ func (mem *Mem) DialDirect(ctx context.Context, _, addr string) (net.Conn, error
 
 func (mem *Mem) index(addr string) (int, error) {
 	host, _, _ := net.SplitHostPort(addr)
-	i, err := strconv.Atoi(strings.TrimPrefix(host, "mem-"))
-	if !mem.pipes || !strings.HasPrefix(host, "mem-") || err != nil || i < 0 || i >= len(mem.shards) {
+	n, err := strconv.Atoi(strings.TrimPrefix(host, memHostPrefix))
+	i := n - 1
+	if !mem.pipes || !strings.HasPrefix(host, memHostPrefix) || err != nil || i < 0 || i >= len(mem.shards) {
 		return 0, fmt.Errorf("shardtest: no in-memory master at %q", addr)
 	}
 	return i, nil

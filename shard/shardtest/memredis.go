@@ -177,11 +177,19 @@ func (mem *Mem) URLs() []string {
 	return urls
 }
 
-// addr is master i's host:port: a loopback port, or with pipes a name
+// memHostPrefix: with pipes, master i's host is memHostPrefix and i+1, a
+// loopback address nothing listens on, which only Dial knows. An IP, not a
+// name: go-redis resolves a client's host name when it is made
+// (maintnotifications.DetectEndpointType), and a lookup of a made-up name
+// waits for the resolver in real time, which the fake clock of the model
+// test's fast mode waited for at every coordinator start.
+const memHostPrefix = "127.100.0."
+
+// addr is master i's host:port: a loopback port, or with pipes an address
 // only Dial knows.
 func (mem *Mem) addr(i int) string {
 	if mem.pipes {
-		return fmt.Sprintf("mem-%d:%d", i, mem.Ports[i])
+		return fmt.Sprintf("%s%d:%d", memHostPrefix, i+1, mem.Ports[i])
 	}
 	return fmt.Sprintf("127.0.0.1:%d", mem.Ports[i])
 }
