@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/shardstock/shardstock"
 )
@@ -241,7 +240,7 @@ func (m *memShards) RestoreHold(_ context.Context, i int, o shardstock.Order, _ 
 }
 
 // Reclaim: the fake keeps no per-user limit registers, so every claim fits.
-func (m *memShards) Reclaim(context.Context, *shardstock.Product, string, string, time.Time) (bool, error) {
+func (m *memShards) Reclaim(context.Context, *shardstock.Product, string, string) (bool, error) {
 	return true, nil
 }
 

@@ -39,7 +39,7 @@ type Holds interface {
 	Confirm(ctx context.Context, i int, product, id string) (bool, error)
 	Release(ctx context.Context, i int, product, id string) (bool, error)
 	RestoreHold(ctx context.Context, i int, o shardstock.Order, atMS int64) (bool, error)
-	Reclaim(ctx context.Context, p *shardstock.Product, user, id string, reserved time.Time) (bool, error)
+	Reclaim(ctx context.Context, p *shardstock.Product, user, id string) (bool, error)
 }
 
 // Repairs are the scripts a resync replays a lost write with (shard.Set).
@@ -616,38 +616,66 @@ func (s *Resync) syncedAt(ctx context.Context, i int) (time.Time, error) {
 	return at, nil
 }
 
-// LimitSpent reports whether reservation ev, made before its shard's last
-// resync and relayed since (so the resync did not see it: its hold, and its
-// claim when the shard is the buyer's home, went with the shard's last
-// writes), can no longer be its buyer's: its claim cannot be recorded at
-// the buyer's home again, because the buyer spent the limit again since.
-// Its order is then written failed, a sale lost with those writes, rather
-// than take the place of the purchase that spent the limit, which was told
-// 200 (order.LateHolds; the model test's fast mode). Any doubt (the home
-// does not answer) is false: HoldLate asks again once the order is written.
-func (s *Resync) LimitSpent(ctx context.Context, ev shardstock.ReservationEvent) bool {
-	if s.cfg.Times == nil || (s.cfg.Fenced != nil && s.cfg.Fenced(ev.Shard)) {
-		return false
+// Admit is the status the order of reservation ev is written with
+// (order.LateHolds). A reservation made before its shard's last resync and
+// relayed since was not seen by that resync: the shard's crash may have
+// taken its hold, and its claim when the shard is the buyer's home. Its
+// order is written only once both are back: awaiting payment; or failed,
+// a sale lost with the shard's last writes, when the buyer has spent the
+// limit again since or the unit was sold again. Written first and checked
+// after, it stood live with no unit for as long as the check took: 4 live
+// orders for a stock of 3, one of them payable (the model test's fast
+// mode). An error decides nothing (the shard is being resynced or does not
+// answer): the reservation is offered again later. Any other reservation is
+// awaiting payment at once.
+func (s *Resync) Admit(ctx context.Context, ev shardstock.ReservationEvent) (shardstock.OrderStatus, error) {
+	if s.cfg.Times == nil {
+		return shardstock.StatusAwaitingPayment, nil
+	}
+	if s.cfg.Fenced != nil && s.cfg.Fenced(ev.Shard) {
+		s.times.forget(ev.Shard) // its resync time is about to change
+		return "", fmt.Errorf("%w: shard %d is being brought back in line with the order table", shardstock.ErrUnavailable, ev.Shard)
 	}
 	at, err := s.syncedAt(ctx, ev.Shard)
-	if err != nil || at.IsZero() || ev.At().After(at.Add(lateSlack)) {
-		return false
+	if err != nil {
+		return "", err
+	}
+	if at.IsZero() || ev.At().After(at.Add(lateSlack)) {
+		return shardstock.StatusAwaitingPayment, nil
 	}
 	p, err := s.cfg.Products.Product(ctx, ev.ProductID)
-	if err != nil || p.Archived || p.Moved != "" {
-		return false
+	if err != nil {
+		return "", err
 	}
-	ok, err := s.cfg.Holds.Reclaim(ctx, p, ev.UserID, ev.ID, ev.At())
-	if err != nil || ok {
-		return false
+	if p.Archived || p.Moved != "" {
+		return shardstock.StatusAwaitingPayment, nil // as HoldLate: gone on purpose, or for a coordinator with its list
 	}
-	s.cfg.Logger.Error("a reservation relayed after its shard's resync lost its claim with the shard's last writes, and its buyer spent the limit again since: its order is written failed, a sale lost with those writes",
-		"order", ev.ID, "product", ev.ProductID, "shard", ev.Shard, "user", ev.UserID)
-	return true
+	o := shardstock.Order{ID: ev.ID, UserID: ev.UserID, ProductID: ev.ProductID, Shard: ev.Shard, Status: shardstock.StatusAwaitingPayment}
+	if ok, err := s.cfg.Holds.Reclaim(ctx, p, ev.UserID, ev.ID); err != nil {
+		return "", err
+	} else if !ok {
+		s.cfg.Logger.Error("a reservation relayed after its shard's resync lost its claim with the shard's last writes, and its buyer spent the limit again since: its order is written failed, a sale lost with those writes",
+			"order", ev.ID, "product", ev.ProductID, "shard", ev.Shard, "user", ev.UserID)
+		return shardstock.StatusFailed, nil
+	}
+	restored, err := s.cfg.Holds.RestoreHold(ctx, ev.Shard, o, ev.AtMS)
+	switch {
+	case errors.Is(err, shardstock.ErrShortOfUnits):
+		s.cfg.Logger.Error("a reservation relayed after its shard's resync has no unit left there (sold again): its order is written failed, a sale lost with the shard's last writes",
+			"order", ev.ID, "product", ev.ProductID, "shard", ev.Shard)
+		return shardstock.StatusFailed, nil
+	case errors.Is(err, shardstock.ErrNotOnShard):
+		return shardstock.StatusAwaitingPayment, nil // the shard lost the product: its allocation is given up (Catalog.allocate)
+	case err != nil:
+		return "", err
+	case restored:
+		s.cfg.Logger.Warn("put back the hold of a reservation relayed after its shard's resync, before writing its order", "order", ev.ID, "product", ev.ProductID, "shard", ev.Shard)
+	}
+	return shardstock.StatusAwaitingPayment, nil
 }
 
 // limitSpent fails order o, written after its shard's resync, whose claim
-// cannot be recorded again (LimitSpent).
+// cannot be recorded again (as Admit would have written it).
 func (s *Resync) limitSpent(ctx context.Context, o shardstock.Order) error {
 	s.cfg.Logger.Error("an order written after its shard's resync lost its claim with the shard's last writes, and its buyer spent the limit again since: the order fails, a sale lost with those writes",
 		"order", o.ID, "product", o.ProductID, "shard", o.Shard, "user", o.UserID)
@@ -715,7 +743,7 @@ func (s *Resync) holdLate(ctx context.Context, o shardstock.Order, reserved time
 	// with the hold, and the buyer may have spent the limit again since.
 	// Putting the hold back without it left the buyer holding more units
 	// than the limit on the shards (the model test's fast mode).
-	if ok, err := s.cfg.Holds.Reclaim(ctx, p, o.UserID, o.ID, reserved); err != nil {
+	if ok, err := s.cfg.Holds.Reclaim(ctx, p, o.UserID, o.ID); err != nil {
 		return err
 	} else if !ok {
 		return s.limitSpent(ctx, o)

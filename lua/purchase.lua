@@ -15,6 +15,9 @@
 --   C  claim only (a purchase that reserves elsewhere first)
 --   R  reserve only: the claim is held at the buyer's home
 --   U  give the claim back: its attempt got no unit
+--   K  claim again for a reservation made already (its hold put back after
+--      the shard's crash took it with the claim): C without the window,
+--      which may have ended since
 --   Q  resolve: a P or R step of this reservation id went unanswered (a
 --      deadline, a broken connection), so it may have run, or may still
 --      run. If the id holds a unit here, 'held'. Otherwise fence it: the
@@ -117,6 +120,7 @@ end
 
 local function step(op, user, id, asof)
   if op == 'U' then return unclaim(user, id) end
+  if op == 'K' then return claim(user, id) end
   if op == 'Q' then return resolve(user, id) end
   local gen = nil
   if #op > 1 then

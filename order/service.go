@@ -90,10 +90,12 @@ type ClaimReturner interface {
 // fails: what it cannot do now it does later.
 type LateHolds interface {
 	HoldLate(ctx context.Context, o shardstock.Order, reserved time.Time)
-	// LimitSpent: such a reservation's claim went with its shard's last
-	// writes too, and its buyer spent the limit again since; its order is
-	// written failed.
-	LimitSpent(ctx context.Context, ev shardstock.ReservationEvent) bool
+	// Admit is the status such a reservation's order is written with, once
+	// its claim and hold are back on the shards: awaiting payment, or
+	// failed (a sale lost with the shard's last writes). Any other
+	// reservation: awaiting payment. An error decides nothing: offer the
+	// reservation again later.
+	Admit(ctx context.Context, ev shardstock.ReservationEvent) (shardstock.OrderStatus, error)
 }
 
 // Config sets up a Service; zero values mean the defaults.
@@ -190,7 +192,10 @@ func (s *Service) Ingest(ctx context.Context, ev shardstock.ReservationEvent) er
 	if err != nil {
 		return err
 	}
-	status := s.firstStatus(ctx, ev)
+	status, err := s.firstStatus(ctx, ev)
+	if err != nil {
+		return fmt.Errorf("order %s: %w", ev.ID, err)
+	}
 	if status == shardstock.StatusAwaitingPayment {
 		if err := s.admit(ctx, 1); err != nil {
 			return err
@@ -242,7 +247,11 @@ func (s *Service) IngestBatch(ctx context.Context, evs []shardstock.ReservationE
 		if err != nil {
 			return s.ingestEach(ctx, evs)
 		}
-		rows[i] = shardstock.NewOrder{Event: ev, Limit: limit, Status: s.firstStatus(ctx, ev)}
+		status, err := s.firstStatus(ctx, ev)
+		if err != nil {
+			return s.ingestEach(ctx, evs) // each as far as it is decided
+		}
+		rows[i] = shardstock.NewOrder{Event: ev, Limit: limit, Status: status}
 		if rows[i].Status == shardstock.StatusAwaitingPayment {
 			fresh++
 		}
@@ -286,17 +295,17 @@ func (s *Service) IngestBatch(ctx context.Context, evs []shardstock.ReservationE
 
 // firstStatus is the status a reservation's order is written with:
 // awaiting payment, or failed when the reservation is older than the
-// fail-fast age (its unit goes back on sale) or lost its claim with its
-// shard's last writes to a buyer who spent the limit again (LateHolds).
-func (s *Service) firstStatus(ctx context.Context, ev shardstock.ReservationEvent) shardstock.OrderStatus {
+// fail-fast age (its unit goes back on sale) or was lost with its shard's
+// last writes (LateHolds.Admit). An error: not decided yet.
+func (s *Service) firstStatus(ctx context.Context, ev shardstock.ReservationEvent) (shardstock.OrderStatus, error) {
 	if age := s.cfg.Now().Sub(ev.At()); age > s.cfg.FailFastAge {
 		s.cfg.Logger.Warn("reservation too old: failing it fast", "order", ev.ID, "age", age.Round(time.Second))
-		return shardstock.StatusFailed
+		return shardstock.StatusFailed, nil
 	}
-	if s.cfg.LateHolds != nil && s.cfg.LateHolds.LimitSpent(ctx, ev) {
-		return shardstock.StatusFailed
+	if s.cfg.LateHolds != nil {
+		return s.cfg.LateHolds.Admit(ctx, ev)
 	}
-	return shardstock.StatusAwaitingPayment
+	return shardstock.StatusAwaitingPayment, nil
 }
 
 // admit waits until n order creations fit the order-creation rate: the

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -222,23 +220,23 @@ func (s *Set) homeOf(p *shardstock.Product, user string) (*Shard, error) {
 }
 
 // Reclaim records claim id of user for p at the user's home again, as the
-// purchase that reserved it did (a 'C' step, the sale window judged at
-// reserved): for a hold put back after its shard lost it with its last
+// purchase that reserved it did (a 'K' step: a 'C' without the sale
+// window, which may have ended since the reservation): for a hold put back after its shard lost it with its last
 // writes (inventory.Resync.HoldLate), whose claim, on that shard when it is
 // the buyer's home, may have gone with them. ok is false when the buyer's
 // claims fill the limit without it: they spent it again since, and the
 // reservation cannot be theirs any more. A home with no register is ok: its
 // rebuild counts the order (register.go).
-func (s *Set) Reclaim(ctx context.Context, p *shardstock.Product, user, id string, reserved time.Time) (ok bool, err error) {
+func (s *Set) Reclaim(ctx context.Context, p *shardstock.Product, user, id string) (ok bool, err error) {
 	home, err := s.homeOf(p, user)
 	if err != nil {
 		return false, err
 	}
-	st, err := s.runStep(ctx, home, step{product: p.ID, op: opClaim, user: user, id: id, asOf: strconv.FormatInt(reserved.UnixMilli(), 10)})
+	st, err := s.runStep(ctx, home, step{product: p.ID, op: opReclaim, user: user, id: id})
 	if err != nil {
 		return false, fmt.Errorf("shard %d: reclaim: %w", home.Index, err)
 	}
-	switch readReply(opClaim, st).status {
+	switch readReply(opReclaim, st).status {
 	case statusOK, statusNoRegister:
 		return true, nil
 	case statusLimit:

@@ -547,6 +547,32 @@ func TestRebuiltRegisterCountsAnOrderWhoseHoldIsAway(t *testing.T) {
 	}
 }
 
+// Reclaim records the claim of a reservation made already (its hold put
+// back after its shard's crash), whatever the sale window says now: a C
+// step judged the window and refused ('ended') a reservation whose window
+// was ended after it, so its order was never written (the model test's fast
+// mode). It still keeps the limit.
+func TestReclaimIgnoresTheWindowAndKeepsTheLimit(t *testing.T) {
+	f := newFixture(t, 3)
+	p := f.define(shardstock.Product{ID: "late", Stock: 30, PerUserLimit: 1})
+	ended := *p
+	ended.EndsAt, ended.WindowVersion = f.clock().Add(-time.Hour), p.WindowVersion+1
+	for i := range 3 {
+		if _, err := f.set.SetWindow(f.ctx(), i, &ended); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ok, err := f.set.Reclaim(f.ctx(), p, "ann", "r1"); !ok || err != nil {
+		t.Fatalf("reclaim after the window ended: %v, %v; want recorded", ok, err)
+	}
+	if ok, err := f.set.Reclaim(f.ctx(), p, "ann", "r1"); !ok || err != nil {
+		t.Fatalf("the same reclaim again: %v, %v; want recorded (a repeat)", ok, err)
+	}
+	if ok, err := f.set.Reclaim(f.ctx(), p, "ann", "r2"); ok || err != nil {
+		t.Fatalf("a second claim past the limit of 1: %v, %v; want refused", ok, err)
+	}
+}
+
 func TestSoldOutClaimIsGivenBack(t *testing.T) {
 	bothStarts(t, testSoldOutClaimIsGivenBack)
 }

@@ -21,6 +21,7 @@ const (
 	opClaim    = "C" // claim only
 	opReserve  = "R" // reserve only; the claim is held at the home
 	opUnclaim  = "U" // give the claim back
+	opReclaim  = "K" // claim again for a reservation made already (no window check)
 	opResolve  = "Q" // resolve a P or R step whose answer was lost (walk.go)
 )
 

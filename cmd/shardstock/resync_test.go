@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -470,20 +471,43 @@ func TestALateOrderTakesItsClaimBack(t *testing.T) {
 	}
 
 	// lars spent the limit after the crash, before his late reservation's
-	// order came: that one cannot be his any more.
-	if rep := purchase(t, f.base, "crash", lars); rep.status != 200 {
-		t.Fatalf("%s buys: %d %s", lars, rep.status, rep.raw)
+	// order came: that one cannot be his any more. lia's unit was sold
+	// again (lars's purchase took shard 0's last). Both orders are written
+	// failed, never live: written awaiting payment and failed after, they
+	// stood as live orders with no unit (one payable), 4 for a stock of 3.
+	if rep := purchase(t, f.base, "crash", lars); rep.status != 200 || rep.body["shard"].(float64) != 0 {
+		t.Fatalf("%s buys on his home: %d %s", lars, rep.status, rep.raw)
 	}
-	lost := shardstock.ReservationEvent{ID: "01JLATE000000000000000000B", UserID: lars, ProductID: "crash", Shard: 0, AtMS: reservedAt.UnixMilli()}
-	if !f.m.inv.resync.LimitSpent(ctx, lost) {
-		t.Fatalf("a late reservation of %s, who spent the limit since: not found spent", lars)
+	lia := homedOn0("lia")
+	waitFor(t, 10*time.Second, "lars's order written", func() (bool, string) {
+		c := statusCounts(t, f.m, "crash")
+		return c[shardstock.StatusAwaitingPayment] == 2, fmt.Sprint(c)
+	})
+	ingested := func(status shardstock.OrderStatus) int {
+		n, _ := strconv.Atoi(metricValue(t, f.base, fmt.Sprintf(`shardstock_orders_ingested_total{status=%q}`, status)))
+		return n
 	}
-	other := shardstock.ReservationEvent{ID: "01JLATE000000000000000000C", UserID: homedOn0("lia"), ProductID: "crash", Shard: 0, AtMS: reservedAt.UnixMilli()}
-	if f.m.inv.resync.LimitSpent(ctx, other) {
-		t.Fatal("a late reservation of a buyer with room under the limit: found spent")
+	awaitingBefore, failedBefore := ingested(shardstock.StatusAwaitingPayment), ingested(shardstock.StatusFailed)
+	for _, ev := range []shardstock.ReservationEvent{
+		{ID: "01JLATE000000000000000000B", UserID: lars, ProductID: "crash", Shard: 0, AtMS: reservedAt.UnixMilli()},
+		{ID: "01JLATE000000000000000000C", UserID: lia, ProductID: "crash", Shard: 0, AtMS: reservedAt.UnixMilli()},
+	} {
+		if err := f.m.orders.Ingest(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+		if o, err := f.m.store.Order(ctx, ev.ID); err != nil || o == nil || o.Status != shardstock.StatusFailed {
+			t.Fatalf("the late order of %s: %+v, %v; want failed", ev.UserID, o, err)
+		}
 	}
-	if f.m.inv.resync.LimitSpent(ctx, shardstock.ReservationEvent{ID: "01JLATE000000000000000000D", UserID: lars, ProductID: "crash", Shard: 0, AtMS: f.m.clock.Now().Add(time.Minute).UnixMilli()}) {
-		t.Fatal("a reservation made after the resync: found spent")
+	if a, fl := ingested(shardstock.StatusAwaitingPayment)-awaitingBefore, ingested(shardstock.StatusFailed)-failedBefore; a != 0 || fl != 2 {
+		t.Fatalf("the two late orders were written %d awaiting payment and %d failed; want both written failed", a, fl)
+	}
+	if sh := productStatus(t, f.base, "crash").Shards[0]; *sh.Locked != 2 || *sh.Salable != 0 {
+		t.Fatalf("shard 0: %d locked, %d salable; want lena's and lars's holds only", *sh.Locked, *sh.Salable)
+	}
+	// A reservation made after the resync is written at once.
+	if st, err := f.m.inv.resync.Admit(ctx, shardstock.ReservationEvent{ID: "01JLATE000000000000000000D", UserID: lars, ProductID: "crash", Shard: 0, AtMS: f.m.clock.Now().Add(time.Minute).UnixMilli()}); st != shardstock.StatusAwaitingPayment || err != nil {
+		t.Fatalf("a reservation made after the resync: %q, %v", st, err)
 	}
 }
 
