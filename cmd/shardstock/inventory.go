@@ -38,8 +38,11 @@ func (m *Main) openInventory() {
 	inv.stock = inventory.NewStock(inventory.StockConfig{Addrs: addrs, Products: inv.catalog, IDs: store,
 		Status: inv.views, Log: store, Drains: store, Keys: store, Shards: set, Logger: m.log,
 		AfterStep: m.cfg.Test.TransferStep})
+	// The sale's windows are the shards' (they judge every purchase by their
+	// own clock): an archive or a start that can no longer move is judged by
+	// the sale's clock, not this coordinator's own.
 	inv.sale = inventory.NewSale(inventory.SaleConfig{Addrs: addrs, Products: inv.catalog, IDs: store,
-		Status: inv.views, Store: store, Orders: store, Shards: set, Transfers: inv.stock, Logger: m.log})
+		Status: inv.views, Store: store, Orders: store, Shards: set, Transfers: inv.stock, Now: m.clock.Now, Logger: m.log})
 	inv.audit = inventory.NewAudit(inventory.AuditConfig{Addrs: addrs, Status: inv.views,
 		Orders: store, History: store, Transfers: inv.stock})
 	inv.settlements = inventory.NewSettlements(inventory.SettlementsConfig{Addrs: addrs, Products: inv.catalog,

@@ -463,8 +463,34 @@ func TestOneClockForTheSale(t *testing.T) {
 		t.Fatalf("shardstock_clock_skew_seconds %v, want about 30", v)
 	}
 	// By its own clock the sale ended 20 s ago; by the shards' it has seconds to go.
-	if rep := purchase(t, base, "clk", "buyer"); rep.status != 200 {
+	rep := purchase(t, base, "clk", "buyer")
+	if rep.status != 200 {
 		t.Fatalf("a purchase inside the window by the shards' clock: %d %s", rep.status, rep.raw)
+	}
+	// Nor may it archive the sale (deleting its keys from the shards while
+	// they still sell), nor refuse to move a start that has not come: both
+	// judged the window by the coordinator's own clock.
+	order := rep.str("order_id")
+	waitFor(t, 10*time.Second, "the order written", func() (bool, string) {
+		c := statusCounts(t, m, "clk")
+		return c[shardstock.StatusAwaitingPayment] == 1, fmt.Sprint(c)
+	})
+	if rep := orderCall(t, base, "cancel", order, "buyer", ""); rep.status != 202 {
+		t.Fatalf("cancel: %d %s", rep.status, rep.raw)
+	}
+	waitFor(t, 10*time.Second, "the cancel settled", func() (bool, string) {
+		var locked int64
+		for _, sh := range productStatus(t, base, "clk").Shards {
+			locked += *sh.Locked
+		}
+		return locked == 0, fmt.Sprint(locked, " locked")
+	})
+	if rep := adminDo(t, "POST", base+"/admin/v1/products/clk/archive", ""); rep.status != 409 || !strings.Contains(rep.raw, "has not ended") {
+		t.Fatalf("an archive inside the window by the shards' clock: %d %s, want 409 (has not ended)", rep.status, rep.raw)
+	}
+	putProduct(t, base, "later", fmt.Sprintf(`{"stock":10,"starts_at":%q}`, time.Now().Add(10*time.Second).UTC().Format(time.RFC3339Nano)))
+	if rep := adminDo(t, "PATCH", base+"/admin/v1/products/later", fmt.Sprintf(`{"starts_at":%q}`, time.Now().Add(time.Hour).UTC().Format(time.RFC3339Nano))); rep.status != 200 {
+		t.Fatalf("moving a start 10 s away by the shards' clock: %d %s, want 200", rep.status, rep.raw)
 	}
 }
 

@@ -316,6 +316,9 @@ type mproduct struct {
 	archived bool
 	paused   bool // the kill switch is on (a pause answered 200, no resume since)
 	ended    bool // its window was ended (and not reopened)
+	// archiveDue: its window ended more than serve's ARCHIVE_AFTER (24 h)
+	// ago, so the automatic archive takes it once its orders are final.
+	archiveDue bool
 }
 
 // attempt is one purchase and what the buyer was told.
@@ -340,6 +343,7 @@ type history struct {
 	dir      string
 	clock    *offsetClock
 	coords   [2]*Main
+	skew     [2]time.Duration // how far each coordinator's clock is ahead of the shards'
 	products []*mproduct
 	users    []string
 	steps    []string
@@ -412,6 +416,18 @@ func (env *modelEnv) history(t *rapid.T) {
 		h.lists[1] = modelShards - 1
 		h.logf("a rolling grow: coordinator 1 runs on the old shard list (shards 0-%d) until it is grown", modelShards-2)
 	}
+	// A coordinator's clock may be off the shards' (NTP lost, a VM paused
+	// and resumed): the sale's clock corrects it by the skew it measures
+	// (shard.Clock), the order service keeps the coordinator's own, as in
+	// production. (At most 20 s: the timeout step moves the order clock
+	// 16 minutes, a minute past the payment timeout.)
+	for c := range h.skew {
+		if h.coin(2, fmt.Sprintf("coordinator %d's clock is off", c)) {
+			h.skew[c] = rapid.SampledFrom([]time.Duration{-20 * time.Second, -3 * time.Second, -1500 * time.Millisecond,
+				1500 * time.Millisecond, 3 * time.Second, 20 * time.Second}).Draw(t, "skew")
+			h.logf("coordinator %d's clock is %s off the shards'", c, h.skew[c])
+		}
+	}
 	for c := range h.coords {
 		h.coords[c] = h.startCoordinator(c)
 	}
@@ -476,6 +492,7 @@ func (env *modelEnv) history(t *rapid.T) {
 		h.snapshot()
 		env.steps.Add(1)
 		modelProgress.Add(1)
+		h.readArchives()
 		h.checkSafety()
 		h.checkGiveBacks()
 	}
@@ -615,7 +632,7 @@ func (h *history) startCoordinator(c int) *Main {
 		MQ: "streams", DB: h.db, PayTimeout: 15 * time.Minute, FailFastAge: 1000 * time.Hour, // (the timeouts move the order clock by hours)
 		OrderRate: 100000,
 		SpoolDir:  fmt.Sprintf("%s/spool%d", h.dir, c), // (ClaimIdle: serve's 30 s, as in production)
-		Test: TestKnobs{OrderClock: h.clock.now, EmptyTTL: modelEmptyTTL, TransferStep: func(step string) error {
+		Test: TestKnobs{EmptyTTL: modelEmptyTTL, TransferStep: func(step string) error {
 			if at := h.crashAt[c].Load(); at != nil && *at == step {
 				return fmt.Errorf("the coordinator died after the step %q", step)
 			}
@@ -625,6 +642,16 @@ func (h *history) startCoordinator(c int) *Main {
 				time.Sleep(10 * time.Millisecond)
 			}
 		}}}
+	if skew := h.skew[c]; skew != 0 {
+		cfg.Test.Clock = func() time.Time { return time.Now().Add(skew) }
+		cfg.Test.OrderClock = func() time.Time { return h.clock.now().Add(skew) }
+	} else {
+		cfg.Test.OrderClock = h.clock.now
+	}
+	cfg.ArchiveAfter = modelArchiveAfter // (every minute, serve's, in the fast mode; every second in the real mode, which waits in real time)
+	if !modelFast() {
+		cfg.Test.ArchiveEvery = time.Second
+	}
 	if c == 0 {
 		cfg.Coalesce, cfg.BatchGap = true, 3*time.Millisecond
 	}
@@ -831,6 +858,25 @@ func (h *history) readControls(p *mproduct) {
 	}
 	c := cs[p.id]
 	p.ended = c.WindowSet && !c.EndsAt.IsZero() && !time.Now().Before(c.EndsAt)
+	p.archiveDue = p.ended && time.Now().After(c.EndsAt.Add(modelArchiveAfter))
+}
+
+// modelArchiveAfter is the coordinators' ARCHIVE_AFTER: serve's default.
+const modelArchiveAfter = 24 * time.Hour
+
+// readArchives marks the products the automatic archive took (or began:
+// the catalog takes a product as archived from the archive's start).
+func (h *history) readArchives() {
+	cs, err := h.sql.ProductControls(context.Background())
+	if err != nil {
+		h.fail("read the controls: %v", err)
+	}
+	for _, p := range h.products {
+		if !p.archived && cs[p.id].Archive != shardstock.ArchiveNone {
+			p.archived = true
+			h.logf("the automatic archive took %s", p.id)
+		}
+	}
 }
 
 // any reports whether f holds for some product.
@@ -930,6 +976,8 @@ func (h *history) do(op string) {
 		at := time.Now().Add(-time.Second)
 		if op == "reopen-window" {
 			at = time.Now().Add(time.Hour)
+		} else if rapid.Bool().Draw(h.t, "ended a day ago") {
+			at = time.Now().Add(-modelArchiveAfter - time.Hour) // the automatic archive is due
 		}
 		rep := h.admin(h.coordArg(), "PATCH", "/admin/v1/products/"+p.id, fmt.Sprintf(`{"ends_at":%q}`, at.UTC().Format(time.RFC3339)))
 		h.logf("%s of %s: %s", op, p.id, rep.short())
@@ -1050,12 +1098,12 @@ func (h *history) do(op string) {
 	case "slow-link":
 		i := h.shardArg()
 		if !h.slow[i] {
-			if err := h.env.links[i].slow(400 * time.Millisecond); err != nil {
+			if err := h.env.links[i].slow(modelSlowLatency); err != nil {
 				h.fail("slow link: %v", err)
 			}
 			h.slow[i] = true
 		}
-		h.logf("slow link to shard %d (400 ms each way down)", i)
+		h.logf("slow link to shard %d (%s each way down)", i, modelSlowLatency)
 	case "wait":
 		time.Sleep(300 * time.Millisecond)
 		h.logf("wait 300 ms")
@@ -1224,8 +1272,9 @@ func (h *history) sig(i int) shardSig {
 	return s
 }
 
-// modelEmptyTTL is the coordinators' EmptyTTL in the model test.
-const modelEmptyTTL = 100 * time.Millisecond
+// modelEmptyTTL is the coordinators' EmptyTTL in the model test: serve's
+// (shard.Config's default), as in production.
+const modelEmptyTTL = time.Second
 
 // keptSnaps is how many steps back a machine crash can go.
 const keptSnaps = 4
@@ -1266,9 +1315,20 @@ func (h *history) mend(i int) {
 		if err := h.env.links[i].mend(); err != nil {
 			h.fail("mend link %d: %v", i, err)
 		}
+		if h.slow[i] {
+			// What was sent before the mend still comes late (as through
+			// Toxiproxy's latency): its calls time out after the mend and
+			// may open a breaker again. Let it through first, so what
+			// follows (at rest: every breaker closed, new buyers served)
+			// meets the mended link.
+			time.Sleep(2*modelSlowLatency + 250*time.Millisecond)
+		}
 		h.cut[i], h.slow[i] = false, false
 	}
 }
+
+// modelSlowLatency is a slow link's latency, each way.
+const modelSlowLatency = 400 * time.Millisecond
 
 func (h *history) buy(c int, user string, p *mproduct) {
 	a := &attempt{step: h.step, seq: len(h.attempts), user: user, product: p.id, shard: -1}
@@ -1503,7 +1563,13 @@ func (h *history) checkSafety() {
 			h.fail("count orders: %v", err)
 		}
 		if live := counts[shardstock.StatusAwaitingPayment] + counts[shardstock.StatusPaid]; live > stock {
-			h.fail("oversell: %s has %d orders awaiting payment or paid, stock %d", p.id, live, stock)
+			var desc []string
+			for _, o := range h.orders(p.id) {
+				if o.Status == shardstock.StatusAwaitingPayment || o.Status == shardstock.StatusPaid {
+					desc = append(desc, fmt.Sprintf("%s of %s on shard %d (%s)", o.ID, o.UserID, o.Shard, o.Status))
+				}
+			}
+			h.fail("oversell: %s has %d orders awaiting payment or paid, stock %d: %s; shards: %s", p.id, live, stock, strings.Join(desc, ", "), h.describe(p))
 		}
 		for _, u := range h.users {
 			if n := h.liveOrders(p.id, u); n > p.limit {
@@ -1809,8 +1875,24 @@ func (h *history) settle() {
 					}
 				}
 			}
+			if p.archiveDue {
+				if h.readArchives(); p.archived {
+					return true, "" // the automatic archive took it, its keys with it
+				}
+			}
 			return h.converged(p)
 		})
+	}
+	// Every order final: a product whose window ended a day ago is archived
+	// by the coordinators (ArchiveDue, every ArchiveEvery) without anyone
+	// asking.
+	for _, p := range h.products {
+		if p.archiveDue && !p.archived {
+			h.waitFor(claimWait+2*time.Minute, "the automatic archive of "+p.id+" (its window ended a day ago, every order final)", func() (bool, string) {
+				h.readArchives()
+				return p.archived, "not archived"
+			})
+		}
 	}
 	// Checked before any repair an operator could make (a reconcile fix
 	// finishes transfers and settles again), which would hide what the
