@@ -58,6 +58,8 @@ type Resyncer interface {
 	Accept(ctx context.Context, i int, run string) ([]string, error)
 	Problem(i int) string
 	ClearProblem(i int)
+	// Opened: shard i's fence opens; its resync time may have changed.
+	Opened(i int)
 }
 
 // RestartsConfig is a Restarts' ports.
@@ -206,6 +208,7 @@ func (s *Restarts) claimCatalog(ctx context.Context, i int) error {
 
 // open opens shard i's fence for run.
 func (s *Restarts) open(i int, run string) {
+	s.cfg.Resync.Opened(i) // before the fence opens: no order is judged against the shard's old resync time after it
 	s.cfg.Fence.Synced(i, run)
 	s.signal()
 	if s.cfg.Opened != nil {

@@ -60,6 +60,7 @@ func (f *fences) Shard(context.Context, int) error {
 func (f *fences) Accept(context.Context, int, string) ([]string, error) { return nil, nil }
 func (f *fences) Problem(i int) string                                  { return f.problems[i] }
 func (f *fences) ClearProblem(i int)                                    { delete(f.problems, i) }
+func (f *fences) Opened(int)                                            {}
 
 // restart fences shard i at run, and asks for its resync as the shard
 // set's new connection would.

@@ -143,6 +143,40 @@ func TestOldListCoordinatorSettlesTheShardsItShares(t *testing.T) {
 	}
 }
 
+// TestOldListCoordinatorChecksALateOrdersHold: during a rolling grow, a
+// reservation on shard 1 made before its machine crashed, whose outbox
+// entry the old list's order writer had in hand, is written after the
+// resync (which the coordinator with the whole list ran). The old list
+// wrote such an order unchecked, for a coordinator with the whole list to
+// put its hold back, whose resync had run already: the order stood with no
+// unit (an oversell, found by the model test's fast mode). It now puts the
+// hold back on the shard it shares with the product's list.
+func TestOldListCoordinatorChecksALateOrdersHold(t *testing.T) {
+	g := rollingGrow(t, "late", `{"stock":12,"per_user_limit":1}`) // 2 units a shard
+	ctx := context.Background()
+	reservedAt := g.three.clock.Now().Add(-time.Second) // in the second the crash takes
+	g.r.Checkpoint(1)
+	g.r.Rewind(1)
+	waitFor(t, 20*time.Second, "shard 1 back in line on both coordinators", func() (bool, string) {
+		for _, m := range []*Main{g.six, g.three} {
+			if err := m.set.Ping(ctx, 1); err != nil || m.set.Fenced(1) {
+				return false, fmt.Sprint("fenced ", err)
+			}
+		}
+		return true, ""
+	})
+	late := shardstock.ReservationEvent{ID: "01JLATE000000000000000000A", UserID: "lena", ProductID: "late", Shard: 1, AtMS: reservedAt.UnixMilli()}
+	if err := g.three.orders.Ingest(ctx, late); err != nil {
+		t.Fatal(err)
+	}
+	if o, err := g.three.store.Order(ctx, late.ID); err != nil || o == nil || o.Status != shardstock.StatusAwaitingPayment {
+		t.Fatalf("the late order: %+v, %v; want awaiting payment", o, err)
+	}
+	if sh := productStatus(t, g.six.URL(), "late").Shards[1]; *sh.Locked != 1 || *sh.Salable != 1 {
+		t.Fatalf("shard 1 after the late order: %d locked, %d salable; want its hold put back (1 locked, 1 salable)", *sh.Locked, *sh.Salable)
+	}
+}
+
 // TestOldListCoordinatorLeavesTheWindowAndTheArchiveToTheNewList: a
 // coordinator on the old shard list cannot write the window of a product
 // that lives on more masters than it has, nor archive it: it answers 503
