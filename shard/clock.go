@@ -56,6 +56,10 @@ func (c *Clock) Run(ctx context.Context) {
 	}
 }
 
+// Measure reads every shard's clock once and keeps the median skew (Run
+// does it every 2 s); a coordinator measures once before it serves.
+func (c *Clock) Measure(ctx context.Context) { c.measure(ctx) }
+
 // measure reads every shard's clock once and keeps the median skew.
 func (c *Clock) measure(ctx context.Context) {
 	var skews []time.Duration

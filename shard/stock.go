@@ -222,7 +222,11 @@ func (s *Set) DeleteProduct(ctx context.Context, i int, product string) error {
 // Time is shard i's clock (TIME): the clock the scripts judge sale windows by.
 func (s *Set) Time(ctx context.Context, i int) (time.Time, error) {
 	var t time.Time
-	err := s.call(ctx, s.shards[i], func(ctx context.Context) error {
+	// A fenced shard answers its clock too (TIME reads nothing it could
+	// have lost): a coordinator starts with every shard fenced until its
+	// run is checked, and a clock measured only after that served its first
+	// purchases on its own clock, off the shards' by its skew.
+	err := s.call(shardstock.ResyncContext(ctx), s.shards[i], func(ctx context.Context) error {
 		var err error
 		t, err = s.shards[i].Client.Time(ctx).Result()
 		return err

@@ -494,6 +494,33 @@ func TestOneClockForTheSale(t *testing.T) {
 	}
 }
 
+// TestASlowClockDoesNotQueueAfterTheEnd: a coordinator whose clock is 30 s
+// behind the shards', started after a sale ended by the shards' clock, with
+// a buyer's home down. It measured its skew only after the shards' fences
+// opened, so its first purchases were judged on its own clock: the window
+// still open, the purchase queued (202) stamped inside it, to be sold
+// after the end (the model test's fast mode). It measures before it serves.
+func TestASlowClockDoesNotQueueAfterTheEnd(t *testing.T) {
+	r := shardtest.Start(t, 3)
+	a := startServer(t, r.URLs())
+	putProduct(t, a.URL(), "over", fmt.Sprintf(`{"stock":30,"ends_at":%q}`, time.Now().Add(2*time.Second).UTC().Format(time.RFC3339Nano)))
+	time.Sleep(3 * time.Second) // ended by every clock but the slow one
+	user := "late0"
+	for n := 1; a.set.Home(user) != 0; n++ {
+		user = fmt.Sprintf("late%d", n)
+	}
+	r.Kill(0)
+	slow := func() time.Time { return time.Now().Add(-30 * time.Second) }
+	b := startServer(t, r.URLs(), func(c *Config) {
+		c.Test.Clock = slow
+		c.SpoolDir = t.TempDir()
+		c.DB = a.cfg.DB
+	})
+	if rep := purchase(t, b.URL(), "over", user); rep.status != 403 || rep.str("error") != "ended" {
+		t.Fatalf("a purchase after the end, through a coordinator 30 s behind, the buyer's home down: %d %s; want 403 ended", rep.status, rep.raw)
+	}
+}
+
 // TestOrderBudgetIsShared (issue 16, item 7): SHARDSTOCK_ORDER_RATE is a
 // budget for the whole cluster: two coordinators reading the outboxes
 // together write orders at no more than that rate (with one burst of

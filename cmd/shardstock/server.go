@@ -143,6 +143,11 @@ func (m *Main) Run(ctx context.Context) error {
 		Limits: m.cfg.Limits, OnLimited: func(s string) { m.metrics.RateLimited.WithLabelValues(s).Inc() },
 		ProductIDs: m.store.ProductIDs, OrderOf: m.store.Order, Gate: m.room,
 		EdgeQueues: func(now time.Time) string { return m.room.EdgeLines(now, 2*time.Second) }})
+	// The sale's clock before the first purchase: a coordinator whose own
+	// clock is behind judged a window that had ended open, and queued a
+	// purchase stamped inside it (the model test's fast mode, a clock 20 s
+	// behind: 202 after the end).
+	m.clock.Measure(ctx)
 	if err := m.startLoops(); err != nil {
 		return err
 	}
