@@ -250,3 +250,55 @@ func TestResyncCountsAnAdditionUnderWay(t *testing.T) {
 		t.Fatalf("stock %d after the addition finished, want 36", st.Stock)
 	}
 }
+
+// TestARemovalWhoseShardLostItsDataFinishes: a stock removal whose
+// coordinator died between its steps, and whose shard then lost its data (a
+// wipe), is finished by a resume: as it stood in SQL when its step off the
+// shard was recorded there, as removing nothing when it was not (the units
+// it may have taken are given up with the shard's data, and some may have
+// been sold since). It used to be retried against the shard for good
+// ("product not on this shard"), and the product's archive, which waits for
+// every transfer, never came (found by the model test's fast mode).
+func TestARemovalWhoseShardLostItsDataFinishes(t *testing.T) {
+	for _, tc := range []struct {
+		step  string
+		stood bool // the wiped shard's part counts as removed
+	}{
+		{"marked", true},    // SQL has the count: it stands
+		{"recorded", false}, // nothing known taken: nothing removed there
+	} {
+		t.Run("died after "+tc.step, func(t *testing.T) {
+			f := newFixture(t)
+			f.define("gone", 30, 0)
+			ctx := context.Background()
+			f.crashAt(tc.step)
+			if _, err := f.stock.ChangeStock(ctx, "gone", 0, 6, "remove-6"); err == nil {
+				t.Fatal("the removal did not stop after its step")
+			}
+			f.crashAt("")
+			open, err := f.store.UnfinishedTransfers(ctx)
+			if err != nil || len(open) == 0 {
+				t.Fatalf("unfinished transfers: %+v %v", open, err)
+			}
+			wiped := open[0]
+			f.mem.wipe(wiped.From)
+			if _, err := f.stock.Resume(ctx, ""); err != nil {
+				t.Fatalf("resume after the removal's shard lost its data: %v", err)
+			}
+			if left, _ := f.store.UnfinishedTransfers(ctx); len(left) != 0 {
+				t.Fatalf("still unfinished: %+v", left)
+			}
+			st, err := f.views.Status(ctx, "gone")
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := int64(30 - 6)
+			if !tc.stood {
+				want += wiped.Wanted
+			}
+			if st.Stock != want {
+				t.Fatalf("stock %d after the resume, want %d (30 less 6, the wiped shard's part %d counted: %v)", st.Stock, want, wiped.Wanted, tc.stood)
+			}
+		})
+	}
+}

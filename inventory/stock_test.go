@@ -150,6 +150,32 @@ func TestStuckTransferIsReversedAndBlocksNothing(t *testing.T) {
 	}
 }
 
+// A transfer whose destination and source both lost the product (wiped
+// after its step out) is reversed onto nothing: its units are given up with
+// the source's data, and it no longer waits, for good, for a shard that
+// will never have the product again (it held up the product's archive).
+func TestATransferBetweenTwoLostShardsEnds(t *testing.T) {
+	f := newFixture(t)
+	f.define("lost", 30, 8)
+	f.crashAt("marked")
+	if _, err := f.stock.Rebalance(context.Background(), "lost"); err == nil {
+		t.Fatal("the crash was not reported")
+	}
+	f.crashAt("")
+	open, _ := f.store.UnfinishedTransfers(context.Background())
+	if len(open) != 1 {
+		t.Fatalf("unfinished: %+v", open)
+	}
+	f.mem.wipe(open[0].To)
+	f.mem.wipe(open[0].From)
+	if _, err := f.stock.Resume(context.Background(), "lost"); err != nil {
+		t.Fatalf("resume: %v", err)
+	}
+	if left, _ := f.store.UnfinishedTransfers(context.Background()); len(left) != 0 {
+		t.Fatalf("the transfer between two lost shards did not end: %+v", left)
+	}
+}
+
 // A product defined while a shard is drained puts none of its units there
 // (issue: define must respect drains), and its buyers homed on the drained
 // shard still buy (their register is there; the units are elsewhere).
