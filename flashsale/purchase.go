@@ -89,7 +89,13 @@ type Config struct {
 	Reserver Reserver
 	Identity api.Identity
 	Now      func() time.Time // default time.Now
-	NewID    func() string    // default NewOrderID
+	// NowKnown, if set, says whether Now is the sale's clock: false while
+	// no shard has answered its clock since the start. A purchase is then
+	// not queued, which would carry a time from the coordinator's own
+	// clock (behind, it stamps a purchase after the end inside the window,
+	// to be sold on replay: the model test's fast mode).
+	NowKnown func() bool
+	NewID    func() string // default NewOrderID
 	// Observe, if set, is told every purchase's product id ("" when it is
 	// not a catalog product), outcome ("reserved", "queued" or the error
 	// code) and how long it took (metrics, the sale report).
@@ -496,6 +502,9 @@ func (h *Handler) spool(w http.ResponseWriter, r *http.Request, p *shardstock.Pr
 	// limit cannot be checked at the shards now, but it bounds the queue.
 	if h.cfg.Spool.Pending(p.ID, user) >= int(p.PerUserLimit) {
 		return h.abandon(w, r, p, user, orderID, cause, shardstock.ErrLimitReached)
+	}
+	if h.cfg.NowKnown != nil && !h.cfg.NowKnown() {
+		return h.abandon(w, r, p, user, orderID, cause, fmt.Errorf("%w: no shard has told this coordinator the sale's time since it started, so it cannot queue a purchase; retry", shardstock.ErrUnavailable))
 	}
 	e := spool.Entry{Ticket: "T" + h.cfg.NewID(), ProductID: p.ID, UserID: user, OrderID: orderID, AtMS: h.cfg.Now().UnixMilli(),
 		Doubt: shardstock.DoubtOf(cause)}

@@ -644,12 +644,9 @@ func (s *Resync) Admit(ctx context.Context, ev shardstock.ReservationEvent) (sha
 		s.times.forget(ev.Shard) // its resync time is about to change
 		return "", fmt.Errorf("%w: shard %d is being brought back in line with the order table", shardstock.ErrUnavailable, ev.Shard)
 	}
-	at, err := s.syncedAt(ctx, ev.Shard)
-	if err != nil {
-		return "", err
-	}
-	if at.IsZero() || ev.At().After(at.Add(lateSlack)) {
-		return shardstock.StatusAwaitingPayment, nil
+	late, err := s.late(ctx, ev.Shard, ev.At())
+	if err != nil || !late {
+		return shardstock.StatusAwaitingPayment, err
 	}
 	p, err := s.cfg.Products.Product(ctx, ev.ProductID)
 	if err != nil {
@@ -665,42 +662,57 @@ func (s *Resync) Admit(ctx context.Context, ev shardstock.ReservationEvent) (sha
 	// for a coordinator with the whole list whose resync had already run,
 	// the order stood with no unit (an oversell, found by the fast mode).
 	// The buyer's home may be a shard it lacks: the claim is then left.
-	if p.Moved == "" {
-		ok, err := s.cfg.Holds.Reclaim(ctx, p, ev.UserID, ev.ID)
-		if err != nil {
-			return "", err
-		}
-		if !ok {
-			s.cfg.Logger.Error("a reservation relayed after its shard's resync lost its claim with the shard's last writes, and its buyer spent the limit again since: its order is written failed, a sale lost with those writes",
-				"order", ev.ID, "product", ev.ProductID, "shard", ev.Shard, "user", ev.UserID)
-			return shardstock.StatusFailed, nil
-		}
-	}
-	restored, err := s.cfg.Holds.RestoreHold(ctx, ev.Shard, o, ev.AtMS)
+	lost, restored, err := s.putBack(ctx, p, o, ev.AtMS, p.Moved == "")
 	switch {
-	case errors.Is(err, shardstock.ErrShortOfUnits):
-		s.cfg.Logger.Error("a reservation relayed after its shard's resync has no unit left there (sold again): its order is written failed, a sale lost with the shard's last writes",
-			"order", ev.ID, "product", ev.ProductID, "shard", ev.Shard)
-		return shardstock.StatusFailed, nil
-	case errors.Is(err, shardstock.ErrNotOnShard):
-		return shardstock.StatusAwaitingPayment, nil // the shard lost the product: its allocation is given up (Catalog.allocate)
 	case err != nil:
 		return "", err
+	case lost != "":
+		s.cfg.Logger.Error("a reservation relayed after its shard's resync "+lost+": its order is written failed, a sale lost with the shard's last writes",
+			"order", ev.ID, "product", ev.ProductID, "shard", ev.Shard, "user", ev.UserID)
+		return shardstock.StatusFailed, nil
 	case restored:
 		s.cfg.Logger.Warn("put back the hold of a reservation relayed after its shard's resync, before writing its order", "order", ev.ID, "product", ev.ProductID, "shard", ev.Shard)
 	}
 	return shardstock.StatusAwaitingPayment, nil
 }
 
-// limitSpent fails order o, written after its shard's resync, whose claim
-// cannot be recorded again (as Admit would have written it).
-func (s *Resync) limitSpent(ctx context.Context, o shardstock.Order) error {
-	s.cfg.Logger.Error("an order written after its shard's resync lost its claim with the shard's last writes, and its buyer spent the limit again since: the order fails, a sale lost with those writes",
-		"order", o.ID, "product", o.ProductID, "shard", o.Shard, "user", o.UserID)
-	if s.cfg.FailLost != nil {
-		return s.cfg.FailLost(ctx, o.ID, o.UserID)
+// late says whether a reservation made at on shard i is older than the
+// shard's last resync (lateSlack for the clocks): that resync may not
+// have seen it.
+func (s *Resync) late(ctx context.Context, i int, at time.Time) (bool, error) {
+	synced, err := s.syncedAt(ctx, i)
+	if err != nil {
+		return false, err
 	}
-	return nil
+	return !synced.IsZero() && !at.After(synced.Add(lateSlack)), nil
+}
+
+// putBack takes back the claim (when claim is set: at the buyer's home,
+// if that is the shard it went with the hold, and the buyer may have spent
+// the limit again since) and then the hold of late reservation o, made at
+// atMS. lost says why the sale cannot come back ("": it can): the buyer
+// spent the limit again, or the unit was sold again, since the crash took
+// them. restored: the hold was put back now. A shard that lost the
+// product has given up its allocation (Catalog.allocate): nothing to put
+// back. An error decides nothing.
+func (s *Resync) putBack(ctx context.Context, p *shardstock.Product, o shardstock.Order, atMS int64, claim bool) (lost string, restored bool, err error) {
+	if claim {
+		ok, err := s.cfg.Holds.Reclaim(ctx, p, o.UserID, o.ID)
+		if err != nil {
+			return "", false, err
+		}
+		if !ok {
+			return "lost its claim with the shard's last writes, and its buyer spent the limit again since", false, nil
+		}
+	}
+	restored, err = s.cfg.Holds.RestoreHold(ctx, o.Shard, o, atMS)
+	switch {
+	case errors.Is(err, shardstock.ErrShortOfUnits):
+		return "has no unit left there (sold again)", false, nil
+	case errors.Is(err, shardstock.ErrNotOnShard):
+		return "", false, nil
+	}
+	return "", restored, err
 }
 
 // HoldLate puts back order o's hold (awaiting payment, just written) on
@@ -746,8 +758,8 @@ func (s *Resync) RecheckLate(ctx context.Context) {
 // left for it sold the unit again before the order came: that is logged
 // for reconcile (nothing a retry can change).
 func (s *Resync) holdLate(ctx context.Context, o shardstock.Order, reserved time.Time) error {
-	at, err := s.syncedAt(ctx, o.Shard)
-	if err != nil || at.IsZero() || reserved.After(at.Add(lateSlack)) {
+	late, err := s.late(ctx, o.Shard, reserved)
+	if err != nil || !late {
 		return err
 	}
 	p, err := s.cfg.Products.Product(ctx, o.ProductID)
@@ -757,32 +769,22 @@ func (s *Resync) holdLate(ctx context.Context, o shardstock.Order, reserved time
 	if p.Archived || p.Moved != "" {
 		return nil // gone on purpose; or this coordinator's resyncs skip it (ErrResyncPartial), and one with its list restores its holds
 	}
-	// Its claim first: on the buyer's home, if that is the shard, it went
-	// with the hold, and the buyer may have spent the limit again since.
-	// Putting the hold back without it left the buyer holding more units
-	// than the limit on the shards (the model test's fast mode).
-	if ok, err := s.cfg.Holds.Reclaim(ctx, p, o.UserID, o.ID); err != nil {
-		return err
-	} else if !ok {
-		return s.limitSpent(ctx, o)
-	}
-	restored, err := s.cfg.Holds.RestoreHold(ctx, o.Shard, o, reserved.UnixMilli())
+	// Its claim first: putting the hold back without it left the buyer
+	// holding more units than the limit on the shards (the model test's
+	// fast mode). With no claim or unit left for it, the sale was lost with
+	// the shard's last writes (as a reservation whose outbox entry was
+	// lost is), and the order must not stand for a unit nobody holds.
+	lost, restored, err := s.putBack(ctx, p, o, reserved.UnixMilli(), true)
 	switch {
-	case errors.Is(err, shardstock.ErrShortOfUnits):
-		// Its unit went with the shard's last writes and was sold again
-		// before the order came: the sale was lost with them (as a
-		// reservation whose outbox entry was lost is), and the order must
-		// not stand for a unit nobody holds.
-		s.cfg.Logger.Error("an order written after its shard's resync has no unit left there (sold again): the order fails, a sale lost with the shard's last writes",
-			"order", o.ID, "product", o.ProductID, "shard", o.Shard)
+	case err != nil || (lost == "" && !restored):
+		return err
+	case lost != "":
+		s.cfg.Logger.Error("an order written after its shard's resync "+lost+": the order fails, a sale lost with the shard's last writes",
+			"order", o.ID, "product", o.ProductID, "shard", o.Shard, "user", o.UserID)
 		if s.cfg.FailLost != nil {
 			return s.cfg.FailLost(ctx, o.ID, o.UserID)
 		}
 		return nil
-	case errors.Is(err, shardstock.ErrNotOnShard):
-		return nil // the shard lost the product: its allocation is given up (Catalog.allocate)
-	case err != nil || !restored:
-		return err
 	}
 	s.cfg.Logger.Warn("put back the hold of an order written after its shard's resync", "order", o.ID, "product", o.ProductID, "shard", o.Shard)
 	if s.cfg.Orders == nil {

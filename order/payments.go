@@ -52,7 +52,11 @@ func (s *Service) signedBy(body []byte, signature string) bool {
 	if len(s.cfg.PaySecret) == 0 {
 		return true
 	}
-	return hmac.Equal([]byte(signature), []byte(SignPayment(s.cfg.PaySecret, body)))
+	ok := hmac.Equal([]byte(signature), []byte(SignPayment(s.cfg.PaySecret, body)))
+	if len(s.cfg.PayPrevious) > 0 && hmac.Equal([]byte(signature), []byte(SignPayment(s.cfg.PayPrevious, body))) {
+		ok = true
+	}
+	return ok
 }
 
 // callbackWindow is how far a signed callback's timestamp may be from now.

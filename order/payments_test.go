@@ -157,3 +157,43 @@ func TestUnknownOrderIsOneRead(t *testing.T) {
 		t.Fatalf("a recent id was not looked for on the shards (%d lookups)", holds.calls)
 	}
 }
+
+// TestAPaymentSecretRotates: while a payment secret is rotated, results
+// signed with the previous secret are accepted beside the current one's,
+// as messages and callbacks; a result signed with neither is refused.
+func TestAPaymentSecretRotates(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s *sqlstore.Store) {
+		h := newHarness(t, s, 5)
+		old, current := testPaySecret, []byte(strings.Repeat("n", 32))
+		h.svc.cfg.PaySecret, h.svc.cfg.PayPrevious = current, old
+		ctx := context.Background()
+		for _, id := range []string{"r1", "r2", "r3"} {
+			h.ingest(h.event(id, "alice", 0))
+		}
+		for _, tc := range []struct {
+			id, which string
+			secret    []byte
+		}{{"r1", "previous", old}, {"r2", "current", current}} {
+			body := paymentBody(tc.id, "success", 0, "t-"+tc.id)
+			if got, err := h.svc.ApplyPaymentMessage(ctx, body, SignPayment(tc.secret, body)); err != nil || got != PaymentApplied {
+				t.Fatalf("%s signed with the %s secret: %q %v", tc.id, tc.which, got, err)
+			}
+			if err := h.svc.CheckCallbackSignature(body, SignPayment(tc.secret, body)); err != nil {
+				t.Fatalf("a callback for %s: %v", tc.id, err)
+			}
+		}
+		other := []byte(strings.Repeat("x", 32))
+		body := paymentBody("r3", "success", 0, "t-r3")
+		if _, err := h.svc.ApplyPaymentMessage(ctx, body, SignPayment(other, body)); !errors.Is(err, ErrPaymentRefused) {
+			t.Fatalf("signed with neither secret: %v, want refused", err)
+		}
+		if err := h.svc.CheckCallbackSignature(body, SignPayment(other, body)); err == nil {
+			t.Fatal("a callback signed with neither secret passed")
+		}
+		h.svc.cfg.PayPrevious = nil // the rotation's last step
+		body = paymentBody("r3", "success", 0, "t-r3")
+		if _, err := h.svc.ApplyPaymentMessage(ctx, body, SignPayment(old, body)); !errors.Is(err, ErrPaymentRefused) {
+			t.Fatalf("signed with the secret rotated out: %v, want refused", err)
+		}
+	})
+}

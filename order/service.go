@@ -126,6 +126,12 @@ type Config struct {
 	// PaySecret signs payment results (the callback's X-Signature, a
 	// message's signature); empty: unsigned results are accepted (dev).
 	PaySecret []byte
+	// PayPrevious, while a payment secret is rotated, is the one going
+	// out: results signed with it are accepted too, so every coordinator
+	// of a rolling deploy accepts what the payment centre signs, before
+	// and after it switches (a result refused for its signature is
+	// dead-lettered, its money taken and its order left unpaid).
+	PayPrevious []byte
 }
 
 func (c *Config) fill() {

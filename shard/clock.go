@@ -19,6 +19,7 @@ type Clock struct {
 	wall   func() time.Time    // the coordinator's own clock
 	onSkew func(time.Duration) // optional: each new measurement (the metric)
 	skew   atomic.Int64        // ns the coordinator's clock is ahead of the shards'
+	known  atomic.Bool         // a shard has answered its clock since the start
 }
 
 // ClockConfig sets up a Clock; zero values mean the defaults.
@@ -38,6 +39,10 @@ func NewClock(cfg ClockConfig) *Clock {
 
 // Now is the coordinator's clock moved onto the shards'.
 func (c *Clock) Now() time.Time { return c.wall().Add(-c.Skew()) }
+
+// Known says whether the skew was measured: until a shard answers its
+// clock, Now is the coordinator's own, which may be off.
+func (c *Clock) Known() bool { return c.known.Load() }
 
 // Skew is how far the coordinator's clock is ahead of the shards'.
 func (c *Clock) Skew() time.Duration { return time.Duration(c.skew.Load()) }
@@ -78,6 +83,7 @@ func (c *Clock) measure(ctx context.Context) {
 	slices.Sort(skews)
 	skew := skews[len(skews)/2]
 	c.skew.Store(int64(skew))
+	c.known.Store(true)
 	if c.onSkew != nil {
 		c.onSkew(skew)
 	}

@@ -29,7 +29,7 @@ func (s *Store) SaveProduct(ctx context.Context, id, definition string) (created
 // ProductDefinition returns a product's stored definition, or "" if none.
 func (s *Store) ProductDefinition(ctx context.Context, id string) (string, error) {
 	var def string
-	err := s.read.QueryRowContext(ctx, `SELECT definition FROM products WHERE id = ?`, id).Scan(&def)
+	err := s.reads.QueryRowContext(ctx, `SELECT definition FROM products WHERE id = ?`, id).Scan(&def)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", nil
 	}
@@ -51,7 +51,7 @@ func (s *Store) InitialisedShards(ctx context.Context, product string) (map[int]
 // shardSet runs a query of one integer column and returns its values as
 // a set of shard indexes.
 func (s *Store) shardSet(ctx context.Context, q string, args ...any) (map[int]bool, error) {
-	rows, err := s.read.QueryContext(ctx, q, args...)
+	rows, err := s.reads.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -79,7 +79,7 @@ func (s *Store) RecordInit(ctx context.Context, product string, shard int, epoch
 
 // ProductIDs lists every product id.
 func (s *Store) ProductIDs(ctx context.Context) ([]string, error) {
-	rows, err := s.read.QueryContext(ctx, `SELECT id FROM products ORDER BY id`)
+	rows, err := s.reads.QueryContext(ctx, `SELECT id FROM products ORDER BY id`)
 	if err != nil {
 		return nil, fmt.Errorf("list products: %w", err)
 	}

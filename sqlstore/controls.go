@@ -11,7 +11,7 @@ import (
 // ProductControls returns the operator's changes to every product that has
 // any (product_controls).
 func (s *Store) ProductControls(ctx context.Context) (map[string]shardstock.Controls, error) {
-	rows, err := s.read.QueryContext(ctx, `SELECT product_id, paused, window_set, starts_ms, ends_ms, archived, version FROM product_controls`)
+	rows, err := s.reads.QueryContext(ctx, `SELECT product_id, paused, window_set, starts_ms, ends_ms, archived, version FROM product_controls`)
 	if err != nil {
 		return nil, fmt.Errorf("product controls: %w", err)
 	}
@@ -99,7 +99,7 @@ func (s *Store) RecordArchiveTotals(ctx context.Context, id string, totals []sha
 
 // ArchiveTotals returns the final per-shard counters of an archived product.
 func (s *Store) ArchiveTotals(ctx context.Context, id string) ([]shardstock.ShardTotals, error) {
-	rows, err := s.read.QueryContext(ctx, `SELECT shard, alloc, salable, locked, sold FROM product_archive WHERE product_id = ? ORDER BY shard`, id)
+	rows, err := s.reads.QueryContext(ctx, `SELECT shard, alloc, salable, locked, sold FROM product_archive WHERE product_id = ? ORDER BY shard`, id)
 	if err != nil {
 		return nil, fmt.Errorf("archive totals of %s: %w", id, err)
 	}
@@ -119,7 +119,7 @@ func (s *Store) ArchiveTotals(ctx context.Context, id string) ([]shardstock.Shar
 // id after its definition (finished stock changes in the transfer log:
 // from or to shard -1, outside the shards).
 func (s *Store) StockChanges(ctx context.Context, id string) (added, removed int64, err error) {
-	err = s.read.QueryRowContext(ctx, `SELECT
+	err = s.reads.QueryRowContext(ctx, `SELECT
 		COALESCE(SUM(CASE WHEN from_shard = -1 THEN moved ELSE 0 END), 0),
 		COALESCE(SUM(CASE WHEN to_shard = -1 THEN moved ELSE 0 END), 0)
 		FROM transfers WHERE product_id = ? AND state = 'done' AND (from_shard = -1 OR to_shard = -1)`, id).Scan(&added, &removed)
@@ -132,7 +132,7 @@ func (s *Store) StockChanges(ctx context.Context, id string) (added, removed int
 // OpenOrders counts product id's orders awaiting payment, and those whose
 // final status the holder shard has not been told yet.
 func (s *Store) OpenOrders(ctx context.Context, id string) (awaiting, unsettled int64, err error) {
-	err = s.read.QueryRowContext(ctx, `SELECT
+	err = s.reads.QueryRowContext(ctx, `SELECT
 		COALESCE(SUM(CASE WHEN status = 'awaiting_payment' THEN 1 ELSE 0 END), 0),
 		COALESCE(SUM(CASE WHEN settle_pending = 1 THEN 1 ELSE 0 END), 0)
 		FROM orders WHERE product_id = ?`, id).Scan(&awaiting, &unsettled)
@@ -188,7 +188,7 @@ func (s *Store) BindKey(ctx context.Context, keyHash, product, request string) e
 		return fmt.Errorf("bind idempotency key: %w", err)
 	}
 	var p, r string
-	if err := s.db.QueryRowContext(ctx, `SELECT product_id, request FROM stock_change_keys WHERE key_hash = ?`, keyHash).Scan(&p, &r); err != nil {
+	if err := s.writes.QueryRowContext(ctx, `SELECT product_id, request FROM stock_change_keys WHERE key_hash = ?`, keyHash).Scan(&p, &r); err != nil {
 		return fmt.Errorf("bind idempotency key: %w", err)
 	}
 	if p != product || r != request {

@@ -30,7 +30,7 @@ func scanOrder(row interface{ Scan(...any) error }) (*shardstock.Order, error) {
 
 // Order returns order id, or nil if there is none.
 func (s *Store) Order(ctx context.Context, id string) (*shardstock.Order, error) {
-	o, err := scanOrder(s.read.QueryRowContext(ctx, `SELECT `+orderColumns+` FROM orders WHERE id = ?`, id))
+	o, err := scanOrder(s.reads.QueryRowContext(ctx, `SELECT `+orderColumns+` FROM orders WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -376,7 +376,7 @@ func (s *Store) Unsettled(ctx context.Context, limit int, skip []int) ([]shardst
 // orders runs a query of orderColumns and scans its rows.
 func (s *Store) orders(ctx context.Context, q string, args ...any) ([]shardstock.Order, error) {
 	var out []shardstock.Order
-	err := collect(ctx, s.db, q, args, func(r *sql.Rows) error {
+	err := collect(ctx, s.writes, q, args, func(r *sql.Rows) error {
 		o, err := scanOrder(r)
 		if err == nil {
 			out = append(out, *o)
@@ -470,7 +470,7 @@ func (s *Store) FinalOrders(ctx context.Context, product string, shard int) ([]s
 
 // CountsByShard counts a product's orders per shard and status.
 func (s *Store) CountsByShard(ctx context.Context, product string) (map[int]shardstock.OrderCounts, error) {
-	rows, err := s.read.QueryContext(ctx, `SELECT shard, status, COUNT(*) FROM orders WHERE product_id = ? GROUP BY shard, status`, product)
+	rows, err := s.reads.QueryContext(ctx, `SELECT shard, status, COUNT(*) FROM orders WHERE product_id = ? GROUP BY shard, status`, product)
 	if err != nil {
 		return nil, fmt.Errorf("count orders: %w", err)
 	}
@@ -508,7 +508,7 @@ func (s *Store) CountByStatus(ctx context.Context, product string) (map[shardsto
 }
 
 func (s *Store) countBy(ctx context.Context, q string, args ...any) (map[shardstock.OrderStatus]int64, error) {
-	rows, err := s.read.QueryContext(ctx, q, args...)
+	rows, err := s.reads.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("count orders: %w", err)
 	}

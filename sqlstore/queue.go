@@ -23,7 +23,7 @@ type segment struct {
 
 // QueueLines returns every product's waiting-room line.
 func (s *Store) QueueLines(ctx context.Context) (map[string]shardstock.QueueLine, error) {
-	rows, err := s.read.QueryContext(ctx, `SELECT product_id, mode, rate, lead_ms, window_ms, difficulty, paused, held, clock, expired, window_version, joined, lobby, drawn, drawn_at, version FROM queue_lines`)
+	rows, err := s.reads.QueryContext(ctx, `SELECT product_id, mode, rate, lead_ms, window_ms, difficulty, paused, held, clock, expired, window_version, joined, lobby, drawn, drawn_at, version FROM queue_lines`)
 	if err != nil {
 		return nil, fmt.Errorf("queue lines: %w", err)
 	}
@@ -174,7 +174,7 @@ func (s *Store) forUpdate() string {
 func (s *Store) QueuePlace(ctx context.Context, product, buyer string) (shardstock.QueuePlace, bool, error) {
 	var q shardstock.QueuePlace
 	var at int64
-	err := s.read.QueryRowContext(ctx, `SELECT p.position, p.joined_at, l.version FROM queue_places p JOIN queue_lines l ON l.product_id = p.product_id
+	err := s.reads.QueryRowContext(ctx, `SELECT p.position, p.joined_at, l.version FROM queue_places p JOIN queue_lines l ON l.product_id = p.product_id
 		WHERE p.product_id = ? AND p.buyer = ?`, product, buyer).Scan(&q.Position, &at, &q.LineVersion)
 	if errors.Is(err, sql.ErrNoRows) {
 		return q, false, nil
@@ -268,7 +268,7 @@ func (s *Store) RevokeQueue(ctx context.Context, product, buyer string) error {
 
 // QueueRevoked returns the revoked buyers per product.
 func (s *Store) QueueRevoked(ctx context.Context) (map[string]map[string]bool, error) {
-	rows, err := s.read.QueryContext(ctx, `SELECT product_id, buyer FROM queue_revoked`)
+	rows, err := s.reads.QueryContext(ctx, `SELECT product_id, buyer FROM queue_revoked`)
 	if err != nil {
 		return nil, fmt.Errorf("revoked: %w", err)
 	}
@@ -297,7 +297,7 @@ func (s *Store) QueueSecret(ctx context.Context) ([]byte, error) {
 		return nil, fmt.Errorf("queue secret: %w", err)
 	}
 	var v string
-	if err := s.db.QueryRowContext(ctx, `SELECT value FROM catalog_meta WHERE name = 'queue_secret'`).Scan(&v); err != nil {
+	if err := s.writes.QueryRowContext(ctx, `SELECT value FROM catalog_meta WHERE name = 'queue_secret'`).Scan(&v); err != nil {
 		return nil, fmt.Errorf("queue secret: %w", err)
 	}
 	return hex.DecodeString(v)

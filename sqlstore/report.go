@@ -60,7 +60,7 @@ func (s *Store) upsert(replace bool) string {
 
 // SaleSeconds returns every recorded second of product, in time order.
 func (s *Store) SaleSeconds(ctx context.Context, product string) ([]shardstock.SaleSecond, error) {
-	rows, err := s.read.QueryContext(ctx, `SELECT second, kind, label, n FROM sale_seconds WHERE product_id = ? ORDER BY second`, product)
+	rows, err := s.reads.QueryContext(ctx, `SELECT second, kind, label, n FROM sale_seconds WHERE product_id = ? ORDER BY second`, product)
 	if err != nil {
 		return nil, err
 	}

@@ -28,7 +28,7 @@ func (s *Store) SaveSession(ctx context.Context, ss shardstock.Session) (created
 			return false, nil
 		}
 		var exists int
-		s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM sessions WHERE id = ?`, ss.ID).Scan(&exists)
+		s.writes.QueryRowContext(ctx, `SELECT COUNT(*) FROM sessions WHERE id = ?`, ss.ID).Scan(&exists)
 		if exists > 0 {
 			return false, nil // same content: MySQL reports 0 rows changed
 		}
@@ -58,7 +58,7 @@ func (s *Store) CurrentSession(ctx context.Context, now time.Time) (*shardstock.
 	}
 	for _, q := range queries {
 		var def string
-		err := s.read.QueryRowContext(ctx, q.q, q.args...).Scan(&def)
+		err := s.reads.QueryRowContext(ctx, q.q, q.args...).Scan(&def)
 		if err == nil {
 			var ss shardstock.Session
 			if err := json.Unmarshal([]byte(def), &ss); err != nil {
@@ -75,7 +75,7 @@ func (s *Store) CurrentSession(ctx context.Context, now time.Time) (*shardstock.
 
 // Sessions lists every session, by start.
 func (s *Store) Sessions(ctx context.Context) ([]shardstock.Session, error) {
-	rows, err := s.read.QueryContext(ctx, `SELECT definition FROM sessions ORDER BY starts_at, id`)
+	rows, err := s.reads.QueryContext(ctx, `SELECT definition FROM sessions ORDER BY starts_at, id`)
 	if err != nil {
 		return nil, fmt.Errorf("list sessions: %w", err)
 	}

@@ -46,6 +46,9 @@ type Store struct {
 	read    *sql.DB
 	dialect string // "sqlite" or "mysql"
 	batch   *batchStmts
+	// reads and writes run plain statements on read and db, prepared
+	// once (stmtcache.go)
+	reads, writes *stmtDB
 }
 
 // Open connects to "sqlite:PATH" or "mysql://user:pass@tcp(host:port)/db".
@@ -65,6 +68,10 @@ func OpenTLS(dsn string, roots *x509.CertPool) (*Store, error) {
 			db.Close()
 			return nil, err
 		}
+	}
+	st.writes, st.reads = newStmtDB(st.db), newStmtDB(st.read)
+	if st.read == st.db {
+		st.reads = st.writes
 	}
 	return st, nil
 }
@@ -155,7 +162,7 @@ func (s *Store) Dialect() string { return s.dialect }
 
 // Close closes the database.
 func (s *Store) Close() error {
-	err := s.batch.close()
+	err := errors.Join(s.batch.close(), s.reads.close(), s.writes.close())
 	if s.read != s.db {
 		err = errors.Join(err, s.read.Close())
 	}
@@ -296,7 +303,7 @@ func isLockConflict(err error) bool {
 func (s *Store) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
 	start := time.Now()
 	for attempt := 1; ; attempt++ {
-		res, err := s.db.ExecContext(ctx, q, args...)
+		res, err := s.writes.ExecContext(ctx, q, args...)
 		if err == nil || !isLockConflict(err) || attempt == 5 || ctx.Err() != nil || time.Since(start) > execRetryFor {
 			return res, err
 		}

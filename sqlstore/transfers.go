@@ -58,7 +58,7 @@ func (s *Store) ShardTransfers(ctx context.Context, shard int) ([]shardstock.Tra
 }
 
 func (s *Store) transfers(ctx context.Context, where string, args ...any) ([]shardstock.Transfer, error) {
-	rows, err := s.read.QueryContext(ctx, `SELECT id, product_id, from_shard, to_shard, wanted, moved, state
+	rows, err := s.reads.QueryContext(ctx, `SELECT id, product_id, from_shard, to_shard, wanted, moved, state
 		FROM transfers `+where+` ORDER BY created_at`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("unfinished transfers: %w", err)
@@ -107,7 +107,7 @@ func (s *Store) DrainedShards(ctx context.Context) (map[int]bool, error) {
 // never).
 func (s *Store) SyncedRunID(ctx context.Context, shard int) (string, error) {
 	var run string
-	err := s.read.QueryRowContext(ctx, `SELECT run_id FROM shard_runs WHERE shard = ?`, shard).Scan(&run)
+	err := s.reads.QueryRowContext(ctx, `SELECT run_id FROM shard_runs WHERE shard = ?`, shard).Scan(&run)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", nil
 	}
@@ -129,7 +129,7 @@ func millisOrZero(t time.Time) int64 {
 // or recorded without a time: its first run).
 func (s *Store) SyncedAt(ctx context.Context, shard int) (time.Time, error) {
 	var ms int64
-	err := s.read.QueryRowContext(ctx, `SELECT synced_at FROM shard_runs WHERE shard = ?`, shard).Scan(&ms)
+	err := s.reads.QueryRowContext(ctx, `SELECT synced_at FROM shard_runs WHERE shard = ?`, shard).Scan(&ms)
 	if errors.Is(err, sql.ErrNoRows) {
 		return time.Time{}, nil
 	}
@@ -173,7 +173,7 @@ func (s *Store) RecordTransaction(ctx context.Context, transaction, id string) (
 		return "", fmt.Errorf("record transaction: %w", err)
 	}
 	var was string
-	if err := s.db.QueryRowContext(ctx, `SELECT order_id FROM payment_transactions WHERE transaction_id = ?`, transaction).Scan(&was); err != nil {
+	if err := s.writes.QueryRowContext(ctx, `SELECT order_id FROM payment_transactions WHERE transaction_id = ?`, transaction).Scan(&was); err != nil {
 		return "", fmt.Errorf("record transaction: %w", err)
 	}
 	return was, nil
@@ -189,7 +189,7 @@ func (s *Store) CatalogID(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("catalog id: %w", err)
 	}
 	var id string
-	if err := s.read.QueryRowContext(ctx, `SELECT value FROM catalog_meta WHERE name = 'catalog_id'`).Scan(&id); err != nil {
+	if err := s.reads.QueryRowContext(ctx, `SELECT value FROM catalog_meta WHERE name = 'catalog_id'`).Scan(&id); err != nil {
 		return "", fmt.Errorf("catalog id: %w", err)
 	}
 	return id, nil

@@ -31,6 +31,8 @@ type Config struct {
 	UserAuth   string
 	HMACSecret []byte // hmac mode: the token key
 	PaySecret  []byte // the payment callback signature key; empty: unsigned
+	// PayPrevious is the payment secret being rotated out (accepted too).
+	PayPrevious []byte
 	// QueueSecret signs the waiting rooms' places; nil: the database's.
 	QueueSecret []byte
 	// DBCAs verify a MySQL server reached with ?tls=true
@@ -264,6 +266,9 @@ func (c *Config) checkHMACSecret() error {
 func (c *Config) checkPaySecret() error {
 	if c.PaySecret == nil && !c.Dev {
 		return &configError{"SHARDSTOCK_PAYMENT_SECRET", "required, so payment results are signed (32+ bytes); SHARDSTOCK_DEV=1 waives it for a local try"}
+	}
+	if c.PayPrevious != nil && c.PaySecret == nil {
+		return &configError{"SHARDSTOCK_PAYMENT_SECRET_PREVIOUS", "set without SHARDSTOCK_PAYMENT_SECRET: it is the secret being rotated out, accepted beside the current one"}
 	}
 	return nil
 }

@@ -521,6 +521,30 @@ func TestASlowClockDoesNotQueueAfterTheEnd(t *testing.T) {
 	}
 }
 
+// TestAnUnmeasuredClockDoesNotQueue: a coordinator whose clock is 30 s
+// behind, started while no shard answers, cannot measure the sale's clock:
+// a purchase of a sale ended by the shards' clock was queued (202), stamped
+// inside the window by its own clock, to be sold on replay (the model
+// test's fast mode, a coordinator 20 s behind restarted with its links cut).
+// It answers 503 until a shard has told it the time.
+func TestAnUnmeasuredClockDoesNotQueue(t *testing.T) {
+	r := shardtest.Start(t, 3)
+	a := startServer(t, r.URLs())
+	putProduct(t, a.URL(), "over", fmt.Sprintf(`{"stock":30,"ends_at":%q}`, time.Now().Add(2*time.Second).UTC().Format(time.RFC3339Nano)))
+	time.Sleep(3 * time.Second) // ended by every clock but the slow one
+	for i := range 3 {
+		r.Kill(i)
+	}
+	b := startServer(t, r.URLs(), func(c *Config) {
+		c.Test.Clock = func() time.Time { return time.Now().Add(-30 * time.Second) }
+		c.SpoolDir = t.TempDir()
+		c.DB = a.cfg.DB
+	})
+	if rep := purchase(t, b.URL(), "over", "late"); rep.status != 503 {
+		t.Fatalf("a purchase after the end, through a coordinator 30 s behind that no shard has told the time: %d %s; want 503", rep.status, rep.raw)
+	}
+}
+
 // TestOrderBudgetIsShared (issue 16, item 7): SHARDSTOCK_ORDER_RATE is a
 // budget for the whole cluster: two coordinators reading the outboxes
 // together write orders at no more than that rate (with one burst of

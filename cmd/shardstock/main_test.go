@@ -72,6 +72,12 @@ func TestConfigErrorsNameTheSetting(t *testing.T) {
 		}(), nil, "SHARDSTOCK_PAYMENT_SECRET"},
 		{"bad trusted proxies", with("SHARDSTOCK_TRUSTED_PROXIES", "10.0.0.0/99"), nil, "SHARDSTOCK_TRUSTED_PROXIES"},
 		{"short payment secret", with("SHARDSTOCK_PAYMENT_SECRET", "short"), nil, "SHARDSTOCK_PAYMENT_SECRET"},
+		{"short previous payment secret", with("SHARDSTOCK_PAYMENT_SECRET_PREVIOUS", "short"), nil, "SHARDSTOCK_PAYMENT_SECRET_PREVIOUS"},
+		{"previous payment secret alone", func() map[string]string {
+			m := with2("SHARDSTOCK_PAYMENT_SECRET_PREVIOUS", strings.Repeat("o", 32), "SHARDSTOCK_DEV", "1")
+			delete(m, "SHARDSTOCK_PAYMENT_SECRET")
+			return m
+		}(), nil, "SHARDSTOCK_PAYMENT_SECRET_PREVIOUS"},
 		{"bad dev", with("SHARDSTOCK_DEV", "yes"), nil, "SHARDSTOCK_DEV"},
 		{"bad timeout", with("SHARDSTOCK_SHARD_TIMEOUT", "fast"), nil, "SHARDSTOCK_SHARD_TIMEOUT"},
 		{"bad log format", with("SHARDSTOCK_LOG_FORMAT", "xml"), nil, "SHARDSTOCK_LOG_FORMAT"},

@@ -42,6 +42,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/shardstock/shardstock"
+	"github.com/shardstock/shardstock/order"
 	"github.com/shardstock/shardstock/shard"
 	"github.com/shardstock/shardstock/shard/shardtest"
 	"github.com/shardstock/shardstock/sqlstore"
@@ -330,8 +331,10 @@ type attempt struct {
 	code           string // the error code, or the ticket status once resolved
 	order, ticket  string
 	shard          int
-	unknown        bool // no answer (the connection or the deadline): the outcome is unknown to the buyer
-	lostByRewind   bool // answered 200 on a shard later cut back before its order was written
+	unknown        bool      // no answer (the connection or the deadline): the outcome is unknown to the buyer
+	lostByRewind   bool      // answered 200 on a shard later cut back before its order was written
+	at             time.Time // when it was sent
+	failFastMay    bool      // its order was not written when it grew older than the fail-fast age
 	resolvedOrders string
 }
 
@@ -371,6 +374,11 @@ type history struct {
 	// claimsLost: buyers (product, user) whose home lost the claim of a
 	// reservation answered 200 before its order was written (markLost)
 	claimsLost map[[2]string]bool
+	payMsgs    []*payMsg // the payment results sent as messages
+	// paySecrets: each coordinator's payment secret and the previous one
+	// (a rotation under way); centreSecret: what the payment centre signs with
+	paySecrets   [2][2][]byte
+	centreSecret []byte
 
 	killed, frozen, cut, slow, wiped [modelShards]bool
 	snaps                            [modelShards]map[int]int64    // step → the AOF's size: the points a machine crash can go back to
@@ -431,6 +439,7 @@ func (env *modelEnv) history(t *rapid.T) {
 			h.logf("coordinator %d's clock is %s off the shards'", c, h.skew[c])
 		}
 	}
+	h.drawPaySecrets()
 	for c := range h.coords {
 		h.coords[c] = h.startCoordinator(c)
 	}
@@ -516,6 +525,7 @@ var modelOps = []struct {
 	weight int
 }{
 	{"buy", 8}, {"pay", 2}, {"pay-fail", 1}, {"cancel", 3}, {"timeout", 1},
+	{"pay-message", 2}, {"fail-message", 1}, // a payment centre's results on the queue
 	{"rebalance", 2}, {"drain", 1}, {"undrain", 1}, {"stock-add", 1}, {"stock-remove", 2},
 	{"pause", 1}, {"resume", 1}, {"end-window", 1}, {"reopen-window", 1}, {"archive", 1},
 	{"kill", 1}, {"restart", 1}, {"freeze", 1}, {"thaw", 1}, {"rewind", 3}, {"wipe", 1},
@@ -632,9 +642,9 @@ func (h *history) startCoordinator(c int) *Main {
 	// execution per step, so both ways of sending steps meet the faults.
 	cfg := &Config{HTTPAddr: "127.0.0.1:0", Shards: h.env.urls[:h.lists[c]], AdminToken: testToken, UserAuth: "header",
 		ShardTimeout: 250 * time.Millisecond, LogFormat: "text", LogLevel: 12, // quiet: the steps tell the story
-		MQ: "streams", DB: h.db, PayTimeout: 15 * time.Minute, FailFastAge: 1000 * time.Hour, // (the timeouts move the order clock by hours)
-		OrderRate: 100000,
-		SpoolDir:  fmt.Sprintf("%s/spool%d", h.dir, c), // (ClaimIdle: serve's 30 s, as in production)
+		MQ: "streams", DB: h.db, PayTimeout: 15 * time.Minute, FailFastAge: h.failFastAge(),
+		OrderRate: 100000, PaySecret: h.paySecrets[c][0], PayPrevious: h.paySecrets[c][1],
+		SpoolDir: fmt.Sprintf("%s/spool%d", h.dir, c), // (ClaimIdle: serve's 30 s, as in production)
 		Test: TestKnobs{EmptyTTL: modelEmptyTTL, TransferStep: func(step string) error {
 			if at := h.crashAt[c].Load(); at != nil && *at == step {
 				return fmt.Errorf("the coordinator died after the step %q", step)
@@ -812,7 +822,7 @@ func (h *history) applicable(op string) bool {
 		return false
 	}
 	switch op {
-	case "pay", "pay-fail", "cancel":
+	case "pay", "pay-fail", "cancel", "pay-message", "fail-message":
 		_, ok := h.orderArg(false)
 		return ok
 	case "restart":
@@ -930,15 +940,27 @@ func (h *history) do(op string) {
 		c := h.coordArg()
 		var rep modelReply
 		switch op {
-		case "pay":
-			rep = h.call(c, "POST", "/api/v1/orders/"+a.order+"/pay", `{"result":"success"}`, "X-User-ID", a.user)
-		case "pay-fail":
-			rep = h.call(c, "POST", "/api/v1/orders/"+a.order+"/pay", `{"result":"fail"}`, "X-User-ID", a.user)
+		case "pay", "pay-fail":
+			body := h.paymentResult(a.order, op == "pay")
+			rep = h.call(c, "POST", "/api/v1/orders/"+a.order+"/pay", string(body),
+				"X-User-ID", a.user, "X-Signature", order.SignPayment(h.centreSecret, body))
 		default:
 			rep = h.call(c, "POST", "/api/v1/orders/"+a.order+"/cancel", "", "X-User-ID", a.user)
 		}
 		h.logf("%s %s's order %s (step %d) via coordinator %d: %s", op, a.user, a.order, a.step, c, rep.short())
+	case "pay-message", "fail-message":
+		h.payMessage(op == "pay-message")
 	case "timeout":
+		if modelFast() {
+			// Sixteen minutes pass for everyone, shards and coordinators
+			// alike, on the fake clock: the serve defaults' payment timeout
+			// and fail-fast age, which a reservation its writer has not
+			// written by then may pass (allowed: failFastMay).
+			h.mayFailFast(16 * time.Minute)
+			time.Sleep(16 * time.Minute)
+			h.logf("16 minutes pass: the payment timeout passes for every order awaiting payment")
+			return
+		}
 		h.clock.advance(16 * time.Minute)
 		time.Sleep(400 * time.Millisecond) // a sweep or two
 		h.logf("the payment timeout passes for every order awaiting payment")
@@ -1024,6 +1046,7 @@ func (h *history) do(op string) {
 	case "wipe":
 		i := h.shardArg()
 		h.markLost(i, 0)
+		h.payMessagesLost(i, 0)
 		h.losses[i] = append(h.losses[i], len(h.attempts))
 		h.env.redis.Thaw(i)
 		h.env.redis.Wipe(i)
@@ -1197,6 +1220,7 @@ func (h *history) crash(last int) {
 	c := rapid.SampledFrom(points).Draw(h.t, "crashed shard")
 	i, at := c.shard, c.at
 	h.markLost(i, at+1)
+	h.payMessagesLost(i, at+1)
 	h.losses[i] = append(h.losses[i], len(h.attempts))
 	h.env.redis.Thaw(i)
 	h.env.redis.RewindTo(i, fmt.Sprintf("s%d", at))
@@ -1334,7 +1358,7 @@ func (h *history) mend(i int) {
 const modelSlowLatency = 400 * time.Millisecond
 
 func (h *history) buy(c int, user string, p *mproduct) {
-	a := &attempt{step: h.step, seq: len(h.attempts), user: user, product: p.id, shard: -1}
+	a := &attempt{step: h.step, seq: len(h.attempts), user: user, product: p.id, shard: -1, at: time.Now()}
 	rep := h.call(c, "POST", "/api/v1/products/"+p.id+"/purchase", "", "X-User-ID", user)
 	switch {
 	case rep.err != nil:
@@ -1457,6 +1481,42 @@ func (h *history) markLost(i, since int) {
 			}
 			h.claimsLost[[2]string{a.product, a.user}] = true
 		}
+	}
+}
+
+// failFastAge is the coordinators' fail-fast age: serve's in the fast mode,
+// where the payment timeout is waited out on the fake clock; in the real
+// mode, where it moves the order clock ahead by 16 minutes instead, past
+// any reservation's age (each would fail fast after two timeouts).
+func (h *history) failFastAge() time.Duration {
+	if modelFast() {
+		return 30 * time.Minute
+	}
+	return 1000 * time.Hour
+}
+
+// mayFailFast marks the purchases answered (200, or a ticket) whose order
+// is not written yet and that will be older than the fail-fast age once d
+// has passed: their order may be written failed (a sale lost to a writer
+// that could not write it in time, order.Service.firstStatus).
+func (h *history) mayFailFast(d time.Duration) {
+	for _, a := range h.attempts {
+		if a.failFastMay || time.Since(a.at)+d <= h.failFastAge() {
+			continue
+		}
+		id := a.order
+		if a.code == "reserved" {
+			id = a.resolvedOrders
+		}
+		if id == "" && a.ticket == "" {
+			continue
+		}
+		if id != "" {
+			if o, err := h.store().Order(context.Background(), id); err != nil || o != nil {
+				continue // written: its status was decided then
+			}
+		}
+		a.failFastMay = true
 	}
 }
 
@@ -1963,6 +2023,10 @@ func (h *history) settle() {
 		h.coords[1] = h.startCoordinator(1)
 		h.logf("grow: coordinator 1 restarts on every shard")
 	}
+	// (after the grow: a coordinator on the old list cannot tell that an
+	// order held on a shard it lacks does not exist, and parks its payment
+	// for one with the whole list, which it may claim back first)
+	h.checkPayMessages()
 	h.checkNoStrandedStock()
 }
 
@@ -2093,7 +2157,7 @@ func (h *history) checkAnswers() {
 			if a.user != o.UserID {
 				h.fail("order %s was answered to %s and belongs to %s", o.ID, a.user, o.UserID)
 			}
-			if o.Status == shardstock.StatusFailed && !a.lostByRewind && !(h.claimsLost[[2]string{p.id, a.user}] && h.pastLimit(p, a.user)) {
+			if o.Status == shardstock.StatusFailed && !a.lostByRewind && !a.failFastMay && !(h.claimsLost[[2]string{p.id, a.user}] && h.pastLimit(p, a.user)) {
 				h.fail("truthful answers: %s was answered %d (step %d) and order %s was written failed", a.user, a.status, a.step, o.ID)
 			}
 		}
@@ -2302,7 +2366,7 @@ func (h *history) shardBusy(ctx context.Context, i int, othersAway bool) (why st
 			return fmt.Sprintf("coordinator %d resyncs it", c), false
 		}
 	}
-	streams := map[string]string{shard.SettleKey: "inventory"}
+	streams := map[string]string{shard.SettleKey: "inventory", shard.PaymentsKey: "payments"}
 	for _, p := range h.products {
 		streams[shard.OutboxKey(p.id)] = "orders"
 	}
@@ -2349,4 +2413,155 @@ func runIDOf(info string) string {
 		}
 	}
 	return ""
+}
+
+// The model's payment secrets: the one in use, and the next one a
+// rotation brings in.
+var (
+	modelPaySecret = []byte("the-model-tests-payment-secret-0123456789")
+	modelPayNext   = []byte("the-model-tests-next-payment-secret-987654")
+)
+
+// drawPaySecrets draws the stage of a payment secret rotation the
+// coordinators are in, each step a rolling deploy (OPERATIONS.md): the
+// coordinators then differ, and whatever the payment centre signs must be
+// accepted by both (a result refused for its signature is dead-lettered:
+// money taken, order unpaid).
+func (h *history) drawPaySecrets() {
+	old, next := modelPaySecret, modelPayNext
+	stage := rapid.SampledFrom([]string{"none", "none", "deploying the new secret", "switching the centre", "removing the old secret"}).Draw(h.t, "payment secret rotation")
+	h.paySecrets = [2][2][]byte{{old, nil}, {old, nil}}
+	h.centreSecret = old
+	switch stage {
+	case "deploying the new secret": // coordinator 1 first
+		h.paySecrets[1] = [2][]byte{next, old}
+	case "switching the centre":
+		h.paySecrets = [2][2][]byte{{next, old}, {next, old}}
+		h.centreSecret = rapid.SampledFrom([][]byte{old, next}).Draw(h.t, "the centre signs with")
+	case "removing the old secret": // coordinator 1 first
+		h.paySecrets = [2][2][]byte{{next, old}, {next, nil}}
+		h.centreSecret = next
+	}
+	if stage != "none" {
+		h.logf("a payment secret rotation, %s: coordinator 0 accepts %s, coordinator 1 %s; the centre signs with the %s one",
+			stage, secretNames(h.paySecrets[0]), secretNames(h.paySecrets[1]), secretName(h.centreSecret))
+	}
+}
+
+func secretName(s []byte) string {
+	if string(s) == string(modelPayNext) {
+		return "new"
+	}
+	return "old"
+}
+
+func secretNames(s [2][]byte) string {
+	if s[1] == nil {
+		return "the " + secretName(s[0])
+	}
+	return "the " + secretName(s[0]) + " and the " + secretName(s[1])
+}
+
+// paymentResult is a payment centre's signed result for order id (the
+// amount: the model's products are free; one transaction per order, so a
+// repeat binds to the same order).
+func (h *history) paymentResult(id string, success bool) []byte {
+	result := "fail"
+	if success {
+		result = "success"
+	}
+	return fmt.Appendf(nil, `{"result":%q,"order_id":%q,"amount_cents":0,"transaction_id":"t-%s","timestamp":%d}`,
+		result, id, id, h.clock.now().Unix())
+}
+
+// payMsg is a payment result sent on a shard's payments stream.
+type payMsg struct {
+	a       *attempt
+	success bool
+	shard   int
+	step    int
+	entry   string
+	lost    bool // its shard lost it (a crash past it, a wipe) before it may have been read
+}
+
+// payMessage sends a payment result for an order as a payment centre
+// does: on the payments stream of a shard that takes it (one drawn, else
+// the next).
+func (h *history) payMessage(success bool) {
+	a, ok := h.orderArg(true)
+	if !ok {
+		h.logf("payment message: no order yet")
+		return
+	}
+	body := h.paymentResult(a.order, success)
+	first := rapid.IntRange(0, modelShards-1).Draw(h.t, "payments stream of shard")
+	for k := range modelShards {
+		i := (first + k) % modelShards
+		if h.killed[i] || h.frozen[i] {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		id, err := h.env.direct[i].XAdd(ctx, &redis.XAddArgs{Stream: shard.PaymentsKey,
+			Values: []any{"body", string(body), "signature", order.SignPayment(h.centreSecret, body)}}).Result()
+		cancel()
+		if err != nil {
+			continue
+		}
+		h.payMsgs = append(h.payMsgs, &payMsg{a: a, success: success, shard: i, step: h.step, entry: id})
+		h.logf("payment message %s for %s's order %s (step %d) on shard %d", map[bool]string{true: "success", false: "fail"}[success], a.user, a.order, a.step, i)
+		return
+	}
+	h.logf("payment message for %s: no shard takes it", a.order)
+}
+
+// payMessagesLost marks the payment messages sent on shard i since step
+// (0: ever) lost with its last writes.
+func (h *history) payMessagesLost(i, since int) {
+	for _, m := range h.payMsgs {
+		if m.shard == i && m.step >= since {
+			m.lost = true
+		}
+	}
+}
+
+// checkPayMessages: every payment success sent as a message, and not lost
+// with its shard's last writes, paid its order or is in the dead-letter
+// stream asking for a refund (its order was released before it came, or
+// never came to be: a sale lost with a shard's writes). A success refused
+// for any other reason is money taken for an order that stays unpaid.
+func (h *history) checkPayMessages() {
+	ctx := context.Background()
+	for _, m := range h.payMsgs {
+		if !m.success || m.lost {
+			continue
+		}
+		// (a result retried while its order was not written waits, once
+		// its reader is gone, for another coordinator to claim it: ClaimIdle)
+		h.waitFor(claimWait, fmt.Sprintf("the payment success for %s's order %s (step %d), sent on shard %d at step %d, to pay it or ask a refund",
+			m.a.user, m.a.order, m.a.step, m.shard, m.step), func() (bool, string) {
+			o, err := h.store().Order(ctx, m.a.order)
+			if err != nil {
+				return false, err.Error()
+			}
+			if o != nil && o.Status == shardstock.StatusPaid {
+				return true, ""
+			}
+			dead, _ := h.env.direct[m.shard].XRange(ctx, shard.DeadPaymentsKey, "-", "+").Result()
+			reason := ""
+			for _, d := range dead {
+				if d.Values["entry"] == m.entry {
+					reason, _ = d.Values["reason"].(string)
+				}
+			}
+			switch {
+			case reason == "":
+				return false, fmt.Sprintf("neither paid (%v) nor dead-lettered", o)
+			case strings.Contains(reason, "refund"):
+			case o == nil && strings.Contains(reason, "does not exist"): // a sale lost with a shard's writes: refunded by an operator
+			default:
+				h.fail("a payment success for %s's order %s (step %d, now %v), sent on shard %d at step %d, was refused: %s", m.a.user, m.a.order, m.a.step, o, m.shard, m.step, reason)
+			}
+			return true, ""
+		})
+	}
 }

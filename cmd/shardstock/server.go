@@ -125,8 +125,8 @@ func (m *Main) Run(ctx context.Context) error {
 	if m.mq, err = m.openTransport(ctx); err != nil {
 		return err
 	}
-	m.orders = order.NewService(order.Config{Store: m.store, Settler: m.mq, Holds: set, Claims: set, LateHolds: m.inv.resync, PayTimeout: m.cfg.PayTimeout,
-		FailFastAge: m.cfg.FailFastAge, Rate: m.cfg.OrderRate, Now: m.cfg.Test.OrderClock, Logger: m.log, PaySecret: m.cfg.PaySecret,
+	m.orders = order.NewService(order.Config{Store: m.store, Settler: m.mq, Holds: inventory.HoldSearch{Finder: set, Products: m.inv.catalog}, Claims: set, LateHolds: m.inv.resync, PayTimeout: m.cfg.PayTimeout,
+		FailFastAge: m.cfg.FailFastAge, Rate: m.cfg.OrderRate, Now: m.cfg.Test.OrderClock, Logger: m.log, PaySecret: m.cfg.PaySecret, PayPrevious: m.cfg.PayPrevious,
 		Budget:   orderBudget{set: set, rate: m.cfg.OrderRate},
 		OnIngest: func(st shardstock.OrderStatus) { m.metrics.OrdersIngested.WithLabelValues(string(st)).Inc() }})
 	if err := m.openSpool(); err != nil {
@@ -138,7 +138,7 @@ func (m *Main) Run(ctx context.Context) error {
 	m.report = report.NewRecorder(report.RecorderConfig{Store: m.store, Stock: m.inv.views.Salable, Logger: m.log})
 	m.pages = flashsale.NewPages(flashsale.PagesConfig{Products: m.inv.catalog, Sessions: m.store})
 	m.buyers = flashsale.NewHandler(flashsale.Config{Products: m.inv.catalog, Cache: m.inv.catalog, Reserver: m.set, Identity: m.identity(), RealIP: m.realIP(),
-		Now: m.clock.Now, MaxInFlight: m.cfg.MaxInFlight,
+		Now: m.clock.Now, NowKnown: m.clock.Known, MaxInFlight: m.cfg.MaxInFlight,
 		Observe: m.observePurchase, Spool: m.spoolPort(), Logger: m.log,
 		Limits: m.cfg.Limits, OnLimited: func(s string) { m.metrics.RateLimited.WithLabelValues(s).Inc() },
 		ProductIDs: m.store.ProductIDs, OrderOf: m.store.Order, Gate: m.room,

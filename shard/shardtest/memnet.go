@@ -19,7 +19,8 @@ import (
 type Net struct {
 	mu        sync.Mutex
 	listeners map[string]*pipeListener
-	next      int
+	next      int // the last port given to a listener on ":0" (20001-39999, then round again)
+	from      int // the last client port (40000-65535, then round again)
 }
 
 // NewNet is an empty network.
@@ -35,8 +36,16 @@ func (n *Net) Listen(addr string) (net.Listener, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if port == "0" {
-		n.next++
-		addr = net.JoinHostPort(host, fmt.Sprint(40000+n.next))
+		// A port of 65536 or more is no port: a URL or a peer address with
+		// one does not parse (a long soak's coordinators dialled past it,
+		// and were refused as an untrusted proxy).
+		for tries := 0; ; tries++ {
+			n.next = n.next%19999 + 1
+			addr = net.JoinHostPort(host, fmt.Sprint(20000+n.next))
+			if _, taken := n.listeners[addr]; !taken || tries == 19999 {
+				break
+			}
+		}
 	}
 	if _, taken := n.listeners[addr]; taken {
 		return nil, &net.OpError{Op: "listen", Net: "pipe", Err: syscall.EADDRINUSE}
@@ -57,8 +66,8 @@ func (n *Net) Dial(ctx context.Context, _, addr string) (net.Conn, error) {
 	}
 	client, server := net.Pipe()
 	n.mu.Lock()
-	n.next++
-	from := pipeAddr(net.JoinHostPort("127.0.0.1", fmt.Sprint(50000+n.next)))
+	n.from = (n.from + 1) % 25536
+	from := pipeAddr(net.JoinHostPort("127.0.0.1", fmt.Sprint(40000+n.from)))
 	n.mu.Unlock()
 	select {
 	case l.conns <- addrConn{server, l.addr, from}:
