@@ -139,7 +139,7 @@ addr() { # host
 ns() { echo "$name-$1"; }
 bridge() { echo "$name-br"; }
 in_host() { local h=$1; shift; ip netns exec "$(ns "$h")" "$@"; }
-known() { hosts | grep -qx "$1" || die "no host '$1' in this cluster (see: deploy/cluster.sh hosts)"; }
+known() { hosts | grep -x "$1" >/dev/null || die "no host '$1' in this cluster (see: deploy/cluster.sh hosts)"; }
 
 coordinator_urls() { local k out=""; for ((k = 1; k <= coords; k++)); do out="${out:+$out,}$(addr "coord$k"):8080"; done; echo "$out"; }
 
@@ -168,7 +168,7 @@ make_network() {
   fi
   local h
   for h in $(hosts); do
-    ip netns list | grep -qw "$(ns "$h")" && continue
+    ip netns list | grep -w "$(ns "$h")" >/dev/null && continue
     ip netns add "$(ns "$h")"
     ip link add "$(ns "$h")" type veth peer name eth0 netns "$(ns "$h")"
     ip link set "$(ns "$h")" master "$br" up
@@ -393,7 +393,7 @@ up() {
   command -v curl >/dev/null || apt_install -- curl
   [ ! -f "$dir/cluster.conf" ] || die "a cluster is up from $dir: deploy/cluster.sh down first"
   ! ip link show "$(bridge)" >/dev/null 2>&1 || die "the bridge $(bridge) exists already: another cluster named '$name' is up (--name)"
-  ! ip -o -4 addr show | grep -q "inet ${net//./\\.}\\." || die "$net.0/24 is in use on this machine: choose another --net"
+  ! ip -o -4 addr show | grep "inet ${net//./\\.}\\." >/dev/null || die "$net.0/24 is in use on this machine: choose another --net"
   printf 'shards=%s\ncoords=%s\nnet=%s\nname=%s\nbin=%q\n' "$shards" "$coords" "$net" "$name" "$bin" >"$dir/cluster.conf"
   trap 'rc=$?; trap - EXIT; if [ "$rc" != 0 ]; then echo "cluster.sh: up failed; taking down what it made" >&2; down; fi; exit "$rc"' EXIT
   # What the parts need from the network outside (Debian's packages, the
@@ -421,7 +421,7 @@ down() {
   if ip link show "$(bridge)" >/dev/null 2>&1; then
     [ ! -s "$dir/partitions" ] || heal_host="" heal >/dev/null
     for h in $list; do
-      ip netns list | grep -qw "$(ns "$h")" || continue
+      ip netns list | grep -w "$(ns "$h")" >/dev/null || continue
       stop_part "$h" || echo "cluster.sh: stopping $h failed; its processes are killed with its host" >&2
     done
   fi
