@@ -62,16 +62,7 @@ var settings = []setting{
 	{name: "SHARDSTOCK_PAYMENT_SECRET", flag: "payment-secret", secret: true, help: "key of the payment results' signature (callback X-Signature, message signature; 32+ bytes); required unless SHARDSTOCK_DEV=1",
 		parse: parsePaySecret},
 	{name: "SHARDSTOCK_PAYMENT_SECRET_PREVIOUS", flag: "payment-secret-previous", secret: true, help: "while the payment secret is rotated, the one going out: results signed with it are accepted too (32+ bytes). Rotate in three steps: every coordinator gets the new secret with the old one here; then the payment centre signs with the new one; then this is removed",
-		parse: func(c *Config, v string) error {
-			if v == "" {
-				return nil
-			}
-			if len(v) < 32 {
-				return errors.New("too short: use at least 32 bytes")
-			}
-			c.PayPrevious = []byte(v)
-			return nil
-		}},
+		parse: func(c *Config, v string) error { return parseKey(&c.PayPrevious, v) }},
 	{name: "SHARDSTOCK_QUEUE_SECRET", flag: "queue-secret", secret: true, help: "key of the waiting rooms' place tokens (32+ bytes); empty: one made up and kept in the database, shared by the coordinators of the catalog. Set it to check places at the edge too",
 		parse: parseQueueSecret},
 	{name: "SHARDSTOCK_TRUSTED_PROXIES", flag: "trusted-proxies", def: "127.0.0.0/8,::1/128", help: "peers (CIDRs, comma-separated, or none) whose X-User-ID (header mode) and X-Forwarded-For are believed: your authenticating gateway",
@@ -253,14 +244,17 @@ func parseHMACSecret(c *Config, v string) error {
 
 // parsePaySecret takes a key of 32+ bytes; "" leaves results unsigned
 // (which validate allows only with Dev).
-func parsePaySecret(c *Config, v string) error {
+func parsePaySecret(c *Config, v string) error { return parseKey(&c.PaySecret, v) }
+
+// parseKey sets *key to a key of 32+ bytes; "" leaves it unset.
+func parseKey(key *[]byte, v string) error {
 	if v == "" {
 		return nil
 	}
 	if len(v) < 32 {
 		return errors.New("too short: use at least 32 bytes")
 	}
-	c.PaySecret = []byte(v)
+	*key = []byte(v)
 	return nil
 }
 
