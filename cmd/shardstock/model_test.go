@@ -465,7 +465,7 @@ func (env *modelEnv) history(t *rapid.T) {
 	}
 	for k, id := range env.products {
 		p := &mproduct{id: id, stock: int64(rapid.IntRange(lo, hi).Draw(t, "stock_"+id)), limit: int64(rapid.IntRange(1, 2).Draw(t, "limit_"+id))}
-		rep := h.admin(k%2, "PUT", "/admin/v1/products/"+id, fmt.Sprintf(`{"stock":%d,"per_user_limit":%d}`, p.stock, p.limit))
+		rep := h.define(k%2, id, fmt.Sprintf(`{"stock":%d,"per_user_limit":%d}`, p.stock, p.limit))
 		if rep.status != 201 {
 			h.fail("define %s: %d %s", id, rep.status, rep.raw)
 		}
@@ -771,6 +771,21 @@ func (h *history) call(c int, method, path, body string, headers ...string) mode
 		h.fail("%s %s via coordinator %d: %d %s", method, path, c, r.status, r.raw)
 	}
 	return r
+}
+
+// define puts a product on sale through coordinator c as an operator
+// would: a 503 says retry later (a shard slower than the shard timeout
+// once, on a loaded machine), and the definition is a PUT, so it is sent
+// again, a few times, before the history fails.
+func (h *history) define(c int, id, body string) modelReply {
+	for try := 1; ; try++ {
+		rep := h.admin(c, "PUT", "/admin/v1/products/"+id, body)
+		if rep.status != 503 || try == 10 {
+			return rep
+		}
+		h.logf("define %s: %s, sent again", id, rep.short())
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 func (h *history) admin(c int, method, path, body string) modelReply {
