@@ -27,6 +27,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -74,7 +75,7 @@ type modelEnv struct {
 	failed   atomic.Bool // a history failed: rapid is shrinking it, run everything
 	soak     bool
 
-	histories, steps, faults atomic.Int64
+	modelCounts
 }
 
 // modelMasters are the shards' masters: real redis-servers
@@ -152,24 +153,70 @@ func TestModelStockPath(t *testing.T) {
 		flag.Set("rapid.shrinktime", "4m") // a history costs seconds: shrinking needs time
 	}
 	budget := modelBudget(t)
-	dbs := []string{"sqlite", "mariadb"}
-	if modelFast() {
-		dbs = dbs[:1]
+	if !modelFast() {
+		for _, db := range []string{"sqlite", "mariadb"} {
+			t.Run(db, func(t *testing.T) { runModel(t, db, budget, nil) })
+		}
+		return
 	}
-	for _, db := range dbs {
-		t.Run(db, func(t *testing.T) {
-			if modelFast() { // (every timer of the run on the bubble's fake clock)
-				// A fast run is CPU bound, a fifth of it the collector's:
-				// memory is cheap here (a run stays under 1 GiB).
-				defer debug.SetGCPercent(debug.SetGCPercent(400))
-				stop := watchModel()
-				defer stop()
-				synctest.Test(t, func(t *testing.T) { runModel(t, db, budget) })
-			} else {
-				runModel(t, db, budget)
-			}
+	// The fast mode: every timer of a run on its bubble's fake clock, one
+	// run per core (a run is one history at a time, about one core busy),
+	// each with its own masters, bubble and seed. The first is named
+	// sqlite, as in the real mode, so that its kept histories replay; the
+	// others sqlite-2, ... (their own testdata/rapid directories).
+	//
+	// A fast run is CPU bound, a fifth of it the collector's: memory is
+	// cheap here (a run stays under 1 GiB).
+	defer debug.SetGCPercent(debug.SetGCPercent(400))
+	stop := watchModel()
+	defer stop()
+	var total modelCounts
+	began := time.Now() // (outside the bubbles: real time)
+	t.Cleanup(func() { total.report(t, "all runs together", time.Since(began)) })
+	for w := range modelWorkers(t) {
+		name := "sqlite"
+		if w > 0 {
+			name = fmt.Sprintf("sqlite-%d", w+1)
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			synctest.Test(t, func(t *testing.T) { runModel(t, "sqlite", budget, &total) })
 		})
 	}
+}
+
+// modelWorkers is how many fast runs go side by side:
+// SHARDSTOCK_MODEL_WORKERS, by default one per core (GOMAXPROCS).
+func modelWorkers(t *testing.T) int {
+	n := runtime.GOMAXPROCS(0)
+	if f := flag.Lookup("rapid.failfile"); f != nil && f.Value.String() != "" {
+		n = 1 // a kept history's replay
+	}
+	if v := os.Getenv("SHARDSTOCK_MODEL_WORKERS"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 1 {
+			t.Fatalf("SHARDSTOCK_MODEL_WORKERS=%q: a number of runs, at least 1", v)
+		}
+	}
+	return n
+}
+
+// modelCounts are a run's histories, steps and faults (and, summed, every
+// run's).
+type modelCounts struct {
+	histories, steps, faults atomic.Int64
+}
+
+func (c *modelCounts) add(o *modelCounts) {
+	c.histories.Add(o.histories.Load())
+	c.steps.Add(o.steps.Load())
+	c.faults.Add(o.faults.Load())
+}
+
+func (c *modelCounts) report(t *testing.T, what string, elapsed time.Duration) {
+	h, s, f := c.histories.Load(), c.steps.Load(), c.faults.Load()
+	t.Logf("model test, %s: %d histories, %d steps, %d faults in %s (%.1f histories/min, %.0f steps/min, %.1f faults per history)",
+		what, h, s, f, elapsed.Round(time.Second), float64(h)/elapsed.Minutes(), float64(s)/elapsed.Minutes(), float64(f)/max(1, float64(h)))
 }
 
 // modelProgress counts the steps of every history, for watchModel.
@@ -219,8 +266,9 @@ func scratchDir(t *testing.T) string {
 	return d
 }
 
-// runModel runs histories on db until the budget (real time) is spent.
-func runModel(t *testing.T, db string, budget time.Duration) {
+// runModel runs histories on db until the budget (real time) is spent,
+// adding its counts to total (nil: none).
+func runModel(t *testing.T, db string, budget time.Duration, total *modelCounts) {
 	if modelFast() { // (the last cleanup: what the closed clients left, a redial's sleep, ends before the bubble does)
 		t.Cleanup(func() { time.Sleep(5 * time.Second) })
 	}
@@ -240,11 +288,11 @@ func runModel(t *testing.T, db string, budget time.Duration) {
 	for !t.Failed() && env.elapsed() < env.budget {
 		rapid.Check(rapidTB{t}, env.history)
 	}
-	elapsed := env.elapsed()
-	h, s, f := env.histories.Load(), env.steps.Load(), env.faults.Load()
-	t.Logf("model test on %s: %d histories, %d steps, %d faults in %s (%.1f histories/min, %.0f steps/min, %.1f faults per history)",
-		db, h, s, f, elapsed.Round(time.Second), float64(h)/elapsed.Minutes(), float64(s)/elapsed.Minutes(), float64(f)/max(1, float64(h)))
-	if h == 0 {
+	env.report(t, strings.TrimPrefix(t.Name(), "TestModelStockPath/"), env.elapsed())
+	if total != nil {
+		total.add(&env.modelCounts)
+	}
+	if env.histories.Load() == 0 {
 		t.Fatal("no history ran")
 	}
 }
@@ -519,8 +567,8 @@ func (env *modelEnv) history(t *rapid.T) {
 	h.settle()
 	h.t.Logf("history ok: %d steps in %s", n, env.realNow().Sub(began).Round(time.Millisecond))
 	if env.soak {
-		fmt.Fprintf(os.Stderr, "model: history %d ok: %d steps in %s, settled in %s (%s elapsed; %d histories, %d steps, %d faults so far)\n",
-			env.histories.Load(), n, stepped.Sub(began).Round(10*time.Millisecond), env.realNow().Sub(stepped).Round(10*time.Millisecond),
+		fmt.Fprintf(os.Stderr, "model %s: history %d ok: %d steps in %s, settled in %s (%s elapsed; %d histories, %d steps, %d faults so far)\n",
+			strings.TrimPrefix(env.t.Name(), "TestModelStockPath/"), env.histories.Load(), n, stepped.Sub(began).Round(10*time.Millisecond), env.realNow().Sub(stepped).Round(10*time.Millisecond),
 			env.elapsed().Round(time.Second), env.histories.Load(), env.steps.Load(), env.faults.Load())
 	}
 }
