@@ -414,6 +414,7 @@ type history struct {
 	lists [2]int
 	// stopped coordinators are away (stop-coordinator) until started again.
 	stopped [2]bool
+	nets    [2]*severable // each coordinator's network, as a kill ends it
 	// crashAt, per coordinator, is the step of a stock transfer after which
 	// the coordinator "dies" (crash-mid-change): the transfer stops there.
 	crashAt [2]atomic.Pointer[string]
@@ -589,7 +590,7 @@ var modelOps = []struct {
 	// A rolling deploy, coordinators away, operators' calls in the middle
 	// of a sale, and a coordinator that dies between the steps of a
 	// stock change (issue 40).
-	{"grow", 1}, {"stop-coordinator", 1}, {"start-coordinator", 1},
+	{"grow", 1}, {"stop-coordinator", 1}, {"kill-coordinator", 1}, {"start-coordinator", 1},
 	{"reconcile", 1}, {"resync-shard", 1}, {"accept-shard", 1}, {"crash-mid-change", 2},
 	{"stall-orders", 1}, {"unstall-orders", 1},
 }
@@ -616,7 +617,7 @@ func (h *history) swarm() []string {
 }
 
 var faultOps = map[string]bool{"kill": true, "freeze": true, "rewind": true, "wipe": true, "restart-coordinator": true, "cut-link": true, "slow-link": true,
-	"stop-coordinator": true, "crash-mid-change": true, "stall-orders": true}
+	"stop-coordinator": true, "kill-coordinator": true, "crash-mid-change": true, "stall-orders": true}
 
 // reset puts the shards back as new between histories: thawed, running,
 // reachable, empty.
@@ -723,9 +724,12 @@ func (h *history) startCoordinator(c int) *Main {
 	if c == 0 {
 		cfg.Coalesce, cfg.BatchGap = true, 3*time.Millisecond
 	}
+	dial, listen := realDial, realListen
 	if h.env.net != nil {
-		cfg.Test.Dial, cfg.Test.Listen = h.env.mem.Dial, h.env.net.Listen
+		dial, listen = h.env.mem.Dial, h.env.net.Listen
 	}
+	h.nets[c] = newSeverable() // (a new process: killCoordinator)
+	cfg.Test.Dial, cfg.Test.Listen = h.nets[c].dial(dial), h.nets[c].listen(listen)
 	var logs io.Writer = io.Discard
 	if os.Getenv("SHARDSTOCK_MODEL_LOG") != "" { // (a failing history's replay, with what the coordinators said)
 		cfg.LogLevel, logs = 0, prefixed{os.Stderr, fmt.Sprintf("coordinator %d: ", c)}
@@ -798,15 +802,26 @@ func (r modelReply) str(k string) string { s, _ := r.body[k].(string); return s 
 var modelClient = &http.Client{Timeout: 5 * time.Second}
 
 func (h *history) call(c int, method, path, body string, headers ...string) modelReply {
-	req, err := http.NewRequest(method, h.coords[c].URL()+path, strings.NewReader(body))
+	r := h.env.send(h.coords[c].URL(), method, path, body, headers...)
+	if r.status == http.StatusInternalServerError && h.crashAt[c].Load() == nil { // (a coordinator that "dies" answers what nobody hears)
+		// A failure has its own answer (API.md): a 500 is a bug (a panic, an error nobody mapped).
+		h.fail("%s %s via coordinator %d: %d %s", method, path, c, r.status, r.raw)
+	}
+	return r
+}
+
+// send sends one request to the coordinator at url and reads its answer
+// (any goroutine may: it checks nothing).
+func (env *modelEnv) send(url, method, path, body string, headers ...string) modelReply {
+	req, err := http.NewRequest(method, url+path, strings.NewReader(body))
 	if err != nil {
-		h.fail("%v", err)
+		return modelReply{err: err}
 	}
 	req.Header.Set("Content-Type", "application/json")
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}
-	resp, err := h.env.client.Do(req)
+	resp, err := env.client.Do(req)
 	if err != nil {
 		return modelReply{err: err}
 	}
@@ -814,10 +829,6 @@ func (h *history) call(c int, method, path, body string, headers ...string) mode
 	raw, _ := io.ReadAll(resp.Body)
 	r := modelReply{status: resp.StatusCode, raw: strings.TrimSpace(string(raw))}
 	json.Unmarshal(raw, &r.body)
-	if r.status == http.StatusInternalServerError && h.crashAt[c].Load() == nil { // (a coordinator that "dies" answers what nobody hears)
-		// A failure has its own answer (API.md): a 500 is a bug (a panic, an error nobody mapped).
-		h.fail("%s %s via coordinator %d: %d %s", method, path, c, r.status, r.raw)
-	}
 	return r
 }
 
@@ -915,7 +926,7 @@ func (h *history) applicable(op string) bool {
 		return h.any(func(p *mproduct) bool { return p.paused })
 	case "grow":
 		return h.lists[1] < modelShards && !h.stopped[1]
-	case "stop-coordinator":
+	case "stop-coordinator", "kill-coordinator":
 		return !h.stopped[0] && !h.stopped[1]
 	case "start-coordinator":
 		return h.stopped[0] || h.stopped[1]
@@ -1138,6 +1149,8 @@ func (h *history) do(op string) {
 		h.stopCoordinator(c)
 		h.stopped[c] = true
 		h.logf("stop coordinator %d (away until it is started)", c)
+	case "kill-coordinator":
+		h.killCoordinator()
 	case "start-coordinator":
 		c := 0
 		if h.stopped[1] {
@@ -1201,8 +1214,17 @@ func (h *history) do(op string) {
 		}
 		h.logf("slow link to shard %d (%s each way down)", i, modelSlowLatency)
 	case "wait":
-		time.Sleep(300 * time.Millisecond)
-		h.logf("wait 300 ms")
+		// Time passes with the faults as they stand: the sweeps, the
+		// breakers' probes and the claims of entries left pending go on.
+		// The fast mode also waits 20 s or 2 min (its fake clock), as long
+		// as what a sale's timers promise (a give-back within 15 s of its
+		// home answering, a claim after ClaimIdle).
+		d := 300 * time.Millisecond
+		if modelFast() {
+			d = rapid.SampledFrom([]time.Duration{d, 20 * time.Second, 2 * time.Minute}).Draw(h.t, "wait")
+		}
+		time.Sleep(d)
+		h.logf("wait %s", d)
 	case "sell-out": // a burst of demand: the state a released unit is sold from again
 		h.logf("a burst of new buyers buys every salable unit")
 		h.burst(crowdAll)
@@ -1428,8 +1450,22 @@ func (h *history) mend(i int) {
 const modelSlowLatency = 400 * time.Millisecond
 
 func (h *history) buy(c int, user string, p *mproduct) {
-	a := &attempt{step: h.step, seq: len(h.attempts), user: user, product: p.id, shard: -1, at: time.Now()}
+	at := time.Now()
 	rep := h.call(c, "POST", "/api/v1/products/"+p.id+"/purchase", "", "X-User-ID", user)
+	a := h.answered(c, user, p, at, rep)
+	if rep.status == 410 {
+		h.checkSoldOutIsTrue(p)
+	}
+	if rep.status == 409 && a.code == "limit_reached" {
+		h.checkLimitIsTrue(user, p)
+	}
+	h.checkControlsObeyed(p, rep)
+}
+
+// answered records user's purchase of p via coordinator c, sent at at,
+// and what it answered.
+func (h *history) answered(c int, user string, p *mproduct, at time.Time, rep modelReply) *attempt {
+	a := &attempt{step: h.step, seq: len(h.attempts), user: user, product: p.id, shard: -1, at: at}
 	switch {
 	case rep.err != nil:
 		a.unknown = true
@@ -1450,13 +1486,7 @@ func (h *history) buy(c int, user string, p *mproduct) {
 		where = fmt.Sprintf(" order %s on shard %d", a.order, a.shard)
 	}
 	h.logf("%s buys %s via coordinator %d: %s%s", user, p.id, c, rep.short(), where)
-	if rep.status == 410 {
-		h.checkSoldOutIsTrue(p)
-	}
-	if rep.status == 409 && a.code == "limit_reached" {
-		h.checkLimitIsTrue(user, p)
-	}
-	h.checkControlsObeyed(p, rep)
+	return a
 }
 
 // checkControlsObeyed: every coordinator has read the operators' controls
@@ -2627,7 +2657,11 @@ func (h *history) checkPayMessages() {
 			case reason == "":
 				return false, fmt.Sprintf("neither paid (%v) nor dead-lettered", o)
 			case strings.Contains(reason, "refund"):
-			case o == nil && strings.Contains(reason, "does not exist"): // a sale lost with a shard's writes: refunded by an operator
+			case strings.Contains(reason, "does not exist") && (o == nil || o.Status == shardstock.StatusFailed && m.a.lostByRewind):
+				// A sale lost with a shard's writes, refunded by an operator:
+				// its order never written, or written failed after the
+				// message came (its writer behind, the hold gone with the
+				// crash: nothing could tell it from an order never made).
 			default:
 				h.fail("a payment success for %s's order %s (step %d, now %v), sent on shard %d at step %d, was refused: %s", m.a.user, m.a.order, m.a.step, o, m.shard, m.step, reason)
 			}
