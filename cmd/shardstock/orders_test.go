@@ -73,6 +73,7 @@ type offsetClock struct{ off atomic.Int64 }
 
 func (c *offsetClock) now() time.Time          { return time.Now().Add(time.Duration(c.off.Load())) }
 func (c *offsetClock) advance(d time.Duration) { c.off.Add(int64(d)) }
+func (c *offsetClock) ahead() time.Duration    { return time.Duration(c.off.Load()) }
 
 type mode struct {
 	name string
