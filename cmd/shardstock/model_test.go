@@ -1040,7 +1040,7 @@ func (h *history) do(op string) {
 			// and fail-fast age, which a reservation its writer has not
 			// written by then may pass (allowed: failFastMay).
 			h.mayFailFast(16 * time.Minute)
-			time.Sleep(16 * time.Minute)
+			h.pass(16 * time.Minute)
 			h.logf("16 minutes pass: the payment timeout passes for every order awaiting payment")
 			return
 		}
@@ -1223,9 +1223,9 @@ func (h *history) do(op string) {
 		// home answering, a claim after ClaimIdle).
 		d := 300 * time.Millisecond
 		if modelFast() {
-			d = rapid.SampledFrom([]time.Duration{d, 20 * time.Second, 2 * time.Minute}).Draw(h.t, "wait")
+			d = rapid.SampledFrom([]time.Duration{d, 20 * time.Second}).Draw(h.t, "wait")
 		}
-		time.Sleep(d)
+		h.pass(d)
 		h.logf("wait %s", d)
 	case "sell-out": // a burst of demand: the state a released unit is sold from again
 		h.logf("a burst of new buyers buys every salable unit")
@@ -1233,6 +1233,20 @@ func (h *history) do(op string) {
 	default:
 		h.fail("unknown op %s", op)
 	}
+}
+
+// pass lets d pass. The claim give-backs are also looked at 20 s before
+// its end, so that one held up for longer than giveBackWithin inside a
+// long step (the payment timeout's 16 minutes: orders cancelled at its
+// 15th minute) is seen at the step's end, not only a step later.
+func (h *history) pass(d time.Duration) {
+	const look = 20 * time.Second
+	if d > 2*look {
+		time.Sleep(d - look)
+		h.checkGiveBacks()
+		d = look
+	}
+	time.Sleep(d)
 }
 
 // controlsEverywhere has both coordinators read the operators' controls
