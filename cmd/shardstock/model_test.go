@@ -802,11 +802,17 @@ var modelClient = &http.Client{Timeout: 5 * time.Second}
 
 func (h *history) call(c int, method, path, body string, headers ...string) modelReply {
 	r := h.env.send(h.coords[c].URL(), method, path, body, headers...)
-	if r.status == http.StatusInternalServerError && h.crashAt[c].Load() == nil { // (a coordinator that "dies" answers what nobody hears)
-		// A failure has its own answer (API.md): a 500 is a bug (a panic, an error nobody mapped).
-		h.fail("%s %s via coordinator %d: %d %s", method, path, c, r.status, r.raw)
-	}
+	h.no500(c, method+" "+path, r)
 	return r
+}
+
+// no500: a failure has its own answer (API.md); a 500 is a bug (a panic,
+// an error nobody mapped). (A coordinator that "dies" mid-change answers
+// what nobody hears.)
+func (h *history) no500(c int, what string, r modelReply) {
+	if r.status == http.StatusInternalServerError && h.crashAt[c].Load() == nil {
+		h.fail("%s via coordinator %d: %d %s", what, c, r.status, r.raw)
+	}
 }
 
 // send sends one request to the coordinator at url and reads its answer
@@ -1217,9 +1223,8 @@ func (h *history) do(op string) {
 	case "wait":
 		// Time passes with the faults as they stand: the sweeps, the
 		// breakers' probes and the claims of entries left pending go on.
-		// The fast mode also waits 20 s or 2 min (its fake clock), as long
-		// as what a sale's timers promise (a give-back within 15 s of its
-		// home answering, a claim after ClaimIdle).
+		// The fast mode also waits 20 s (its fake clock), longer than a
+		// give-back may take once its home answers (giveBackWithin).
 		d := 300 * time.Millisecond
 		if modelFast() {
 			d = rapid.SampledFrom([]time.Duration{d, 20 * time.Second}).Draw(h.t, "wait")
