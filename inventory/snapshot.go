@@ -3,7 +3,6 @@ package inventory
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/shardstock/shardstock"
@@ -15,7 +14,12 @@ import (
 const snapshotTTL = time.Second
 
 type snapshotCache struct {
-	mu       sync.Mutex // guards the fields below; held during a refresh so callers share it
+	// turn guards the fields below, held during a refresh so that callers
+	// share it: a channel of one, not a mutex, so a caller whose context
+	// ends stops waiting for a refresh held up by a shard (and a wait is
+	// durable for testing/synctest: a mutex held across a shard's round
+	// trip stopped the model test's fake clock).
+	turn     chan struct{}
 	at       time.Time
 	products []string
 	shards   []shardstock.ShardSnapshot
@@ -27,8 +31,12 @@ type snapshotCache struct {
 // a shard that cannot answer has Err set.
 func (s *Views) Snapshot(ctx context.Context) ([]string, []shardstock.ShardSnapshot, error) {
 	c := &s.snap
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	select {
+	case c.turn <- struct{}{}:
+	case <-ctx.Done():
+		return nil, nil, fmt.Errorf("%w: shard snapshot: %w", shardstock.ErrUnavailable, ctx.Err())
+	}
+	defer func() { <-c.turn }()
 	if now := s.cfg.Now(); now.Sub(c.at) < snapshotTTL && c.shards != nil {
 		return c.products, c.shards, nil
 	}

@@ -61,7 +61,7 @@ func NewViews(cfg ViewsConfig) *Views {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Views{cfg: cfg}
+	return &Views{cfg: cfg, snap: snapshotCache{turn: make(chan struct{}, 1)}}
 }
 
 // ShardStock is a product's stock on one shard; counts are nil when the

@@ -14,7 +14,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -86,7 +85,12 @@ type Room struct {
 	cfg    Config
 	signer *signer
 	state  atomic.Pointer[state]
-	reads  sync.Mutex  // one Refresh at a time: a slower one never stores an older read
+	// reads lets one Refresh run at a time, so a slower one never stores
+	// an older read: a channel of one, not a mutex, so a caller whose
+	// context ends stops waiting for one held up by a shard (and the wait
+	// is durable for testing/synctest: a mutex held across the shards'
+	// round trips stopped the model test's fake clock).
+	reads  chan struct{}
 	behind atomic.Bool // a Refresh out of turn is running (catchUp)
 	// failing: the lines whose last tend failed (logged once); guarded by reads
 	failing map[string]bool
@@ -116,7 +120,7 @@ func New(cfg Config) *Room {
 	if cfg.DropOut <= 0 {
 		cfg.DropOut = 2
 	}
-	return &Room{cfg: cfg, failing: map[string]bool{}}
+	return &Room{cfg: cfg, failing: map[string]bool{}, reads: make(chan struct{}, 1)}
 }
 
 // Start reads the secret and the lines. A room that could not read them
@@ -160,8 +164,12 @@ func (r *Room) Run(ctx context.Context) {
 // what each line needs (tend), and keeps what it read for the answers
 // that read memory only (Admit, the edge's lines, the metrics).
 func (r *Room) Refresh(ctx context.Context) error {
-	r.reads.Lock()
-	defer r.reads.Unlock()
+	select {
+	case r.reads <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-r.reads }()
 	lines, err := r.cfg.Store.QueueLines(ctx)
 	if err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/shardstock/shardstock/api"
 	"pgregory.net/rapid"
 )
 
@@ -94,6 +95,15 @@ func (s *severable) kill() {
 	}
 }
 
+// revive lets connections be made again (a database back after an
+// outage; a coordinator's network is never revived: a new process gets
+// a new one).
+func (s *severable) revive() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dead = false
+}
+
 type trackedConn struct {
 	net.Conn
 	s *severable
@@ -146,12 +156,21 @@ func (h *history) killCoordinator() {
 	}
 	after := rapid.SampledFrom([]time.Duration{0, time.Millisecond, 5 * time.Millisecond}).Draw(h.t, "killed after")
 	url := h.coords[c].URL()
+	headers := make([][]string, len(users))
+	for k, user := range users {
+		headers[k] = []string{"X-User-ID", user}
+		if p.queued { // (its place first: a buyer without one is told 403 not_admitted)
+			if token, _ := h.place(c, user, p); token != "" {
+				headers[k] = append(headers[k], api.QueueTokenHeader, token)
+			}
+		}
+	}
 	reps, ats := make([]modelReply, len(users)), make([]time.Time, len(users))
 	var wg sync.WaitGroup
-	for k, user := range users {
+	for k := range users {
 		ats[k] = time.Now()
 		wg.Go(func() {
-			reps[k] = h.env.send(url, "POST", "/api/v1/products/"+p.id+"/purchase", "", "X-User-ID", user)
+			reps[k] = h.env.send(url, "POST", "/api/v1/products/"+p.id+"/purchase", "", headers[k]...)
 		})
 	}
 	time.Sleep(after)
