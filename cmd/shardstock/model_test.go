@@ -2138,6 +2138,7 @@ func (h *history) settle() {
 		}
 		return true, ""
 	})
+	h.checkAwaitingHeld()
 	// Every order final: cancel those awaiting payment (again while a
 	// cancel is refused: 503 is a retry-later).
 	h.logf("cancel every order still awaiting payment")
@@ -2259,6 +2260,35 @@ func (h *history) converged(p *mproduct) (bool, string) {
 		}
 	}
 	return true, ""
+}
+
+// checkAwaitingHeld: at rest, before the heal cancels them, every order
+// awaiting payment has its unit locked on its shard. An order whose hold a
+// crash took gets it back (its shard's resync, or Resync.Admit for one
+// written after that) or is written failed: one left payable with no unit
+// behind it is an oversell waiting for its payment, or a cancel that hides
+// it (break 6 of issue 40). A wiped shard's holds are not looked at.
+func (h *history) checkAwaitingHeld() {
+	for _, p := range h.products {
+		if p.archived {
+			continue
+		}
+		h.waitFor(5*time.Second, "every order of "+p.id+" awaiting payment has its unit locked", func() (bool, string) {
+			for _, o := range h.orders(p.id) {
+				if o.Status != shardstock.StatusAwaitingPayment || o.Shard < 0 || o.Shard >= modelShards || h.wiped[o.Shard] {
+					continue
+				}
+				st, err := h.env.direct[o.Shard].HGet(context.Background(), "ss:{p:"+p.id+"}:holds", o.ID).Result()
+				if err != nil && !errors.Is(err, redis.Nil) {
+					return false, err.Error()
+				}
+				if !strings.HasPrefix(st, "L ") {
+					return false, fmt.Sprintf("order %s of %s awaits payment and its hold on shard %d is %q", o.ID, o.UserID, o.Shard, st)
+				}
+			}
+			return true, ""
+		})
+	}
 }
 
 // lockedHolds names the locked holds on every shard that kept its data, with
