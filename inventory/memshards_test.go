@@ -244,6 +244,9 @@ func (m *memShards) Reclaim(context.Context, *shardstock.Product, string, string
 	return true, nil
 }
 
+// HomeOf: the fake lists every shard; the home is the first.
+func (m *memShards) HomeOf(*shardstock.Product, string) (int, error) { return 0, nil }
+
 // sell locks n units of product on shard i, as n purchases would.
 func (m *memShards) sell(i int, product string, n int64) error {
 	m.mu.Lock()

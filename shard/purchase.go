@@ -104,10 +104,13 @@ func ParseStart(s string) (Start, error) {
 func (s *Set) Home(user string) int { return s.home(user, len(s.shards)).Index }
 
 // home is user's home among the first n shards.
-func (s *Set) home(user string, n int) *Shard {
+func (s *Set) home(user string, n int) *Shard { return s.shards[homeIndex(user, n)] }
+
+// homeIndex is the index of user's home among n shards.
+func homeIndex(user string, n int) int {
 	h := fnv.New32a()
 	h.Write([]byte(user))
-	return s.shards[h.Sum32()%uint32(n)]
+	return int(h.Sum32() % uint32(n))
 }
 
 // KnownSoldOut reports, without a Redis call, that every shard of p

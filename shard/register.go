@@ -206,17 +206,20 @@ func (s *Set) HomeOf(p *shardstock.Product, user string) (int, error) {
 }
 
 // homeOf is user's home shard for p, when this coordinator has it in the
-// place p was defined with.
+// place p was defined with: also for a product that lives on more shards
+// than it lists (the old list of a rolling grow), whose buyers homed on the
+// shards it shares get their claims taken back and given back here.
 func (s *Set) homeOf(p *shardstock.Product, user string) (*Shard, error) {
-	n, err := s.shardsOf(p)
-	if err != nil {
-		return nil, err
+	n := p.Shards(len(s.shards))
+	i := homeIndex(user, n)
+	if !p.OnMaster(i, s.Addrs()) {
+		why := p.Moved
+		if why == "" {
+			why = fmt.Sprintf("product %s lives on %d shards, this coordinator has %d", p.ID, n, len(s.shards))
+		}
+		return nil, fmt.Errorf("%w: the buyer's home is shard %d: %s", shardstock.ErrUnavailable, i, why)
 	}
-	home := s.home(user, n)
-	if !p.OnMaster(home.Index, s.Addrs()) {
-		return nil, fmt.Errorf("%w: %s", shardstock.ErrUnavailable, p.Moved)
-	}
-	return home, nil
+	return s.shards[i], nil
 }
 
 // Reclaim records claim id of user for p at the user's home again, as the

@@ -523,13 +523,13 @@ func (env *modelEnv) history(t *rapid.T) {
 	if h.sql, err = sqlstore.Open(h.db); err != nil {
 		t.Fatal(err)
 	}
-	// A large sale (1 history in 8) crosses the batch boundaries a small one
+	// A large sale (1 history in 16) crosses the batch boundaries a small one
 	// never reaches: more than 500 outbox entries in one read, more than
 	// 200 settlements and claim give-backs in one sweep (a timeout of
 	// hundreds of orders), more than one page of everything.
 	lo, hi := 2, 6
 	h.crowdCap = 64
-	if h.coin(3, "a large sale") {
+	if h.coin(4, "a large sale") {
 		h.crowdCap, lo, hi = 1500, 220, 1500
 		h.logf("a large sale")
 	}

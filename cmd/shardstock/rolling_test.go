@@ -177,6 +177,48 @@ func TestOldListCoordinatorChecksALateOrdersHold(t *testing.T) {
 	}
 }
 
+// TestOldListCoordinatorTakesALateOrdersClaimBack: as above, with the
+// buyer's home the crashed shard (limit 1), so the claim went with the
+// hold. The old list put the hold back and left the claim, for any home:
+// the buyer, holding the late order's unit, bought again (a third unit of
+// 2 in the model test's history). It now takes the claim back on a home
+// it lists, as a coordinator with the whole list does.
+func TestOldListCoordinatorTakesALateOrdersClaimBack(t *testing.T) {
+	g := rollingGrow(t, "late", `{"stock":12,"per_user_limit":1}`) // 2 units a shard
+	ctx := context.Background()
+	var lena string
+	for n := 0; lena == ""; n++ {
+		if u := fmt.Sprint("lena", n); g.six.set.Home(u) == 1 {
+			lena = u
+		}
+	}
+	reservedAt := g.three.clock.Now().Add(-time.Second) // in the second the crash takes
+	g.r.Checkpoint(1)
+	g.r.Rewind(1)
+	waitFor(t, 20*time.Second, "shard 1 back in line on both coordinators", func() (bool, string) {
+		for _, m := range []*Main{g.six, g.three} {
+			if err := m.set.Ping(ctx, 1); err != nil || m.set.Fenced(1) {
+				return false, fmt.Sprint("fenced ", err)
+			}
+		}
+		return true, ""
+	})
+	late := shardstock.ReservationEvent{ID: "01JLATE000000000000000000K", UserID: lena, ProductID: "late", Shard: 1, AtMS: reservedAt.UnixMilli()}
+	if err := g.three.orders.Ingest(ctx, late); err != nil {
+		t.Fatal(err)
+	}
+	if o, err := g.three.store.Order(ctx, late.ID); err != nil || o == nil || o.Status != shardstock.StatusAwaitingPayment {
+		t.Fatalf("the late order: %+v, %v; want awaiting payment", o, err)
+	}
+	if sh := productStatus(t, g.six.URL(), "late").Shards[1]; *sh.Locked != 1 {
+		t.Fatalf("shard 1 after the late order: %d locked, want its hold put back", *sh.Locked)
+	}
+	// (The old list does not sell a product that lives on more shards.)
+	if rep := purchase(t, g.six.URL(), "late", lena); rep.status != 409 || rep.str("error") != "limit_reached" {
+		t.Fatalf("%s, holding the late order's unit (limit 1), buys again: %d %s; want 409 limit_reached", lena, rep.status, rep.raw)
+	}
+}
+
 // TestOldListCoordinatorLeavesTheWindowAndTheArchiveToTheNewList: a
 // coordinator on the old shard list cannot write the window of a product
 // that lives on more masters than it has, nor archive it: it answers 503
