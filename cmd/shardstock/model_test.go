@@ -25,6 +25,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"runtime"
@@ -32,6 +33,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -202,18 +204,42 @@ func modelWorkers(t *testing.T) int {
 // run's).
 type modelCounts struct {
 	histories, steps, faults atomic.Int64
+	mu                       sync.Mutex
+	ops                      map[string]int64 // the steps done, by kind
 }
 
 func (c *modelCounts) add(o *modelCounts) {
 	c.histories.Add(o.histories.Load())
 	c.steps.Add(o.steps.Load())
 	c.faults.Add(o.faults.Load())
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for op, n := range o.ops {
+		c.did(op, n)
+	}
+}
+
+// did counts n steps of kind op.
+func (c *modelCounts) did(op string, n int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ops == nil {
+		c.ops = map[string]int64{}
+	}
+	c.ops[op] += n
 }
 
 func (c *modelCounts) report(t *testing.T, what string, elapsed time.Duration) {
 	h, s, f := c.histories.Load(), c.steps.Load(), c.faults.Load()
 	t.Logf("model test, %s: %d histories, %d steps, %d faults in %s (%.1f histories/min, %.0f steps/min, %.1f faults per history)",
 		what, h, s, f, elapsed.Round(time.Second), float64(h)/elapsed.Minutes(), float64(s)/elapsed.Minutes(), float64(f)/max(1, float64(h)))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	kinds := slices.Sorted(maps.Keys(c.ops))
+	for k, op := range kinds {
+		kinds[k] = fmt.Sprintf("%s %d", op, c.ops[op])
+	}
+	t.Logf("model test, %s, the steps by kind: %s", what, strings.Join(kinds, ", "))
 }
 
 // modelProgress counts the steps of every history, for watchModel.
@@ -576,6 +602,7 @@ func (env *modelEnv) history(t *rapid.T) {
 		h.quiesce()
 		if h.crashy > 0 && h.canCrash(h.step) && h.coin(h.crashy, "crash after the step") {
 			h.env.faults.Add(1)
+			h.env.did("crash-after-step", 1)
 			h.crash(h.step)
 			h.quiesce()
 		}
@@ -1046,6 +1073,7 @@ func (h *history) do(op string) {
 	if faultOps[op] {
 		h.env.faults.Add(1)
 	}
+	h.env.did(op, 1)
 	switch op {
 	case "buy":
 		h.buy(h.coordArg(), rapid.SampledFrom(h.users).Draw(h.t, "user"), h.product("product"))
@@ -1076,6 +1104,7 @@ func (h *history) do(op string) {
 			i := h.shardArg()
 			if !h.killed[i] {
 				h.env.faults.Add(1)
+				h.env.did("kill-at-timeout", 1)
 				h.env.redis.Kill(i)
 				h.killed[i], h.frozen[i] = true, false
 			}

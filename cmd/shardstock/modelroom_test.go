@@ -31,6 +31,7 @@ func (h *history) queueRoom(c int, p *mproduct) {
 		h.fail("define the waiting room of %s: %s %s", p.id, rep.short(), rep.raw)
 	}
 	p.queued = true
+	h.env.did("waiting-room", 1)
 	h.roomsEverywhere()
 	h.logf("%s sells through a waiting room (a thousand places a second, a window of %d s)", p.id, window)
 }
