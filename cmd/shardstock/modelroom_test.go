@@ -78,25 +78,26 @@ func (h *history) purchase(c int, user string, p *mproduct, patient bool) modelR
 	// A place admitted on one coordinator's reading of the line may be
 	// told to wait on another's a moment behind it (each reads the lines
 	// every half second): the buyer looks again, as the page tells them to,
-	// for a few seconds.
-	for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	// and buys again once admitted, for up to the patience.
+	const patience = 10 * time.Second
+	for deadline := time.Now().Add(patience); ; time.Sleep(100 * time.Millisecond) {
 		look := h.call(c, "GET", "/api/v1/products/"+p.id+"/queue", "", "X-User-ID", user, api.QueueTokenHeader, token)
 		status := look.str("status")
 		waits := patient && (status == "waiting" || status == "sold_out") && h.salable(p) > 0
 		if look.status != 200 || (status != "admitted" && !waits) {
 			return rep // passed, revoked, sold out, waiting, or no answer: the 403 stands
 		}
-		if time.Now().After(deadline) {
-			if status == "admitted" {
-				h.fail("a 403 not_admitted to %s's place in %s's line, which is admitted: %s (look: %s)", user, p.id, rep.raw, look.raw)
-			}
-			h.fail("stranded stock: %s's waiting room has admitted nobody for 3 s with %d units salable (%s's look: %s)", p.id, h.salable(p), user, look.raw)
-		}
-		if status == "admitted" {
+		if status == "admitted" { // (sent again before it is judged: the look may be the first to see the turn)
 			h.roomsEverywhere()
 			if rep = send(); rep.status != 403 || rep.str("error") != "not_admitted" {
 				return rep
 			}
+		}
+		if time.Now().After(deadline) {
+			if status == "admitted" {
+				h.fail("a 403 not_admitted to %s's place in %s's line, which is admitted: %s (look: %s)", user, p.id, rep.raw, look.raw)
+			}
+			h.fail("stranded stock: %s's waiting room has admitted nobody for %s with %d units salable (%s's look: %s)", p.id, patience, h.salable(p), user, look.raw)
 		}
 	}
 }

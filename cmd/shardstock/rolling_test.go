@@ -153,6 +153,18 @@ func TestOldListCoordinatorSettlesTheShardsItShares(t *testing.T) {
 // hold back on the shard it shares with the product's list.
 func TestOldListCoordinatorChecksALateOrdersHold(t *testing.T) {
 	g := rollingGrow(t, "late", `{"stock":12,"per_user_limit":1}`) // 2 units a shard
+	g.lateOrderOnShard1(t, "lena", "01JLATE000000000000000000A")
+	if sh := productStatus(t, g.six.URL(), "late").Shards[1]; *sh.Locked != 1 || *sh.Salable != 1 {
+		t.Fatalf("shard 1 after the late order: %d locked, %d salable; want its hold put back (1 locked, 1 salable)", *sh.Locked, *sh.Salable)
+	}
+}
+
+// lateOrderOnShard1: user's reservation id on shard 1, made in the second
+// before its machine crashed (cut back to a checkpoint taken now), is
+// written by the old list's order writer once shard 1 is back in line on
+// both coordinators: awaiting payment.
+func (g grow) lateOrderOnShard1(t *testing.T, user, id string) {
+	t.Helper()
 	ctx := context.Background()
 	reservedAt := g.three.clock.Now().Add(-time.Second) // in the second the crash takes
 	g.r.Checkpoint(1)
@@ -165,15 +177,12 @@ func TestOldListCoordinatorChecksALateOrdersHold(t *testing.T) {
 		}
 		return true, ""
 	})
-	late := shardstock.ReservationEvent{ID: "01JLATE000000000000000000A", UserID: "lena", ProductID: "late", Shard: 1, AtMS: reservedAt.UnixMilli()}
+	late := shardstock.ReservationEvent{ID: id, UserID: user, ProductID: "late", Shard: 1, AtMS: reservedAt.UnixMilli()}
 	if err := g.three.orders.Ingest(ctx, late); err != nil {
 		t.Fatal(err)
 	}
 	if o, err := g.three.store.Order(ctx, late.ID); err != nil || o == nil || o.Status != shardstock.StatusAwaitingPayment {
 		t.Fatalf("the late order: %+v, %v; want awaiting payment", o, err)
-	}
-	if sh := productStatus(t, g.six.URL(), "late").Shards[1]; *sh.Locked != 1 || *sh.Salable != 1 {
-		t.Fatalf("shard 1 after the late order: %d locked, %d salable; want its hold put back (1 locked, 1 salable)", *sh.Locked, *sh.Salable)
 	}
 }
 
@@ -185,31 +194,13 @@ func TestOldListCoordinatorChecksALateOrdersHold(t *testing.T) {
 // it lists, as a coordinator with the whole list does.
 func TestOldListCoordinatorTakesALateOrdersClaimBack(t *testing.T) {
 	g := rollingGrow(t, "late", `{"stock":12,"per_user_limit":1}`) // 2 units a shard
-	ctx := context.Background()
 	var lena string
 	for n := 0; lena == ""; n++ {
 		if u := fmt.Sprint("lena", n); g.six.set.Home(u) == 1 {
 			lena = u
 		}
 	}
-	reservedAt := g.three.clock.Now().Add(-time.Second) // in the second the crash takes
-	g.r.Checkpoint(1)
-	g.r.Rewind(1)
-	waitFor(t, 20*time.Second, "shard 1 back in line on both coordinators", func() (bool, string) {
-		for _, m := range []*Main{g.six, g.three} {
-			if err := m.set.Ping(ctx, 1); err != nil || m.set.Fenced(1) {
-				return false, fmt.Sprint("fenced ", err)
-			}
-		}
-		return true, ""
-	})
-	late := shardstock.ReservationEvent{ID: "01JLATE000000000000000000K", UserID: lena, ProductID: "late", Shard: 1, AtMS: reservedAt.UnixMilli()}
-	if err := g.three.orders.Ingest(ctx, late); err != nil {
-		t.Fatal(err)
-	}
-	if o, err := g.three.store.Order(ctx, late.ID); err != nil || o == nil || o.Status != shardstock.StatusAwaitingPayment {
-		t.Fatalf("the late order: %+v, %v; want awaiting payment", o, err)
-	}
+	g.lateOrderOnShard1(t, lena, "01JLATE000000000000000000K")
 	if sh := productStatus(t, g.six.URL(), "late").Shards[1]; *sh.Locked != 1 {
 		t.Fatalf("shard 1 after the late order: %d locked, want its hold put back", *sh.Locked)
 	}
