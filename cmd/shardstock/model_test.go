@@ -2175,16 +2175,9 @@ func (h *history) settle() {
 		if p.archived {
 			continue
 		}
-		var last time.Time
+		cancel := h.cancelAwaiting(p)
 		h.waitFor(claimWait, "convergence of "+p.id, func() (bool, string) {
-			if time.Since(last) > 500*time.Millisecond {
-				last = time.Now()
-				for _, o := range h.orders(p.id) {
-					if o.Status == shardstock.StatusAwaitingPayment {
-						h.call(0, "POST", "/api/v1/orders/"+o.ID+"/cancel", "", "X-User-ID", o.UserID)
-					}
-				}
-			}
+			cancel()
 			if p.archiveDue {
 				if h.readArchives(); p.archived {
 					return true, "" // the automatic archive took it, its keys with it
@@ -2215,7 +2208,14 @@ func (h *history) settle() {
 	}
 	for _, p := range h.products {
 		if !p.archived {
-			h.waitFor(claimWait, "convergence of "+p.id+" after the reconcile", func() (bool, string) { return h.converged(p) })
+			// (An order a writer that had its reservation in hand writes
+			// only now, its ticket's shard having lost writes, is cancelled
+			// as the others were: the soak found one still awaiting payment.)
+			cancel := h.cancelAwaiting(p)
+			h.waitFor(claimWait, "convergence of "+p.id+" after the reconcile", func() (bool, string) {
+				cancel()
+				return h.converged(p)
+			})
 		}
 	}
 	h.checkAnswers()
@@ -2459,6 +2459,24 @@ func (h *history) checkNoStrandedStock() {
 			}
 		}
 		h.checkSafety()
+	}
+}
+
+// cancelAwaiting returns a func that cancels every order of p still
+// awaiting payment, at most every half second (again while a cancel is
+// refused: 503 is a retry-later).
+func (h *history) cancelAwaiting(p *mproduct) func() {
+	var last time.Time
+	return func() {
+		if time.Since(last) < 500*time.Millisecond {
+			return
+		}
+		last = time.Now()
+		for _, o := range h.orders(p.id) {
+			if o.Status == shardstock.StatusAwaitingPayment {
+				h.call(0, "POST", "/api/v1/orders/"+o.ID+"/cancel", "", "X-User-ID", o.UserID)
+			}
+		}
 	}
 }
 
