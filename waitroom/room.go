@@ -70,6 +70,13 @@ type Config struct {
 	// coordinators). An edge that checks places needs it set on both.
 	Secret []byte
 	Now    func() time.Time
+	// Known says whether Now has been set by the shards' clocks (nil:
+	// always). Until it has, the room writes nothing and hands out no
+	// place: a line's clock is one time for every coordinator, and one
+	// written from a coordinator's own clock, off by its skew, held every
+	// turn back by as much (found by the model test: a coordinator started
+	// while no shard answered, 20 s ahead, stopped a line for 20 s).
+	Known  func() bool
 	Logger *slog.Logger
 	Every  time.Duration // how often the lines are read (default 500ms)
 	// Looks is the rate of looks per second one line's waiting buyers are
@@ -181,6 +188,7 @@ func (r *Room) Refresh(ctx context.Context) error {
 	now := r.cfg.Now()
 	left := map[string]int64{}
 	changed := false
+	known := r.clockKnown()
 	for id, l := range lines {
 		var units stock
 		if r.cfg.Stock != nil {
@@ -194,6 +202,9 @@ func (r *Room) Refresh(ctx context.Context) error {
 		var sale *shardstock.Product // the sale as the catalog has it now (nil: unknown)
 		if p, err := r.cfg.Products.Product(ctx, id); err == nil {
 			sale = p
+		}
+		if !known {
+			continue // (read as it is: tended once the sale's clock is known)
 		}
 		wrote, err := r.tend(ctx, l, sale, units, now)
 		switch {
@@ -480,6 +491,9 @@ func (r *Room) Join(ctx context.Context, product, buyer, work string) (Place, er
 	if !ok {
 		return Place{}, noRoom(product)
 	}
+	if !r.clockKnown() {
+		return Place{}, unavailable(errClockUnknown)
+	}
 	now := r.cfg.Now()
 	if opens := l.SaleStarts().Add(-l.Lead); now.Before(opens) {
 		return Place{}, &shardstock.Error{Code: shardstock.ErrQueueNotOpen.Code,
@@ -607,6 +621,11 @@ func (r *Room) left(product string) (int64, bool) {
 	return n, ok
 }
 
+// clockKnown: Config.Known.
+func (r *Room) clockKnown() bool { return r.cfg.Known == nil || r.cfg.Known() }
+
+var errClockUnknown = errors.New("the sale's clock is not known yet (no shard has told this coordinator its time): try again in a moment")
+
 func unavailable(err error) error {
 	return fmt.Errorf("%w: waiting room: %w", shardstock.ErrUnavailable, err)
 }
@@ -731,6 +750,9 @@ func (r *Room) Revoke(ctx context.Context, product, buyer string) (Summary, erro
 // change applies f to product's line as stored, again when another writer
 // was first; create: a missing line is made (else ErrNotFound).
 func (r *Room) change(ctx context.Context, product string, create bool, f func(l *shardstock.QueueLine, now time.Time) error) (Summary, error) {
+	if !r.clockKnown() {
+		return Summary{}, unavailable(errClockUnknown)
+	}
 	for range 10 {
 		lines, err := r.cfg.Store.QueueLines(ctx)
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -681,5 +682,51 @@ func TestALineFollowsItsSalesStart(t *testing.T) {
 	}
 	if s, _ := f.room.Summary(context.Background(), "lamp"); !s.Starts.Equal(saleStart.Add(time.Hour)) {
 		t.Fatalf("the line starts at %v, want the sale's new start", s.Starts)
+	}
+}
+
+// TestARoomWhoseClockIsNotKnownWritesNothing: a coordinator no shard has
+// told the sale's time yet (its own clock 20 s ahead) reads the lines but
+// writes none (a hold its count calls for waits) and hands out no place:
+// a line clock written 20 s ahead held every turn back by 20 s (the model
+// test). Once its clock is known, it tends the line as any other.
+func TestARoomWhoseClockIsNotKnownWritesNothing(t *testing.T) {
+	f := newFixture(t, fifo)
+	f.at(time.Second)
+	var known atomic.Bool
+	ahead := New(Config{Store: f.store, Products: f.items, Now: func() time.Time { return f.now.Add(20 * time.Second) },
+		Known: known.Load, Stock: leftOf(&f.mu, f.left)})
+	if err := ahead.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	f.left["lamp"] = 0 // sold out: the line is to be held
+	f.mu.Unlock()
+	version := func() (int64, bool) {
+		lines, err := f.store.QueueLines(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return lines["lamp"].Version, lines["lamp"].Held
+	}
+	before, _ := version()
+	if err := ahead.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if v, held := version(); v != before || held {
+		t.Fatalf("the line after a refresh with the clock not known: version %d (was %d), held %v; want unchanged", v, before, held)
+	}
+	if _, err := ahead.Join(context.Background(), "lamp", "ann", ""); code(err) != "unavailable" {
+		t.Fatalf("a join with the clock not known: %v, want unavailable", err)
+	}
+	if _, err := ahead.Define(context.Background(), "lamp", fifo); code(err) != "unavailable" {
+		t.Fatalf("a definition with the clock not known: %v, want unavailable", err)
+	}
+	known.Store(true)
+	if err := ahead.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, held := version(); !held {
+		t.Fatal("the line with the clock known and nothing left: not held")
 	}
 }
