@@ -212,7 +212,10 @@ func (s *Set) HomeOf(p *shardstock.Product, user string) (int, error) {
 func (s *Set) homeOf(p *shardstock.Product, user string) (*Shard, error) {
 	n := p.Shards(len(s.shards))
 	i := homeIndex(user, n)
-	if !p.OnMaster(i, s.Addrs()) {
+	// (A product defined before its shards' addresses were recorded cannot
+	// be checked index by index: on a coordinator with fewer shards than
+	// it lives on, it is refused, as before.)
+	if !p.OnMaster(i, s.Addrs()) || (p.ShardAddrs == nil && n > len(s.shards)) {
 		why := p.Moved
 		if why == "" {
 			why = fmt.Sprintf("product %s lives on %d shards, this coordinator has %d", p.ID, n, len(s.shards))

@@ -426,6 +426,9 @@ func (r *Room) Admit(product, buyer, token string, now time.Time) error {
 	if token == "" {
 		return shardstock.ErrNotAdmitted
 	}
+	if !r.clockKnown() { // (now is this coordinator's own clock: a turn judged by it may be off by the skew)
+		return unavailable(errClockUnknown)
+	}
 	t, err := r.signer.verify(token, product, buyer)
 	if err != nil {
 		return notAdmitted(err.Error())

@@ -692,6 +692,8 @@ func TestALineFollowsItsSalesStart(t *testing.T) {
 // test). Once its clock is known, it tends the line as any other.
 func TestARoomWhoseClockIsNotKnownWritesNothing(t *testing.T) {
 	f := newFixture(t, fifo)
+	f.at(-time.Minute)
+	bob := f.join("bob") // place 1: admitted from the start
 	f.at(time.Second)
 	var known atomic.Bool
 	ahead := New(Config{Store: f.store, Products: f.items, Now: func() time.Time { return f.now.Add(20 * time.Second) },
@@ -721,6 +723,9 @@ func TestARoomWhoseClockIsNotKnownWritesNothing(t *testing.T) {
 	}
 	if _, err := ahead.Define(context.Background(), "lamp", fifo); code(err) != "unavailable" {
 		t.Fatalf("a definition with the clock not known: %v, want unavailable", err)
+	}
+	if err := ahead.Admit("lamp", "bob", bob.Token, f.now.Add(20*time.Second)); code(err) != "unavailable" {
+		t.Fatalf("a purchase with an admitted place, the clock not known: %v, want unavailable (its turn judged by a clock 20 s off)", err)
 	}
 	known.Store(true)
 	if err := ahead.Refresh(context.Background()); err != nil {
