@@ -55,6 +55,9 @@ type Resyncer interface {
 	Shard(ctx context.Context, i int) error
 	// RecheckLate checks the orders written while their shard was fenced.
 	RecheckLate(ctx context.Context)
+	// CatchUp checks the orders written while shard i's resync, now on
+	// record, ran (an error: called again before the fence opens).
+	CatchUp(ctx context.Context, i int) error
 	Accept(ctx context.Context, i int, run string) ([]string, error)
 	Problem(i int) string
 	ClearProblem(i int)
@@ -181,6 +184,9 @@ func (s *Restarts) resync(ctx context.Context, r resyncRequest) error {
 			return err
 		}
 		s.cfg.Logger.Info("shard back in line with the order table", "shard", r.shard, "run_id", r.run, "took", time.Since(start).Round(time.Millisecond))
+	}
+	if err := s.cfg.Resync.CatchUp(ctx, r.shard); err != nil {
+		return err // (tried again with the fence shut: the run is on record now, CatchUp is what is left)
 	}
 	s.open(r.shard, r.run)
 	return nil
@@ -321,6 +327,9 @@ func (s *Restarts) Accept(ctx context.Context, i int) (run, problem string, acti
 		return run, problem, nil, err
 	}
 	if err := s.cfg.Runs.RecordSynced(ctx, i, run, s.cfg.Now()); err != nil {
+		return run, problem, nil, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
+	}
+	if err := s.cfg.Resync.CatchUp(ctx, i); err != nil {
 		return run, problem, nil, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
 	}
 	s.open(i, run)

@@ -39,7 +39,8 @@ func (f *fences) SyncedRunID(_ context.Context, i int) (string, error) {
 	defer f.mu.Unlock()
 	return f.synced[i], nil
 }
-func (f *fences) RecheckLate(context.Context) {}
+func (f *fences) RecheckLate(context.Context)        {}
+func (f *fences) CatchUp(context.Context, int) error { return nil }
 
 func (f *fences) RecordSynced(_ context.Context, i int, run string, _ time.Time) error {
 	f.mu.Lock()

@@ -88,6 +88,7 @@ type Resync struct {
 	cfg      ResyncConfig
 	problems resyncProblems
 	times    syncedTimes
+	seen     seenOrders
 }
 
 // NewResync returns a Resync over cfg's ports.
@@ -133,6 +134,7 @@ func NewResync(cfg ResyncConfig) *Resync {
 // Resync is tried again.
 func (s *Resync) Shard(ctx context.Context, i int) error {
 	ctx = shardstock.ResyncContext(ctx)
+	s.seen.start(i)
 	ids, err := s.cfg.IDs.ProductIDs(ctx)
 	if err != nil {
 		return fmt.Errorf("resync shard %d: catalog: %w", i, err)
@@ -370,6 +372,7 @@ func (s *Resync) restoreHolds(ctx context.Context, i int, p *shardstock.Product)
 	if err != nil {
 		return err
 	}
+	s.seen.add(i, p.ID, live)
 	restored := 0
 	for _, o := range live {
 		ok, err := s.cfg.Holds.RestoreHold(ctx, i, o, s.cfg.Now().UnixMilli())
@@ -606,12 +609,15 @@ func (t *syncedTimes) forget(i int) {
 // model test's fast mode: 4 live orders for a stock of 3).
 func (s *Resync) Opened(i int) { s.times.forget(i) }
 
-func (s *Resync) syncedAt(ctx context.Context, i int) (time.Time, error) {
+// syncedAt is shard i's last resync time, read at most a second ago and
+// after since (a time read before an order's row was written does not
+// judge it: CatchUp).
+func (s *Resync) syncedAt(ctx context.Context, i int, since time.Time) (time.Time, error) {
 	now := time.Now()
 	s.times.mu.Lock()
 	c, ok := s.times.m[i]
 	s.times.mu.Unlock()
-	if ok && now.Sub(c.read) < time.Second {
+	if ok && now.Sub(c.read) < time.Second && c.read.After(since) {
 		return c.at, nil
 	}
 	at, err := s.cfg.Times.SyncedAt(ctx, i)
@@ -647,7 +653,7 @@ func (s *Resync) Admit(ctx context.Context, ev shardstock.ReservationEvent) (sha
 		s.times.forget(ev.Shard) // its resync time is about to change
 		return "", fmt.Errorf("%w: shard %d is being brought back in line with the order table", shardstock.ErrUnavailable, ev.Shard)
 	}
-	late, err := s.late(ctx, ev.Shard, ev.At())
+	late, err := s.late(ctx, ev.Shard, ev.At(), time.Time{})
 	if err != nil || !late {
 		return shardstock.StatusAwaitingPayment, err
 	}
@@ -687,10 +693,10 @@ func (s *Resync) Admit(ctx context.Context, ev shardstock.ReservationEvent) (sha
 }
 
 // late says whether a reservation made at on shard i is older than the
-// shard's last resync (lateSlack for the clocks): that resync may not
-// have seen it.
-func (s *Resync) late(ctx context.Context, i int, at time.Time) (bool, error) {
-	synced, err := s.syncedAt(ctx, i)
+// shard's last resync (lateSlack for the clocks), read after since: that
+// resync may not have seen it.
+func (s *Resync) late(ctx context.Context, i int, at, since time.Time) (bool, error) {
+	synced, err := s.syncedAt(ctx, i, since)
 	if err != nil {
 		return false, err
 	}
@@ -727,10 +733,12 @@ func (s *Resync) putBack(ctx context.Context, p *shardstock.Product, o shardstoc
 
 // HoldLate puts back order o's hold (awaiting payment, just written) on
 // its shard when the reservation, made at reserved, is older than the
-// shard's last resync (order.LateHolds). It never holds the order
-// service up: an order whose shard is being resynced, or does not
-// answer, is kept and checked again (RecheckLate).
-func (s *Resync) HoldLate(ctx context.Context, o shardstock.Order, reserved time.Time) {
+// shard's last resync (order.LateHolds), read after the order's row was
+// written at written: a time read before may be older than a resync that
+// ran as the row was written (CatchUp). It never holds the order service
+// up: an order whose shard is being resynced, or does not answer, is kept
+// and checked again (RecheckLate).
+func (s *Resync) HoldLate(ctx context.Context, o shardstock.Order, reserved, written time.Time) {
 	if s.cfg.Times == nil {
 		return
 	}
@@ -741,7 +749,7 @@ func (s *Resync) HoldLate(ctx context.Context, o shardstock.Order, reserved time
 		s.checkLater(o, reserved)
 		return
 	}
-	if err := s.holdLate(ctx, o, reserved); err != nil {
+	if err := s.holdLate(ctx, o, reserved, written); err != nil {
 		s.checkLater(o, reserved)
 	}
 }
@@ -756,7 +764,7 @@ func (s *Resync) RecheckLate(ctx context.Context) {
 			continue
 		}
 		s.times.forget(d.o.Shard)
-		if err := s.holdLate(ctx, d.o, d.reserved); err != nil {
+		if err := s.holdLate(ctx, d.o, d.reserved, time.Time{}); err != nil {
 			s.checkLater(d.o, d.reserved)
 		}
 	}
@@ -767,8 +775,8 @@ func (s *Resync) RecheckLate(ctx context.Context) {
 // and changed nothing) is settled at once. A shard with no salable unit
 // left for it sold the unit again before the order came: that is logged
 // for reconcile (nothing a retry can change).
-func (s *Resync) holdLate(ctx context.Context, o shardstock.Order, reserved time.Time) error {
-	late, err := s.late(ctx, o.Shard, reserved)
+func (s *Resync) holdLate(ctx context.Context, o shardstock.Order, reserved, since time.Time) error {
+	late, err := s.late(ctx, o.Shard, reserved, since)
 	if err != nil || !late {
 		return err
 	}
@@ -784,7 +792,11 @@ func (s *Resync) holdLate(ctx context.Context, o shardstock.Order, reserved time
 	// fast mode). With no claim or unit left for it, the sale was lost with
 	// the shard's last writes (as a reservation whose outbox entry was
 	// lost is), and the order must not stand for a unit nobody holds.
-	lost, restored, err := s.putBack(ctx, p, o, reserved.UnixMilli(), true)
+	at := reserved
+	if at.IsZero() { // not known (CatchUp): the hold's time is now
+		at = s.cfg.Now()
+	}
+	lost, restored, err := s.putBack(ctx, p, o, at.UnixMilli(), true)
 	switch {
 	case err != nil || (lost == "" && !restored):
 		return err

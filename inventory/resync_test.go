@@ -93,9 +93,9 @@ func TestHoldLateWaitsForTheFenceAndSettles(t *testing.T) {
 		return shardstock.Order{ID: id, UserID: user, ProductID: "late", Shard: 0, Status: shardstock.StatusAwaitingPayment}
 	}
 	before := synced.Add(-time.Second)
-	r.HoldLate(ctx, order("o-live", "ann", before, shardstock.StatusAwaitingPayment), before)
-	r.HoldLate(ctx, order("o-gone", "ben", before, shardstock.StatusCancelled), before)
-	r.HoldLate(ctx, order("o-new", "cat", synced.Add(2*lateSlack), shardstock.StatusAwaitingPayment), synced.Add(2*lateSlack))
+	r.HoldLate(ctx, order("o-live", "ann", before, shardstock.StatusAwaitingPayment), before, time.Now())
+	r.HoldLate(ctx, order("o-gone", "ben", before, shardstock.StatusCancelled), before, time.Now())
+	r.HoldLate(ctx, order("o-new", "cat", synced.Add(2*lateSlack), shardstock.StatusAwaitingPayment), synced.Add(2*lateSlack), time.Now())
 	if c := f.counters(0, "late"); c.Locked != 0 || c.Salable != 10 {
 		t.Fatalf("holds put back on a fenced shard: %+v", c)
 	}
@@ -130,7 +130,7 @@ func TestHoldLateFailsAnOrderWhoseUnitWasSoldAgain(t *testing.T) {
 	r := NewResync(ResyncConfig{Addrs: f.mem.addrs, Products: f.catalog, IDs: f.store, Inits: f.store, History: f.store,
 		Changes: f.store, Orders: f.store, Counters: f.mem, Holds: f.mem, Repairs: f.mem, Times: f.store,
 		FailLost: func(_ context.Context, id, user string) error { failed = append(failed, id+"/"+user); return nil }})
-	r.HoldLate(ctx, shardstock.Order{ID: "o-lost", UserID: "dan", ProductID: "gone", Shard: 0, Status: shardstock.StatusAwaitingPayment}, synced.Add(-time.Second))
+	r.HoldLate(ctx, shardstock.Order{ID: "o-lost", UserID: "dan", ProductID: "gone", Shard: 0, Status: shardstock.StatusAwaitingPayment}, synced.Add(-time.Second), time.Now())
 	if len(failed) != 1 || failed[0] != "o-lost/dan" {
 		t.Fatalf("orders failed: %v, want o-lost of dan", failed)
 	}

@@ -89,7 +89,9 @@ type ClaimReturner interface {
 // second lands in SQL after the resync read the live orders. It never
 // fails: what it cannot do now it does later.
 type LateHolds interface {
-	HoldLate(ctx context.Context, o shardstock.Order, reserved time.Time)
+	// written: when o's row was written (the resync time read before
+	// does not judge it).
+	HoldLate(ctx context.Context, o shardstock.Order, reserved, written time.Time)
 	// Admit is the status such a reservation's order is written with, once
 	// its claim and hold are back on the shards: awaiting payment, or
 	// failed (a sale lost with the shard's last writes). Any other
@@ -190,7 +192,7 @@ func (s *Service) Ingest(ctx context.Context, ev shardstock.ReservationEvent) er
 	}
 	if existing != nil {
 		if existing.Shard == ev.Shard && existing.Status == shardstock.StatusAwaitingPayment {
-			s.holdLate(ctx, ev) // a repeat: its first delivery may have died before the check
+			s.holdLate(ctx, ev, time.Now()) // a repeat: its first delivery may have died before the check
 		}
 		return s.duplicate(ctx, existing, ev)
 	}
@@ -215,6 +217,7 @@ func (s *Service) Ingest(ctx context.Context, ev shardstock.ReservationEvent) er
 	if err != nil {
 		return err
 	}
+	at := time.Now() // the row is in (holdLate)
 	if written != shardstock.StatusAwaitingPayment {
 		s.wake()
 	}
@@ -222,17 +225,18 @@ func (s *Service) Ingest(ctx context.Context, ev shardstock.ReservationEvent) er
 		s.cfg.OnIngest(written)
 	}
 	if written == shardstock.StatusAwaitingPayment {
-		s.holdLate(ctx, ev)
+		s.holdLate(ctx, ev, at)
 	}
 	return nil
 }
 
-// holdLate has the hold of ev's order, just written awaiting payment, put
-// back on its shard if the shard was resynced without it (LateHolds).
-func (s *Service) holdLate(ctx context.Context, ev shardstock.ReservationEvent) {
+// holdLate has the hold of ev's order, written awaiting payment by the
+// time written, put back on its shard if the shard was resynced without
+// it (LateHolds).
+func (s *Service) holdLate(ctx context.Context, ev shardstock.ReservationEvent, written time.Time) {
 	if s.cfg.LateHolds != nil {
 		s.cfg.LateHolds.HoldLate(ctx, shardstock.Order{ID: ev.ID, UserID: ev.UserID, ProductID: ev.ProductID,
-			Shard: ev.Shard, Status: shardstock.StatusAwaitingPayment}, ev.At())
+			Shard: ev.Shard, Status: shardstock.StatusAwaitingPayment}, ev.At(), written)
 	}
 }
 
@@ -267,6 +271,7 @@ func (s *Service) IngestBatch(ctx context.Context, evs []shardstock.ReservationE
 	}
 	now := s.cfg.Now()
 	written, err := s.store.InsertBatch(ctx, rows, now, now.Add(s.cfg.PayTimeout))
+	at := time.Now() // the rows are in (holdLate)
 	if err != nil {
 		if ctx.Err() != nil {
 			return 0, err
@@ -293,7 +298,7 @@ func (s *Service) IngestBatch(ctx context.Context, evs []shardstock.ReservationE
 				return i, err
 			}
 		case shardstock.StatusAwaitingPayment:
-			s.holdLate(ctx, evs[i])
+			s.holdLate(ctx, evs[i], at)
 		}
 	}
 	return len(evs), nil
