@@ -35,6 +35,9 @@ type Order struct {
 	// payment timeout after its row was written (zero: not known, as for a
 	// pending reservation or a row from before 0.7.0).
 	PayBy time.Time `json:"pay_by,omitzero"`
+	// ReservedAt is when its reservation was made (the reserving
+	// coordinator's clock); zero when not read. Not part of the API.
+	ReservedAt time.Time `json:"-"`
 }
 
 // ReservationEvent is what a shard's outbox says about one reservation. The

@@ -365,6 +365,37 @@ func (s *Catalog) moved(p *shardstock.Product) string {
 	return ""
 }
 
+// CheckShards compares this coordinator's shards with those the products
+// ids were defined on, at start. A master listed at another index than a
+// live product was defined with (masters reordered, or one replaced) is an
+// error: that product's units would be sold and counted on the wrong
+// master. beyond are the products that live on more shards than it lists:
+// it does not sell them (the old list of a rolling grow, or masters left
+// out), which is the caller's to say.
+func (s *Catalog) CheckShards(ctx context.Context, ids []string) (beyond []string, err error) {
+	shards := s.cfg.Addrs
+	for _, id := range ids {
+		p, err := s.Product(ctx, id)
+		switch {
+		case errors.Is(err, shardstock.ErrNotFound):
+			continue
+		case err != nil:
+			return nil, err
+		case p.Archived:
+			continue // its keys are gone from the shards
+		}
+		for i, addr := range p.ShardAddrs[:min(len(p.ShardAddrs), len(shards))] {
+			if shards[i] != addr {
+				return nil, fmt.Errorf("shard %d is %s here, and product %s was defined with %s there: keep the masters in the order they were first listed, and add new ones after them", i, shards[i], id, addr)
+			}
+		}
+		if len(p.ShardAddrs) > len(shards) {
+			beyond = append(beyond, id)
+		}
+	}
+	return beyond, nil
+}
+
 // Cached returns product id if this process has it (or knows it is not
 // defined: nil) without reading the catalog.
 func (s *Catalog) Cached(id string) (*shardstock.Product, bool) { return s.get(id) }

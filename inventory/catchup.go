@@ -2,8 +2,8 @@ package inventory
 
 import (
 	"context"
-	"maps"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -85,19 +85,19 @@ func (o *seenOrders) done(i int, set *seenSet) {
 }
 
 // CatchUp checks the holds of the live orders of shard i that its last
-// resync did not see: written after it read them (see above). It is
-// called once the resync is on record and before the fence opens here
-// (Restarts), so the shard's new resync time is what each is judged
-// against: as HoldLate judges a late order, its claim and hold put back,
-// or the order failed when the unit or the limit went to another buyer
-// since. An order whose shard does not answer now is kept and checked
-// again every second (RecheckLate). An error (the order table did not
-// answer) leaves the work for the next call; with no resync of i waiting
-// for it, CatchUp does nothing.
+// resync did not see: written after it read them (see above). It runs
+// once the resync's time is on record and before its run is (Restarts.
+// record), so the fences stay shut until it is done, and each order is
+// judged against the new time as HoldLate judges it: its claim and hold
+// put back, or an order awaiting payment failed when the unit or the
+// limit went to another buyer since. An error (the order table or a shard
+// did not answer; a paid order with no unit left, which is an operator's)
+// keeps the run off the record: the resync is done again, and its own
+// reading of the live orders takes these in.
 func (s *Resync) CatchUp(ctx context.Context, i int) error {
 	seen, set := s.seen.of(i)
+	defer s.seen.done(i, set)
 	if seen == nil || s.cfg.Orders == nil || s.cfg.Times == nil {
-		s.seen.done(i, set)
 		return nil
 	}
 	ctx = shardstock.ResyncContext(ctx)
@@ -115,18 +115,13 @@ func (s *Resync) CatchUp(ctx context.Context, i int) error {
 				continue
 			}
 			caught++
-			// As written: a paid one is settled once its hold is back.
-			o.Status = shardstock.StatusAwaitingPayment
-			// Its reservation time is not in the row: the zero time is
-			// older than any resync, so it is judged late.
-			if err := s.holdLate(ctx, o, time.Time{}, time.Time{}); err != nil {
-				s.checkLater(o, time.Time{})
+			if err := s.holdLate(ctx, o, o.ReservedAt, time.Time{}); err != nil {
+				return fmt.Errorf("catch up shard %d: %w", i, err)
 			}
 		}
 	}
 	if caught > 0 {
 		s.cfg.Logger.Warn("checked the holds of orders written while their shard's resync ran", "shard", i, "orders", caught)
 	}
-	s.seen.done(i, set)
 	return nil
 }

@@ -54,15 +54,19 @@ func newLateRace(t *testing.T) *lateRace {
 
 // write writes the reservation's order as the order service does:
 // judged (Admit), written, checked after (HoldLate).
-func (r *lateRace) write(t *testing.T) {
+// It runs on the goroutine of Restarts.Run too: fail says what went wrong
+// (t.Errorf there, which does not stop the goroutine).
+func (r *lateRace) write(t *testing.T, fail func(string, ...any)) {
 	ctx := context.Background()
 	status, err := r.writer.Admit(ctx, r.ev)
 	if err != nil || status != shardstock.StatusAwaitingPayment {
-		t.Fatalf("admit: %q %v: the race is not set up (the writer must take the shard's old resync time)", status, err)
+		fail("admit: %q %v: the race is not set up (the writer must take the shard's old resync time)", status, err)
+		return
 	}
 	now := time.Now()
 	if _, err := r.f.store.Insert(ctx, r.ev, 1, status, now, now.Add(time.Hour)); err != nil {
-		t.Fatal(err)
+		fail("insert: %v", err)
+		return
 	}
 	r.writer.HoldLate(ctx, shardstock.Order{ID: r.ev.ID, UserID: r.ev.UserID, ProductID: r.ev.ProductID, Shard: 0,
 		Status: shardstock.StatusAwaitingPayment}, r.reserved, time.Now())
@@ -94,7 +98,7 @@ func TestAnOrderWrittenWhileItsShardResyncsGetsItsHoldBack(t *testing.T) {
 	r := newLateRace(t)
 	f := r.f
 	resyncer := NewResync(ResyncConfig{Addrs: f.mem.addrs, Products: f.catalog, IDs: f.store, Inits: f.store, History: f.store,
-		Changes: f.store, Orders: &readHook{ShardOrders: f.store, after: func() { r.write(t) }},
+		Changes: f.store, Orders: &readHook{ShardOrders: f.store, after: func() { r.write(t, t.Errorf) }},
 		Counters: f.mem, Holds: f.mem, Repairs: f.mem, Times: f.store})
 	fence := &fences{synced: map[int]string{}}
 	q := NewResyncRequests()
@@ -130,6 +134,6 @@ func TestAnOrderCheckedAfterItsWriteReadsTheResyncTimeAfresh(t *testing.T) {
 	if err := r.f.store.RecordSynced(ctx, 0, "run-2", time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	r.write(t) // (Admit again: the second within a second reads the cached old time)
+	r.write(t, t.Fatalf) // (Admit again: the second within a second reads the cached old time)
 	r.held(t)
 }

@@ -55,8 +55,8 @@ type Resyncer interface {
 	Shard(ctx context.Context, i int) error
 	// RecheckLate checks the orders written while their shard was fenced.
 	RecheckLate(ctx context.Context)
-	// CatchUp checks the orders written while shard i's resync, now on
-	// record, ran (an error: called again before the fence opens).
+	// CatchUp checks the orders written while shard i's resync ran, once
+	// its time is on record (Restarts.record).
 	CatchUp(ctx context.Context, i int) error
 	Accept(ctx context.Context, i int, run string) ([]string, error)
 	Problem(i int) string
@@ -82,6 +82,7 @@ type RestartsConfig struct {
 // Restarts opens the fences of restarted shards. Safe for concurrent use.
 type Restarts struct {
 	cfg     RestartsConfig
+	running sync.Mutex // one resync or accept at a time (Run's, an operator's)
 	foreign atomic.Pointer[error] // a shard found holding another catalog's stock
 	mu      sync.Mutex            // guards changed
 	changed chan struct{}         // closed when a fence opens or a foreign shard is found
@@ -149,6 +150,8 @@ func (s *Restarts) answer(ctx context.Context, r resyncRequest, retry map[int]st
 }
 
 func (s *Restarts) resync(ctx context.Context, r resyncRequest) error {
+	s.running.Lock()
+	defer s.running.Unlock()
 	if !s.cfg.Fence.Fenced(r.shard) {
 		return nil // a request queued twice
 	}
@@ -180,17 +183,39 @@ func (s *Restarts) resync(ctx context.Context, r resyncRequest) error {
 		if done == "" {
 			at = time.Time{}
 		}
-		if err := s.cfg.Runs.RecordSynced(ctx, r.shard, r.run, at); err != nil {
+		if err := s.record(ctx, r.shard, r.run, at); err != nil {
 			return err
 		}
 		s.cfg.Logger.Info("shard back in line with the order table", "shard", r.shard, "run_id", r.run, "took", time.Since(start).Round(time.Millisecond))
 	}
-	if err := s.cfg.Resync.CatchUp(ctx, r.shard); err != nil {
-		return err // (tried again with the fence shut: the run is on record now, CatchUp is what is left)
-	}
 	s.open(r.shard, r.run)
 	return nil
 }
+
+// record puts run on record as resynced at at, in two steps when at is
+// set. First the time alone, under a run id no shard has (pendingRun):
+// from then on every coordinator judges the reservations made before it
+// late (Resync.HoldLate). Then, once the orders written while the resync
+// ran are checked (Resync.CatchUp), the run itself, which opens every
+// coordinator's fence. A coordinator that dies or fails between the two
+// leaves the run off the record, and the next resync does it all again:
+// recorded at once, a death before the check let the other coordinators
+// sell the unit of an order nobody checked.
+func (s *Restarts) record(ctx context.Context, i int, run string, at time.Time) error {
+	if !at.IsZero() {
+		if err := s.cfg.Runs.RecordSynced(ctx, i, pendingRun(run), at); err != nil {
+			return err
+		}
+		if err := s.cfg.Resync.CatchUp(ctx, i); err != nil {
+			return err
+		}
+	}
+	return s.cfg.Runs.RecordSynced(ctx, i, run, at)
+}
+
+// pendingRun is the run id on record while run's resync checks the orders
+// written as it ran: no shard's run id.
+func pendingRun(run string) string { return "catching-up:" + run }
 
 // claimCatalog checks that shard i holds this catalog's stock, stamping it
 // when it has no stamp. A foreign shard stays fenced: it is remembered, so
@@ -312,6 +337,8 @@ func (s *Restarts) ResyncNow(ctx context.Context, i int) (string, error) {
 // record as resynced, so every coordinator opens its fence within a second.
 // It answers the run, the disagreement accepted and what was done.
 func (s *Restarts) Accept(ctx context.Context, i int) (run, problem string, actions []string, err error) {
+	s.running.Lock()
+	defer s.running.Unlock()
 	run, err = s.fencedRun(i)
 	switch {
 	case err != nil:
@@ -326,10 +353,7 @@ func (s *Restarts) Accept(ctx context.Context, i int) (run, problem string, acti
 	if actions, err = s.cfg.Resync.Accept(ctx, i, run); err != nil {
 		return run, problem, nil, err
 	}
-	if err := s.cfg.Runs.RecordSynced(ctx, i, run, s.cfg.Now()); err != nil {
-		return run, problem, nil, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
-	}
-	if err := s.cfg.Resync.CatchUp(ctx, i); err != nil {
+	if err := s.record(ctx, i, run, s.cfg.Now()); err != nil {
 		return run, problem, nil, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
 	}
 	s.open(i, run)

@@ -3,6 +3,7 @@ package inventory
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -18,7 +19,9 @@ type fences struct {
 	seen     [2]string
 	synced   map[int]string // the run ids on record
 	resyncs  int
-	failing  int // resyncs left to fail
+	failing  int      // resyncs left to fail
+	catching int      // catch-ups left to fail
+	records  []string // the runs put on record, in order
 	stamp    error
 	problems map[int]string
 }
@@ -39,13 +42,22 @@ func (f *fences) SyncedRunID(_ context.Context, i int) (string, error) {
 	defer f.mu.Unlock()
 	return f.synced[i], nil
 }
-func (f *fences) RecheckLate(context.Context)        {}
-func (f *fences) CatchUp(context.Context, int) error { return nil }
+func (f *fences) RecheckLate(context.Context) {}
+func (f *fences) CatchUp(context.Context, int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.catching > 0 {
+		f.catching--
+		return errors.New("the order table did not answer")
+	}
+	return nil
+}
 
 func (f *fences) RecordSynced(_ context.Context, i int, run string, _ time.Time) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.synced[i] = run
+	f.records = append(f.records, run)
 	return nil
 }
 func (f *fences) Shard(context.Context, int) error {
@@ -120,6 +132,27 @@ func TestRestartsRetryAFailedResync(t *testing.T) {
 	}
 	if f.resyncs != 2 {
 		t.Fatalf("%d resyncs, want 2 (one failed, one retried)", f.resyncs)
+	}
+}
+
+// A resync is put on record in two steps: its time under a pending run
+// (late orders are judged by it), then, once the orders written while it
+// ran are checked, the run. A check that fails keeps the run off the
+// record and the fence shut, and the resync is done again: recorded
+// before the check, a coordinator that died in it left every other one
+// selling the unit of an order nobody checked.
+func TestRestartsRecordTheRunOnlyAfterTheCatchUp(t *testing.T) {
+	f := &fences{synced: map[int]string{0: "r1"}, catching: 1}
+	r, q := startRestarts(t, f)
+	f.restart(q, 0, "r2")
+	if err := ready(t, r, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	want := []string{pendingRun("r2"), pendingRun("r2"), "r2"}
+	if f.fenced[0] || f.resyncs != 2 || fmt.Sprint(f.records) != fmt.Sprint(want) {
+		t.Fatalf("fenced %v, %d resyncs, records %q; want open after 2 resyncs, records %q", f.fenced[0], f.resyncs, f.records, want)
 	}
 }
 

@@ -798,8 +798,12 @@ func (s *Resync) holdLate(ctx context.Context, o shardstock.Order, reserved, sin
 	}
 	lost, restored, err := s.putBack(ctx, p, o, at.UnixMilli(), true)
 	switch {
-	case err != nil || (lost == "" && !restored):
+	case err != nil:
 		return err
+	case lost != "" && o.Status == shardstock.StatusPaid: // (CatchUp's)
+		return fmt.Errorf("paid order %s %s: an operator's (reconcile); the shard's resync is done again", o.ID, lost)
+	case lost == "" && !restored:
+		return s.settleLate(ctx, o) // (a try before may have put it back and failed to settle it)
 	case lost != "":
 		s.cfg.Logger.Error("an order written after its shard's resync "+lost+": the order fails, a sale lost with the shard's last writes",
 			"order", o.ID, "product", o.ProductID, "shard", o.Shard, "user", o.UserID)
@@ -809,6 +813,13 @@ func (s *Resync) holdLate(ctx context.Context, o shardstock.Order, reserved, sin
 		return nil
 	}
 	s.cfg.Logger.Warn("put back the hold of an order written after its shard's resync", "order", o.ID, "product", o.ProductID, "shard", o.Shard)
+	return s.settleLate(ctx, o)
+}
+
+// settleLate settles the hold of late order o, now on its shard, when the
+// order was paid, cancelled or failed since (its settlement found no hold
+// and changed nothing).
+func (s *Resync) settleLate(ctx context.Context, o shardstock.Order) error {
 	if s.cfg.Orders == nil {
 		return nil
 	}
@@ -822,6 +833,11 @@ func (s *Resync) holdLate(ctx context.Context, o shardstock.Order, reserved, sin
 		_, err = s.cfg.Holds.Confirm(ctx, o.Shard, o.ProductID, o.ID)
 	default:
 		_, err = s.cfg.Holds.Release(ctx, o.Shard, o.ProductID, o.ID)
+	}
+	if errors.Is(err, shardstock.ErrUnknownHold) || errors.Is(err, shardstock.ErrHoldReleased) || errors.Is(err, shardstock.ErrHoldSold) {
+		s.cfg.Logger.Error("a late order's hold contradicts its order; see reconcile",
+			"shard", o.Shard, "product", o.ProductID, "order", o.ID, "status", now.Status, "err", err)
+		return nil // (nothing a retry changes)
 	}
 	return err
 }

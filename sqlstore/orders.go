@@ -14,13 +14,16 @@ import (
 	"github.com/shardstock/shardstock"
 )
 
-const orderColumns = `id, user_id, product_id, shard, status, pay_by`
+const orderColumns = `id, user_id, product_id, shard, status, pay_by, reserved_at`
 
 func scanOrder(row interface{ Scan(...any) error }) (*shardstock.Order, error) {
 	var o shardstock.Order
-	var payBy sql.NullInt64
-	if err := row.Scan(&o.ID, &o.UserID, &o.ProductID, &o.Shard, &o.Status, &payBy); err != nil {
+	var payBy, reserved sql.NullInt64
+	if err := row.Scan(&o.ID, &o.UserID, &o.ProductID, &o.Shard, &o.Status, &payBy, &reserved); err != nil {
 		return nil, err
+	}
+	if reserved.Valid && reserved.Int64 > 0 {
+		o.ReservedAt = time.UnixMilli(reserved.Int64)
 	}
 	if payBy.Valid && o.Status == shardstock.StatusAwaitingPayment {
 		o.PayBy = time.UnixMilli(payBy.Int64).UTC()
