@@ -3,6 +3,7 @@ package shard
 import (
 	"errors"
 	"net"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -12,14 +13,29 @@ import (
 // (Answered; the stream and memory replies below), never the text.
 
 // Answered reports whether a call's error still came with an answer from
-// the shard: an error reply (other than LOADING: a shard loading its data
-// is not ready) proves it is up. ha.HealthConfig.Answered is set to it.
+// the shard: an error reply proves it is up, except LOADING (a shard
+// loading its data is not ready) and a refusal of this coordinator's
+// credentials (Refused: it answers, but serves nothing).
+// ha.HealthConfig.Answered is set to it.
 func Answered(err error) bool {
 	if err == nil {
 		return true
 	}
 	var reply redis.Error
-	return errors.As(err, &reply) && !redis.HasErrorPrefix(err, "LOADING")
+	return errors.As(err, &reply) && !redis.HasErrorPrefix(err, "LOADING") && !Refused(err)
+}
+
+// Refused reports whether err is the shard refusing this coordinator: no
+// password where it wants one (NOAUTH), a wrong one (WRONGPASS), a user
+// without the rights (NOPERM), or a password where it has none. That is a
+// settings mistake (SHARDSTOCK_SHARDS), not an outage.
+func Refused(err error) bool {
+	var reply redis.Error
+	if !errors.As(err, &reply) {
+		return false
+	}
+	return redis.HasErrorPrefix(err, "NOAUTH") || redis.HasErrorPrefix(err, "WRONGPASS") || redis.HasErrorPrefix(err, "NOPERM") ||
+		strings.Contains(reply.Error(), "without any password configured")
 }
 
 // notSent reports whether err proves the command never reached the shard

@@ -78,3 +78,33 @@ func TestRedisUsersRunASale(t *testing.T) {
 		t.Fatalf("archive: %d %s", rep.status, rep.raw)
 	}
 }
+
+// TestAShardThatRefusesTheCoordinatorIsAStartUpError (issue 42, finding
+// 1): a shard URL without the password the master wants, or with a wrong
+// one, stopped nothing: the coordinator served, /readyz said ready while
+// every shard answered NOAUTH, and purchases were queued. It is a
+// settings mistake, refused at start with the setting and the shard named.
+func TestAShardThatRefusesTheCoordinatorIsAStartUpError(t *testing.T) {
+	const user = "coordinator:refused-at-start-pw"
+	r := shardtest.StartWith(t, 2, shardtest.Options{ACLUser: user})
+	good := r.URLs()
+	for _, tc := range []struct{ name, url, want string }{
+		{"no password", strings.Replace(good[1], user+"@", "", 1), "NOAUTH"},
+		{"a wrong password", strings.Replace(good[1], "-pw@", "-wrong@", 1), "WRONGPASS"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := &Config{HTTPAddr: "127.0.0.1:0", Shards: []string{good[0], tc.url}, AdminToken: testToken, UserAuth: "header",
+				ShardTimeout: 250 * time.Millisecond, LogFormat: "text", MQ: "streams", DB: "sqlite:" + t.TempDir() + "/orders.db",
+				PayTimeout: 15 * time.Minute, FailFastAge: 30 * time.Minute, OrderRate: 100000, ClaimIdle: 30 * time.Second}
+			m := NewMain(cfg, testLog(t))
+			err := m.Run(context.Background())
+			m.Close()
+			if err == nil || !strings.Contains(err.Error(), "SHARDSTOCK_SHARDS: shard 1 (") || !strings.Contains(err.Error(), tc.want) ||
+				strings.Contains(err.Error(), "shard 0") {
+				t.Fatalf("start with shard 1's URL %q: %v; want a start-up error naming SHARDSTOCK_SHARDS, shard 1 alone and %s", tc.url, err, tc.want)
+			}
+			t.Logf("refused: %v", err)
+		})
+	}
+	r.ForgetRefusals() // (the refusals were the point)
+}

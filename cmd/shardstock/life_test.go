@@ -625,11 +625,18 @@ func TestGrowFromThreeToSixMasters(t *testing.T) {
 	}
 	six.Close()
 
+	// Reordered masters are refused at start (issue 42, finding 2): they
+	// served, and answered 503 at every purchase of the old sale.
 	u := r.URLs()
-	swapped := startServer(t, append([]string{u[1], u[0]}, u[2:]...), sameDB)
-	rep := purchase(t, swapped.URL(), "run", "someone")
-	if rep.status != 503 || !strings.Contains(rep.str("message"), "keep the old masters first") {
-		t.Fatalf("the old sale on reordered masters: %d %s", rep.status, rep.raw)
+	cfg := &Config{HTTPAddr: "127.0.0.1:0", Shards: append([]string{u[1], u[0]}, u[2:]...), AdminToken: testToken, UserAuth: "header",
+		ShardTimeout: 250 * time.Millisecond, LogFormat: "text", MQ: "streams", PayTimeout: 15 * time.Minute,
+		FailFastAge: 30 * time.Minute, OrderRate: 100000, ClaimIdle: 30 * time.Second}
+	sameDB(cfg)
+	swapped := NewMain(cfg, testLog(t))
+	err := swapped.Run(context.Background())
+	swapped.Close()
+	if err == nil || !strings.Contains(err.Error(), "SHARDSTOCK_SHARDS: shard 0 is ") || !strings.Contains(err.Error(), "keep the masters in the order") {
+		t.Fatalf("start on reordered masters: %v, want refused naming SHARDSTOCK_SHARDS and shard 0", err)
 	}
 }
 

@@ -90,6 +90,7 @@ func TestConfigErrorsNameTheSetting(t *testing.T) {
 		{"broker URL without a secret", with("SHARDSTOCK_MQ", "rocketmq://ak@127.0.0.1:9876"), nil, "SHARDSTOCK_MQ"},
 		{"broker credentials in a flag", good, []string{"--mq", "rocketmq://ak:sk-secret@127.0.0.1:9876"}, "SHARDSTOCK_MQ"},
 		{"stray argument", good, []string{"extra"}, "arguments"},
+		{"sqlite in a missing directory", with("SHARDSTOCK_DB", "sqlite:/nonexistent/dir/orders.db"), nil, "SHARDSTOCK_DB: /nonexistent: no such directory"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -243,6 +243,13 @@ func TestSpoolWhenNoShardAnswers(t *testing.T) {
 	for i := range r.Ports {
 		r.Kill(i)
 	}
+	// Not ready while no shard can sell, and says why (issue 42, finding 1).
+	waitFor(t, 10*time.Second, "/readyz 503 naming every shard", func() (bool, string) {
+		rep := do(t, "GET", base+"/readyz", "")
+		msg := rep.str("message")
+		return rep.status == 503 && strings.HasPrefix(msg, "no shard can sell: ") && strings.Contains(msg, "shard 0 is down (") &&
+			strings.Contains(msg, "shard 2 is down ("), fmt.Sprint(rep.status, " ", rep.raw)
+	})
 	tickets := map[string]string{} // ticket -> buyer
 	for k := 0; k < 5; k++ {
 		user := fmt.Sprintf("late%d", k)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/pprof"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -11,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/shardstock/shardstock/api"
+	"github.com/shardstock/shardstock/ha"
 	"github.com/shardstock/shardstock/order"
 	"github.com/shardstock/shardstock/report"
 	"github.com/shardstock/shardstock/waitroom"
@@ -140,9 +142,27 @@ func (m *Main) mount(e *echo.Echo) {
 }
 
 // ready answers 200 when at least one shard is up, else 503.
+// cannotSell says why no shard can take a purchase now ("": one can): each
+// is down (or refuses this coordinator's credentials, or its breaker is
+// open), or fenced until it is back in line with the order table.
+func (m *Main) cannotSell() string {
+	var why []string
+	for i, s := range m.health.Status() {
+		switch {
+		case !s.Up || s.Breaker == ha.Open:
+			why = append(why, fmt.Sprintf("shard %d is down (%s)", i, s.LastError))
+		case m.set.Fenced(i):
+			why = append(why, fmt.Sprintf("shard %d is fenced until it is back in line with the order table", i))
+		default:
+			return ""
+		}
+	}
+	return "no shard can sell: " + strings.Join(why, "; ")
+}
+
 func (m *Main) ready(c echo.Context) error {
-	if !m.health.AnyUp() {
-		return c.JSON(http.StatusServiceUnavailable, api.ErrorBody{Error: "unavailable", Message: "no shard answers"})
+	if why := m.cannotSell(); why != "" {
+		return c.JSON(http.StatusServiceUnavailable, api.ErrorBody{Error: "unavailable", Message: why})
 	}
 	if skew := m.clock.Skew(); skew > time.Second || skew < -time.Second {
 		return c.JSON(http.StatusOK, map[string]any{"status": "ready", "clock_skew_seconds": skew.Seconds(),

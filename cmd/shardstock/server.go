@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -107,6 +108,9 @@ func (m *Main) Run(ctx context.Context) error {
 		return fmt.Errorf("SHARDSTOCK_SHARDS: %w", err)
 	}
 	m.set = set
+	if err := m.checkCredentials(ctx); err != nil {
+		return err
+	}
 	m.clock = shard.NewClock(shard.ClockConfig{Set: set, Wall: m.cfg.Test.Clock, OnSkew: func(d time.Duration) { m.metrics.ClockSkew.Set(d.Seconds()) }})
 	m.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "shardstock_claim_givebacks_pending",
 		Help: "Per-user limit claims waiting for their register to answer so they can be given back."},
@@ -118,6 +122,9 @@ func (m *Main) Run(ctx context.Context) error {
 		}})
 	if err := m.inv.catalog.RefreshControls(ctx); err != nil {
 		return fmt.Errorf("SHARDSTOCK_DB: product controls: %w", err)
+	}
+	if err := m.checkShardList(ctx); err != nil {
+		return err
 	}
 	if err := m.startResyncs(); err != nil {
 		return err
@@ -152,6 +159,53 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	return m.listen()
+}
+
+// checkCredentials refuses to start when a shard refuses this
+// coordinator (no password, a wrong one, no rights): a settings mistake,
+// which would otherwise look like an outage for as long as it lasts. A
+// shard that does not answer at all is waited for, as ever.
+func (m *Main) checkCredentials(ctx context.Context) error {
+	var errs *multierror.Error
+	for i, addr := range m.set.Addrs() {
+		if err := m.set.Ping(ctx, i); shard.Refused(err) {
+			errs = multierror.Append(errs, fmt.Errorf("shard %d (%s) refuses this coordinator: %w", i, addr, err))
+		}
+	}
+	if errs != nil {
+		errs.ErrorFormat = oneLine
+		return fmt.Errorf("SHARDSTOCK_SHARDS: %w; give each shard's user and password in its URL: redis://USER:PASSWORD@host:port/0", errs)
+	}
+	return nil
+}
+
+// checkShardList refuses to start on masters listed in another order than
+// the catalog's products were defined with, and says which products this
+// coordinator will not sell for want of their masters.
+func (m *Main) checkShardList(ctx context.Context) error {
+	ids, err := m.store.ProductIDs(ctx)
+	if err != nil {
+		return fmt.Errorf("SHARDSTOCK_DB: products: %w", err)
+	}
+	beyond, err := m.inv.catalog.CheckShards(ctx, ids)
+	if err != nil {
+		return fmt.Errorf("SHARDSTOCK_SHARDS: %w", err)
+	}
+	if len(beyond) > 0 {
+		m.log.Warn("SHARDSTOCK_SHARDS lists fewer masters than some products live on: this coordinator does not sell them. "+
+			"That is the old list of a rolling grow; otherwise add the missing masters, after the others",
+			"masters", len(m.cfg.Shards), "products", len(beyond), "first", beyond[:min(len(beyond), 5)])
+	}
+	return nil
+}
+
+// oneLine formats errors as one line, joined by "; ".
+func oneLine(errs []error) string {
+	out := make([]string, len(errs))
+	for i, err := range errs {
+		out[i] = strings.TrimRight(err.Error(), ".")
+	}
+	return strings.Join(out, "; ")
 }
 
 func (m *Main) openSpool() error {

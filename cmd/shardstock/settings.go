@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -318,8 +319,20 @@ func parseDB(c *Config, v string) error {
 	if !strings.HasPrefix(v, "sqlite:") && !strings.HasPrefix(v, "mysql://") {
 		return errors.New("must be sqlite:PATH or mysql://user:pass@tcp(host:port)/db")
 	}
+	if path, ok := strings.CutPrefix(v, "sqlite:"); ok {
+		// The file's own directory is made when missing (./data, the
+		// default), not a tree of them: a path mistyped is said here.
+		if up := filepath.Dir(filepath.Dir(path)); !isDir(up) {
+			return fmt.Errorf("%s: no such directory; make it first, or name a file in a directory that exists", up)
+		}
+	}
 	c.DB = v
 	return nil
+}
+
+func isDir(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.IsDir()
 }
 
 // positiveDuration parses a Go duration above zero into dst.
