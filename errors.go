@@ -21,9 +21,15 @@ func (e *Error) Is(target error) bool {
 // The sentinel errors. Adapters wrap infrastructure failures in
 // ErrUnavailable; an outage is never reported as ErrSoldOut.
 var (
-	ErrInvalid         = &Error{"bad_request", "the request is invalid"}
-	ErrUnauthorized    = &Error{"unauthorized", "missing or invalid credentials"}
-	ErrNotFound        = &Error{"not_found", "no such resource"}
+	ErrInvalid      = &Error{"bad_request", "the request is invalid"}
+	ErrUnauthorized = &Error{"unauthorized", "missing or invalid credentials"}
+	ErrNotFound     = &Error{"not_found", "no such resource"}
+	// ErrNotFound, naming what was not found.
+	ErrNoProduct       = &Error{"not_found", "no such product"}
+	ErrNoOrder         = &Error{"not_found", "no such order"}
+	ErrNoTicket        = &Error{"not_found", "no such ticket"}
+	ErrNoShard         = &Error{"not_found", "no such shard"}
+	ErrNoSession       = &Error{"not_found", "no such sale session"}
 	ErrNotStarted      = &Error{"not_started", "the sale has not started yet"}
 	ErrEnded           = &Error{"ended", "the sale has ended"}
 	ErrPaused          = &Error{"paused", "sales of this product are paused"}

@@ -103,10 +103,10 @@ var sentinels = func() map[*shardstock.Error]answer {
 	m := map[*shardstock.Error]answer{}
 	for _, e := range []*shardstock.Error{shardstock.ErrSoldOut, shardstock.ErrEnded, shardstock.ErrNotStarted,
 		shardstock.ErrLimitReached, shardstock.ErrNotFound, shardstock.ErrUnauthorized, shardstock.ErrInvalid,
-		shardstock.ErrTooLarge, shardstock.ErrUnsupported, shardstock.ErrConflict} {
+		shardstock.ErrTooLarge, shardstock.ErrUnsupported, shardstock.ErrConflict,
+		shardstock.ErrNoProduct, shardstock.ErrNoOrder, shardstock.ErrNoTicket, shardstock.ErrNoShard, shardstock.ErrNoSession} {
 		status, body := errorResponse(e)
-		enc, _ := json.Marshal(body)
-		m[e] = answer{status, append(enc, '\n')}
+		m[e] = answer{status, MarshalLine(body)}
 	}
 	return m
 }()
@@ -133,8 +133,7 @@ func (b *bodyCache) encode(body ErrorBody) []byte {
 	if v, ok := b.m.Load(body); ok {
 		return v.([]byte)
 	}
-	enc, _ := json.Marshal(body) // two strings: cannot fail
-	enc = append(enc, '\n')
+	enc := MarshalLine(body)
 	if b.n.Load() < maxCachedBodies {
 		if _, loaded := b.m.LoadOrStore(body, enc); !loaded {
 			b.n.Add(1)
@@ -221,17 +220,28 @@ type Identity func(r *http.Request) (string, error)
 // compared in constant time; others get 401. It guards the admin API and
 // pprof.
 func AdminAuth(token string) echo.MiddlewareFunc {
-	want := []byte("Bearer " + token)
+	want := []byte(token)
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			got := []byte(c.Request().Header.Get("Authorization"))
-			if token == "" || subtle.ConstantTimeCompare(got, want) != 1 {
+			got, _ := BearerToken(c.Request())
+			if token == "" || subtle.ConstantTimeCompare([]byte(got), want) != 1 {
 				c.Response().Header().Set("WWW-Authenticate", `Bearer realm="shardstock-admin"`)
 				return shardstock.ErrUnauthorized
 			}
 			return next(c)
 		}
 	}
+}
+
+// BearerToken is the token of r's "Authorization: Bearer <token>" header;
+// the scheme's name is matched in any case, as RFC 9110 says ("bearer" was
+// a 401).
+func BearerToken(r *http.Request) (string, bool) {
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	return token, true
 }
 
 // RequestIDs returns a request id generator for echo's RequestID
@@ -508,4 +518,32 @@ func AnswerMethodNotAllowed(e *echo.Echo) {
 			}).Name = MethodNotAllowedRoute
 		}
 	}
+}
+
+// MarshalLine is v in JSON and a newline, with <, > and & as they are:
+// json.Marshal's \u003e read as "stock must be \u003e 0" to anyone who
+// saw the body raw (every answer is application/json with nosniff, so no
+// browser takes it for HTML). v must be encodable (the API's own types).
+func MarshalLine(v any) []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		panic(fmt.Sprintf("api.MarshalLine: %v", err))
+	}
+	return b.Bytes()
+}
+
+// JSONSerializer is echo's JSON serializer with <, > and & as they are in
+// what it writes (MarshalLine); reading is echo's own.
+type JSONSerializer struct{ echo.DefaultJSONSerializer }
+
+// Serialize writes i to c's response.
+func (JSONSerializer) Serialize(c echo.Context, i any, indent string) error {
+	enc := json.NewEncoder(c.Response())
+	enc.SetEscapeHTML(false)
+	if indent != "" {
+		enc.SetIndent("", indent)
+	}
+	return enc.Encode(i)
 }

@@ -4,9 +4,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/labstack/echo/v4"
 
 	"github.com/shardstock/shardstock"
 )
@@ -157,5 +161,36 @@ func TestErrorResponseNeverCallsAnOutageSoldOut(t *testing.T) {
 		if strings.Contains(e.Message, "secret") {
 			t.Errorf("internal detail leaked: %q", e.Message)
 		}
+	}
+}
+
+// TestAdminAuthTakesTheSchemeInAnyCase (issue 42, finding 9): the
+// scheme's name is case-insensitive (RFC 9110); "bearer <token>" was 401.
+// The token itself is not.
+func TestAdminAuthTakesTheSchemeInAnyCase(t *testing.T) {
+	e := echo.New()
+	e.HTTPErrorHandler = ErrorHandler(slog.New(slog.DiscardHandler))
+	e.GET("/admin", func(c echo.Context) error { return c.NoContent(http.StatusNoContent) }, AdminAuth("s3cret-token"))
+	for header, want := range map[string]int{
+		"Bearer s3cret-token": 204, "bearer s3cret-token": 204, "BEARER s3cret-token": 204,
+		"Bearer S3CRET-TOKEN": 401, "Basic s3cret-token": 401, "Bearers3cret-token": 401, "": 401, "Bearer ": 401,
+	} {
+		req := httptest.NewRequest(http.MethodGet, "/admin", nil)
+		req.Header.Set("Authorization", header)
+		rec := httptest.NewRecorder()
+		e.ServeHTTP(rec, req)
+		if rec.Code != want {
+			t.Errorf("Authorization %q: %d, want %d", header, rec.Code, want)
+		}
+	}
+}
+
+// TestErrorMessagesAreNotHTMLEscaped (issue 42, finding 9): a message
+// read raw said "stock must be \u003e 0".
+func TestErrorMessagesAreNotHTMLEscaped(t *testing.T) {
+	rec := httptest.NewRecorder()
+	WriteError(rec, httptest.NewRequest(http.MethodPut, "/", nil), "/", shardstock.Invalid("stock must be > 0 & < 2^40"), slog.New(slog.DiscardHandler))
+	if body := rec.Body.String(); !strings.Contains(body, `"stock must be > 0 & < 2^40"`) {
+		t.Fatalf("body %s", body)
 	}
 }

@@ -87,7 +87,7 @@ func Path(pattern string, params ...string) string {
 // path's.
 type ProductDefinition struct {
 	Stock        int64        `json:"stock"`
-	PerUserLimit int64        `json:"per_user_limit"`
+	PerUserLimit *int64       `json:"per_user_limit,omitempty"` // nil: 1
 	StartsAt     OptionalTime `json:"starts_at"`
 	EndsAt       OptionalTime `json:"ends_at"`
 	Title        string       `json:"title"`

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"net/http"
 	"net/netip"
-	"strings"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -43,7 +42,7 @@ func TokenIdentity(secret []byte, skew time.Duration, now func() time.Time) api.
 		jwt.WithIssuer(TokenIssuer), jwt.WithAudience(TokenAudience))
 	key := func(*jwt.Token) (any, error) { return secret, nil }
 	return func(r *http.Request) (string, error) {
-		raw, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		raw, ok := api.BearerToken(r)
 		if !ok || raw == "" {
 			return "", unauthorized("a bearer token is required")
 		}

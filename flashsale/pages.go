@@ -122,7 +122,7 @@ type productData struct {
 func (p *Pages) Product(c echo.Context) error {
 	id := c.Param("id")
 	if !shardstock.ValidID(id) {
-		return shardstock.ErrNotFound
+		return shardstock.ErrNoProduct
 	}
 	prod, err := p.catalog.Product(c.Request().Context(), id)
 	if err != nil {

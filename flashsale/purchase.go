@@ -552,11 +552,11 @@ func (h *Handler) GetTicket(c echo.Context) error {
 	}
 	t := c.Param("ticket")
 	if h.cfg.Spool == nil || !shardstock.ValidID(t) {
-		return shardstock.ErrNotFound
+		return shardstock.ErrNoTicket
 	}
 	e, r, ok := h.cfg.Spool.Ticket(t)
 	if !ok || e.UserID != user {
-		return shardstock.ErrNotFound
+		return shardstock.ErrNoTicket
 	}
 	return c.JSON(http.StatusOK, TicketView{Status: r.Status, OrderID: r.OrderID, Error: r.Error})
 }

@@ -303,7 +303,7 @@ func (s *Catalog) DeleteSession(ctx context.Context, id string) error {
 		return fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
 	}
 	if !found {
-		return shardstock.ErrNotFound
+		return shardstock.ErrNoSession
 	}
 	if err := s.RefreshControls(ctx); err != nil { // this coordinator stops obeying its window at once
 		return fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
@@ -316,7 +316,7 @@ func (s *Catalog) DeleteSession(ctx context.Context, id string) error {
 func (s *Catalog) Product(ctx context.Context, id string) (*shardstock.Product, error) {
 	if p, ok := s.get(id); ok {
 		if p == nil {
-			return nil, shardstock.ErrNotFound
+			return nil, shardstock.ErrNoProduct
 		}
 		return p, nil
 	}
@@ -326,7 +326,7 @@ func (s *Catalog) Product(ctx context.Context, id string) (*shardstock.Product, 
 	}
 	if def == "" {
 		s.put(id, nil)
-		return nil, shardstock.ErrNotFound
+		return nil, shardstock.ErrNoProduct
 	}
 	gen := s.gen.Load()
 	var p shardstock.Product

@@ -2,6 +2,7 @@ package inventory
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -88,7 +89,7 @@ type Handlers struct {
 func productID(c echo.Context) (string, error) {
 	id := c.Param("id")
 	if !shardstock.ValidID(id) {
-		return "", shardstock.ErrNotFound
+		return "", shardstock.ErrNoProduct
 	}
 	return id, nil
 }
@@ -97,7 +98,7 @@ func productID(c echo.Context) (string, error) {
 func shardIndex(c echo.Context) (int, error) {
 	i, err := strconv.Atoi(c.Param("index"))
 	if err != nil {
-		return 0, shardstock.ErrNotFound
+		return 0, shardstock.ErrNoShard
 	}
 	return i, nil
 }
@@ -194,7 +195,7 @@ func (h Handlers) PostArchive(c echo.Context) error {
 func (h Handlers) PostRebalance(c echo.Context) error {
 	id := c.Param("id")
 	if !shardstock.ValidID(id) {
-		return shardstock.ErrNotFound
+		return shardstock.ErrNoProduct
 	}
 	if err := api.Decode(c, &struct{}{}, true); err != nil {
 		return err
@@ -234,7 +235,7 @@ func (h Handlers) PostReconcile(c echo.Context) error { return h.reconcile(c, tr
 func (h Handlers) reconcile(c echo.Context, fix bool) error {
 	id := c.Param("id")
 	if !shardstock.ValidID(id) {
-		return shardstock.ErrNotFound
+		return shardstock.ErrNoProduct
 	}
 	r, err := h.Reconciler.Reconcile(c.Request().Context(), id, fix)
 	if err != nil {
@@ -247,7 +248,7 @@ func (h Handlers) reconcile(c echo.Context, fix bool) error {
 func (h Handlers) GetStock(c echo.Context) error {
 	id := c.Param("id")
 	if !shardstock.ValidID(id) {
-		return shardstock.ErrNotFound
+		return shardstock.ErrNoProduct
 	}
 	v, err := h.Views.Stock(c.Request().Context(), id)
 	if err != nil {
@@ -286,7 +287,7 @@ func (h Handlers) GetSession(c echo.Context) error {
 			return c.JSON(http.StatusOK, x)
 		}
 	}
-	return shardstock.ErrNotFound
+	return shardstock.ErrNoSession
 }
 
 // DeleteSession removes a session; its products keep selling only in a
@@ -294,7 +295,7 @@ func (h Handlers) GetSession(c echo.Context) error {
 func (h Handlers) DeleteSession(c echo.Context) error {
 	id := c.Param("id")
 	if !shardstock.ValidID(id) {
-		return shardstock.ErrNotFound
+		return shardstock.ErrNoProduct
 	}
 	if err := api.Decode(c, &struct{}{}, true); err != nil {
 		return err
@@ -333,8 +334,14 @@ func (h Handlers) PutProduct(c echo.Context) error {
 	if err := api.Decode(c, &b, false); err != nil {
 		return err
 	}
+	limit := int64(1) // (the default, when it is left out)
+	if b.PerUserLimit != nil {
+		if limit = *b.PerUserLimit; limit < 1 {
+			return shardstock.Invalid(fmt.Sprintf("per_user_limit must be between 1 and %d (left out, it is 1)", shardstock.MaxPerUserLimit))
+		}
+	}
 	created, err := h.Products.Define(c.Request().Context(), shardstock.Product{
-		ID: id, Stock: b.Stock, PerUserLimit: b.PerUserLimit,
+		ID: id, Stock: b.Stock, PerUserLimit: limit,
 		StartsAt: b.StartsAt.Time, EndsAt: b.EndsAt.Time, Title: b.Title, PriceCents: b.PriceCents,
 	})
 	if err != nil {
@@ -354,7 +361,7 @@ func (h Handlers) PutProduct(c echo.Context) error {
 func (h Handlers) GetProduct(c echo.Context) error {
 	id := c.Param("id")
 	if !shardstock.ValidID(id) {
-		return shardstock.ErrNotFound
+		return shardstock.ErrNoProduct
 	}
 	st, err := h.Views.Status(c.Request().Context(), id)
 	if err != nil {

@@ -82,7 +82,7 @@ type RestartsConfig struct {
 // Restarts opens the fences of restarted shards. Safe for concurrent use.
 type Restarts struct {
 	cfg     RestartsConfig
-	running sync.Mutex // one resync or accept at a time (Run's, an operator's)
+	running sync.Mutex            // one resync or accept at a time (Run's, an operator's)
 	foreign atomic.Pointer[error] // a shard found holding another catalog's stock
 	mu      sync.Mutex            // guards changed
 	changed chan struct{}         // closed when a fence opens or a foreign shard is found
@@ -368,7 +368,7 @@ func (s *Restarts) Accept(ctx context.Context, i int) (run, problem string, acti
 // answered since it was fenced.
 func (s *Restarts) fencedRun(i int) (string, error) {
 	if i < 0 || i >= len(s.cfg.Addrs) {
-		return "", shardstock.ErrNotFound
+		return "", shardstock.ErrNoShard
 	}
 	run := s.cfg.Fence.SeenRun(i)
 	switch {

@@ -186,7 +186,7 @@ func (s *Sale) Archive(ctx context.Context, id string) (*ProductStatus, error) {
 // archivable says what keeps p from being archived now, if anything.
 func (s *Sale) archivable(ctx context.Context, p *shardstock.Product) error {
 	if p.EndsAt.IsZero() || s.cfg.Now().Before(p.EndsAt) {
-		return shardstock.Conflict(fmt.Sprintf("the sale of %s has not ended (ends_at %s): PATCH ends_at to end it", p.ID, formatTime(p.EndsAt)))
+		return shardstock.Conflict(fmt.Sprintf("the sale of %s has not ended (ends_at %s): end it first (shardstock admin end %s, or PATCH its ends_at)", p.ID, formatTime(p.EndsAt), p.ID))
 	}
 	awaiting, unsettled, err := s.cfg.Orders.OpenOrders(ctx, p.ID)
 	if err != nil {

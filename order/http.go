@@ -42,7 +42,7 @@ type Handlers struct {
 func (h Handlers) caller(c echo.Context) (id, user string, err error) {
 	id = c.Param("id")
 	if !shardstock.ValidID(id) {
-		return "", "", shardstock.ErrNotFound
+		return "", "", shardstock.ErrNoOrder
 	}
 	user, err = h.Identity(c.Request())
 	return id, user, err

@@ -413,7 +413,7 @@ func (s *Service) Get(ctx context.Context, id, user string) (*shardstock.Order, 
 		return nil, err
 	}
 	if o == nil || o.UserID != user {
-		return nil, shardstock.ErrNotFound
+		return nil, shardstock.ErrNoOrder
 	}
 	return o, nil
 }

@@ -37,7 +37,7 @@ type Handlers struct {
 func productID(c echo.Context) (string, error) {
 	id := c.Param("id")
 	if !shardstock.ValidID(id) {
-		return "", shardstock.ErrNotFound
+		return "", shardstock.ErrNoProduct
 	}
 	return id, nil
 }

@@ -320,3 +320,60 @@ func dsnUsesTLS(dsn string) bool {
 	t := strings.ToLower(v.Get("tls"))
 	return t != "" && t != "false"
 }
+
+// strayVariables are the variables of environ ("NAME=value") that look
+// like a setting serve reads and are not one: a misspelling or a wrong
+// case, which would otherwise leave the setting at its default without a
+// word. Each comes with the setting it is nearest to. Other SHARDSTOCK_*
+// variables (the deploy scripts', the tests') are far from every setting
+// and are left alone.
+func strayVariables(environ []string) (stray, nearest []string) {
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		up := strings.ToUpper(name)
+		rest, ok := strings.CutPrefix(up, "SHARDSTOCK_")
+		if !ok || isSetting(name) {
+			continue
+		}
+		best, bestD := "", len(up)
+		for _, s := range settings {
+			if d := editDistance(up, s.name); d < bestD {
+				best, bestD = s.name, d
+			}
+		}
+		if bestD <= min(2, len(rest)/4) {
+			stray, nearest = append(stray, name), append(nearest, best)
+		}
+	}
+	return stray, nearest
+}
+
+func isSetting(name string) bool {
+	for _, s := range settings {
+		if s.name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// editDistance is the Levenshtein distance of a and b (ASCII names).
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			sub := prev[j-1]
+			if a[i-1] != b[j-1] {
+				sub++
+			}
+			cur[j] = min(sub, prev[j]+1, cur[j-1]+1)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

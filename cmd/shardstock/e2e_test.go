@@ -363,6 +363,27 @@ func TestBadInput(t *testing.T) {
 			}
 		})
 	}
+	// The API's rough edges (issue 42, finding 9): what a 404 did not find,
+	// a limit of 0 said rather than made 1, messages as they are written,
+	// the scheme in any case.
+	for _, tc := range []struct {
+		name, method, path, body string
+		headers                  []string
+		status                   int
+		raw                      string
+	}{
+		{"no such product", "POST", "/api/v1/products/nope/purchase", "", user, 404, `"no such product"`},
+		{"no such order", "GET", "/api/v1/orders/nope", "", user, 404, `"no such order"`},
+		{"no such ticket", "GET", "/api/v1/tickets/nope", "", user, 404, `"no such ticket"`},
+		{"no such shard", "POST", "/admin/v1/shards/7/resync", "{}", auth, 404, `"no such shard"`},
+		{"a limit of 0", "PUT", "/admin/v1/products/zero", `{"stock":1,"per_user_limit":0}`, auth, 400, `per_user_limit must be between 1 and 1000`},
+		{"a message unescaped", "PUT", "/admin/v1/products/neg", `{"stock":0}`, auth, 400, `stock must be > 0`},
+		{"bearer in lower case", "GET", "/admin/v1/shards", "", []string{"Authorization", "bearer " + testToken}, 200, `"breaker"`},
+	} {
+		if rep := do(t, tc.method, base+tc.path, tc.body, tc.headers...); rep.status != tc.status || !strings.Contains(rep.raw, tc.raw) {
+			t.Errorf("%s: %d %s, want %d with %s", tc.name, rep.status, rep.raw, tc.status, tc.raw)
+		}
+	}
 	if st := productStatus(t, base, "ok"); st.Totals.Salable != 5 {
 		t.Fatalf("bad requests changed the stock: %+v", st.Totals)
 	}

@@ -85,6 +85,10 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	}
 	m := NewMain(cfg, stdout)
 	redis.SetLogger(redisLog{m.log})
+	stray, nearest := strayVariables(os.Environ())
+	for i, name := range stray {
+		m.log.Warn(name+" is not a setting serve reads (it is left out): did you mean "+nearest[i]+"?", "variable", name, "nearest", nearest[i])
+	}
 	if getenv("GOGC") == "" {
 		// The server's live heap is small (tens of MiB) and every request
 		// allocates: collecting at 4x the live heap instead of 2x halves

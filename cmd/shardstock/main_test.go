@@ -334,3 +334,21 @@ func TestLoadgenSmoke(t *testing.T) {
 		t.Fatalf("report: %+v", rep)
 	}
 }
+
+// TestAMisspeltSettingIsNamed (issue 42, finding 2): a SHARDSTOCK_*
+// variable that is nearly a setting was left out without a word; the
+// deploy scripts' and the tests' own variables are not settings and are
+// not mistaken for one.
+func TestAMisspeltSettingIsNamed(t *testing.T) {
+	stray, nearest := strayVariables([]string{
+		"SHARDSTOCK_SHARD=redis://x", "SHARDSTOCK_PAYMENTS_SECRET=p", "shardstock_db=sqlite:x", "SHARDSTOCK_SHARD_TIMOUT=1s",
+		"SHARDSTOCK_SHARDS=redis://y", "SHARDSTOCK_REDIS_DIR=/tmp", "SHARDSTOCK_MODEL_FAST=1", "SHARDSTOCK_ADMIN_URL=http://x",
+		"SHARDSTOCK_A=1", "SHARDSTOCK_RMQ_HOST=h", "PATH=/bin", "SHARDSTOCK_TEST_REQUIRE_ALL=1",
+	})
+	got := fmt.Sprint(stray, nearest)
+	want := fmt.Sprint([]string{"SHARDSTOCK_SHARD", "SHARDSTOCK_PAYMENTS_SECRET", "shardstock_db", "SHARDSTOCK_SHARD_TIMOUT"},
+		[]string{"SHARDSTOCK_SHARDS", "SHARDSTOCK_PAYMENT_SECRET", "SHARDSTOCK_DB", "SHARDSTOCK_SHARD_TIMEOUT"})
+	if got != want {
+		t.Fatalf("stray variables %s, want %s", got, want)
+	}
+}

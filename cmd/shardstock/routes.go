@@ -33,6 +33,7 @@ func (m *Main) router() *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = api.ErrorHandler(m.log)
+	e.JSONSerializer = api.JSONSerializer{}
 	// Client IPs (per-IP limits, logs): X-Forwarded-For is believed only
 	// from SHARDSTOCK_TRUSTED_PROXIES (an nginx edge), so a buyer cannot
 	// pick the IP it is limited as.
