@@ -81,8 +81,12 @@ type RestartsConfig struct {
 
 // Restarts opens the fences of restarted shards. Safe for concurrent use.
 type Restarts struct {
-	cfg     RestartsConfig
-	running sync.Mutex            // one resync or accept at a time (Run's, an operator's)
+	cfg RestartsConfig
+	// running holds one resync or accept at a time (Run's, an operator's):
+	// a channel of one, not a mutex, so a caller whose context ends stops
+	// waiting (and the model test's fake clock goes on while one waits:
+	// with a mutex, a history hung).
+	running chan struct{}
 	foreign atomic.Pointer[error] // a shard found holding another catalog's stock
 	mu      sync.Mutex            // guards changed
 	changed chan struct{}         // closed when a fence opens or a foreign shard is found
@@ -91,7 +95,7 @@ type Restarts struct {
 // NewRestarts returns Restarts over cfg's ports.
 func NewRestarts(cfg RestartsConfig) *Restarts {
 	orDefaults(&cfg.Now, &cfg.Logger)
-	return &Restarts{cfg: cfg, changed: make(chan struct{})}
+	return &Restarts{cfg: cfg, changed: make(chan struct{}), running: make(chan struct{}, 1)}
 }
 
 // ResyncRequests queues the shards that ask for a resync. It exists before
@@ -150,8 +154,10 @@ func (s *Restarts) answer(ctx context.Context, r resyncRequest, retry map[int]st
 }
 
 func (s *Restarts) resync(ctx context.Context, r resyncRequest) error {
-	s.running.Lock()
-	defer s.running.Unlock()
+	if err := s.lock(ctx); err != nil {
+		return err
+	}
+	defer s.unlock()
 	if !s.cfg.Fence.Fenced(r.shard) {
 		return nil // a request queued twice
 	}
@@ -191,6 +197,18 @@ func (s *Restarts) resync(ctx context.Context, r resyncRequest) error {
 	s.open(r.shard, r.run)
 	return nil
 }
+
+// lock waits for running, for as long as ctx allows.
+func (s *Restarts) lock(ctx context.Context) error {
+	select {
+	case s.running <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *Restarts) unlock() { <-s.running }
 
 // record puts run on record as resynced at at, in two steps when at is
 // set. First the time alone, under a run id no shard has (pendingRun):
@@ -337,8 +355,10 @@ func (s *Restarts) ResyncNow(ctx context.Context, i int) (string, error) {
 // record as resynced, so every coordinator opens its fence within a second.
 // It answers the run, the disagreement accepted and what was done.
 func (s *Restarts) Accept(ctx context.Context, i int) (run, problem string, actions []string, err error) {
-	s.running.Lock()
-	defer s.running.Unlock()
+	if err := s.lock(ctx); err != nil {
+		return "", "", nil, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
+	}
+	defer s.unlock()
 	run, err = s.fencedRun(i)
 	switch {
 	case err != nil:
