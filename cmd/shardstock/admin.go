@@ -184,8 +184,11 @@ func adminOnProduct(name, product string) adminCommand {
 		"rebalance": (*client.Client).Rebalance, "reconcile": (*client.Client).Reconcile,
 	}
 	show := showProduct
-	if name == "rebalance" || name == "reconcile" {
+	switch name {
+	case "rebalance":
 		show = nil
+	case "reconcile":
+		show = showReconcile
 	}
 	return adminCommand{call: func(ctx context.Context, c *client.Client) (json.RawMessage, error) {
 		return calls[name](c, ctx, product)
@@ -239,11 +242,11 @@ func adminDrain(args []string) (adminCommand, error) {
 }
 
 // adminQueue is queue PRODUCT [open|pause|resume|advance|revoke ...]; the
-// answer, the line's summary, is shown as it came.
+// answer is the line's summary (showQueue).
 func adminQueue(args []string) (adminCommand, error) {
 	id := args[1]
 	on := func(f func(context.Context, *client.Client) (json.RawMessage, error)) (adminCommand, error) {
-		return adminCommand{call: f}, nil
+		return adminCommand{call: f, show: showQueue}, nil
 	}
 	if len(args) == 2 {
 		return on(func(ctx context.Context, c *client.Client) (json.RawMessage, error) { return c.Queue(ctx, id) })
@@ -312,6 +315,7 @@ type adminProduct struct {
 	Stock    int64  `json:"stock"`
 	Paused   bool   `json:"paused"`
 	Archived bool   `json:"archived"`
+	StartsAt string `json:"starts_at"`
 	EndsAt   string `json:"ends_at"`
 	Totals   struct {
 		Salable, Locked, Sold int64
@@ -324,14 +328,27 @@ type adminProduct struct {
 	} `json:"shards"`
 }
 
+// state is how the sale stands: archived, paused, ended, not started
+// (by this machine's clock; the server judges by the shards'), or on.
 func (p adminProduct) state() string {
+	now := time.Now()
 	switch {
 	case p.Archived:
 		return "archived"
 	case p.Paused:
 		return "paused"
+	case past(p.EndsAt, now):
+		return "ended"
+	case p.StartsAt != "" && !past(p.StartsAt, now):
+		return "not started"
 	}
 	return "on"
+}
+
+// past says whether the RFC 3339 time t is at or before now ("": never).
+func past(t string, now time.Time) bool {
+	at, err := time.Parse(time.RFC3339, t)
+	return err == nil && !at.After(now)
 }
 
 func showProducts(w io.Writer, body []byte) error {
@@ -377,6 +394,103 @@ func showShards(w io.Writer, body []byte) error {
 	fmt.Fprintln(tw, "shard\taddress\tup\tbreaker\tlast error")
 	for _, s := range ss {
 		fmt.Fprintf(tw, "%d\t%s\t%t\t%s\t%s\n", s.Index, s.Addr, s.Up, orDash(s.Breaker), orDash(s.LastError))
+	}
+	return tw.Flush()
+}
+
+// showReconcile is a reconciliation: whether the shards agree with the
+// orders, each shard's drifts, and what was done.
+func showReconcile(w io.Writer, body []byte) error {
+	var r struct {
+		Product string `json:"product"`
+		InSync  bool   `json:"in_sync"`
+		Shards  []struct {
+			Index    int  `json:"index"`
+			Up       bool `json:"up"`
+			Counters *struct {
+				Salable, Locked, Sold int64
+			} `json:"counters"`
+			Orders struct {
+				AwaitingPayment int64 `json:"awaiting_payment"`
+				Paid            int64 `json:"paid"`
+			} `json:"orders"`
+			Locked  int64 `json:"locked_drift"`
+			Sold    int64 `json:"sold_drift"`
+			Alloc   int64 `json:"alloc_drift"`
+			Salable int64 `json:"salable_drift"`
+		} `json:"shards"`
+		Resettled int64    `json:"resettled"`
+		Actions   []string `json:"actions"`
+	}
+	if err := json.Unmarshal(body, &r); err != nil {
+		return err
+	}
+	verdict := "in sync with the orders"
+	if !r.InSync {
+		verdict = "DRIFTS from the orders (see below)"
+	}
+	fmt.Fprintf(w, "%s: %s\n", r.Product, verdict)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "shard\tup\tsalable\tlocked\tsold\tawaiting\tpaid\tlocked drift\tsold drift\talloc drift\tsalable drift\t")
+	for _, s := range r.Shards {
+		counters := "-\t-\t-"
+		if c := s.Counters; c != nil {
+			counters = fmt.Sprintf("%d\t%d\t%d", c.Salable, c.Locked, c.Sold)
+		}
+		fmt.Fprintf(tw, "%d\t%t\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t\n", s.Index, s.Up, counters, s.Orders.AwaitingPayment, s.Orders.Paid,
+			s.Locked, s.Sold, s.Alloc, s.Salable)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if r.Resettled > 0 {
+		fmt.Fprintf(w, "%d final orders marked to be settled again\n", r.Resettled)
+	}
+	for _, a := range r.Actions {
+		fmt.Fprintln(w, "- "+a)
+	}
+	return nil
+}
+
+// showQueue is a waiting room's summary.
+func showQueue(w io.Writer, body []byte) error {
+	var q struct {
+		Product       string  `json:"product"`
+		Mode          string  `json:"mode"`
+		Rate          float64 `json:"rate"`
+		LeadSeconds   int64   `json:"lead_seconds"`
+		WindowSeconds int64   `json:"window_seconds"`
+		Difficulty    int     `json:"difficulty"`
+		Paused        bool    `json:"paused"`
+		Held          bool    `json:"held"`
+		Starts        string  `json:"starts_at"`
+		Joined        int64   `json:"joined"`
+		Serving       int64   `json:"serving"`
+		Waiting       int64   `json:"waiting"`
+		Drawn         bool    `json:"drawn"`
+		Revoked       int     `json:"revoked"`
+	}
+	if err := json.Unmarshal(body, &q); err != nil {
+		return err
+	}
+	state := "admitting"
+	switch {
+	case q.Paused:
+		state = "paused by an operator"
+	case q.Held:
+		state = "held: no unit left for now"
+	case q.Mode == "draw" && !q.Drawn:
+		state = "not drawn yet"
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, row := range [][2]string{
+		{"product", q.Product}, {"state", state},
+		{"mode", fmt.Sprintf("%s, %g places a second, %ds to buy, open %ds before the sale", q.Mode, q.Rate, q.WindowSeconds, q.LeadSeconds)},
+		{"sale starts", orDash(q.Starts)}, {"joined", strconv.FormatInt(q.Joined, 10)},
+		{"admitted up to", strconv.FormatInt(q.Serving, 10)}, {"waiting", strconv.FormatInt(q.Waiting, 10)},
+		{"revoked", strconv.Itoa(q.Revoked)}, {"proof of work", fmt.Sprintf("%d zero bits", q.Difficulty)},
+	} {
+		fmt.Fprintf(tw, "%s\t%s\n", row[0], row[1])
 	}
 	return tw.Flush()
 }

@@ -58,4 +58,21 @@ func TestAdminCommand(t *testing.T) {
 	if code, out, _ := adm("--help"); code != 0 || !strings.Contains(out, "Usage: shardstock admin") {
 		t.Fatalf("--help: %d %q", code, out)
 	}
+	// Tables where the help promises them, and a sale's state as it
+	// stands (issue 42, finding 7): an ended sale was listed "on", and
+	// reconcile and queue printed raw JSON.
+	if code, out, _ := adm("reconcile", "lamp"); code != 0 || !strings.Contains(out, "lamp: in sync with the orders") ||
+		!strings.Contains(out, "salable drift") || strings.Contains(out, "{") {
+		t.Fatalf("reconcile: %d %q", code, out)
+	}
+	if code, out, _ := adm("queue", "lamp", "open", "fifo", "50", "60"); code != 0 || !strings.Contains(out, "fifo, 50 places a second, 60s to buy") ||
+		!strings.Contains(out, "waiting") || strings.Contains(out, "{") {
+		t.Fatalf("queue open: %d %q", code, out)
+	}
+	if code, out, _ := adm("end", "lamp"); code != 0 || !strings.Contains(out, "lamp: ended") {
+		t.Fatalf("end: %d %q", code, out)
+	}
+	if code, out, _ := adm("status"); code != 0 || !strings.Contains(out, "ended") {
+		t.Fatalf("status of an ended sale: %d %q", code, out)
+	}
 }
