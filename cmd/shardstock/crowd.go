@@ -128,7 +128,7 @@ func runCrowd(ctx context.Context, c loadConfig, stderr io.Writer) (*loadReport,
 		return nil, err
 	}
 	r.left.Store(int64(c.buyers))
-	r.bar = newBar(c, stderr, int64(c.buyers), "buyers (crowd)")
+	r.bar = newBar(c, stderr, int64(c.buyers), "buyers done (crowd)", "buyers")
 	start := time.Now()
 	work := make(chan int)
 	var wg sync.WaitGroup
@@ -143,12 +143,18 @@ func runCrowd(ctx context.Context, c loadConfig, stderr io.Writer) (*loadReport,
 	r.dispatch(ctx, work)
 	wg.Wait()
 	r.bar.Finish()
+	waiting := false
 	for i := range r.buyers {
 		if r.buyers[i].outcome == "" {
 			r.buyers[i].outcome = outcomeWaiting
+			waiting = true
 		}
 	}
-	return r.report(ctx, time.Since(start)), nil
+	rep := r.report(ctx, time.Since(start))
+	if waiting && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		rep.Crowd.Cut = c.duration.Seconds()
+	}
+	return rep, nil
 }
 
 // open reads the line's public face (its mode and proof of work) and waits

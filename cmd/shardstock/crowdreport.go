@@ -23,6 +23,9 @@ type crowdReport struct {
 	SoldOut        crowdNotice    `json:"sold_out_notice"`
 	Unlikely       crowdUnlikely  `json:"unlikely"`
 	Work           *crowdWork     `json:"work,omitempty"` // with a proof of work
+	// Cut: the run's --duration ended it with buyers still in line (their
+	// outcome "waiting"); 0: every buyer's wait ended.
+	Cut float64 `json:"cut_by_duration_seconds,omitempty"`
 }
 
 // crowdFairness compares orders by Kendall's tau-b (1: the same order;
@@ -73,6 +76,10 @@ type crowdWork struct {
 	Solves     int                `json:"solves"`
 	Ms         map[string]float64 `json:"solve_ms"` // wall time in the buyer's goroutine
 }
+
+// drawP is the p-value below which a draw's places are called dependent on
+// the order of joining (a fair draw falls below it once in 10,000 runs).
+const drawP = 1e-4
 
 // report sums the run up; with an admin token it checks the invariants.
 func (r *crowdRun) report(ctx context.Context, took time.Duration) *loadReport {
@@ -221,12 +228,25 @@ func printCrowd(w io.Writer, c *crowdReport) {
 	}
 	fmt.Fprintf(w, "crowd: %d buyers, %s line: %d joined in %.2fs (%.0f joins/s); %s\n", c.Buyers, c.Line, c.Joined,
 		c.JoinSeconds, c.JoinsPerSecond, strings.Join(outcomes, ", "))
+	if c.Cut > 0 {
+		fmt.Fprintf(w, "cut short: --duration (%gs) ended the run with %d of the %d buyers still in line; give a longer --duration to see every wait to its end\n",
+			c.Cut, c.Outcomes[outcomeWaiting], c.Buyers)
+	}
 	f := c.Fairness
 	fmt.Fprintf(w, "fairness (Kendall tau-b): join→purchase %s, join→place %s, place→purchase %s\n",
 		fmtTau(f.JoinPurchase), fmtTau(f.JoinPlace), fmtTau(f.PlacePurchase))
-	if d := f.Places; d != nil {
-		fmt.Fprintf(w, "places against join order: chi-square %.2f on %d df over %d places (%d×%d bins), p = %.3g\n",
-			d.ChiSquare, d.DF, d.Places, d.Bins, d.Bins, d.P)
+	if d := f.Places; d != nil && c.Line == "draw" {
+		verdict := "independent of join order, as a fair draw is"
+		if d.P < drawP {
+			verdict = "NOT independent of join order: not a fair draw"
+		}
+		fmt.Fprintf(w, "places against join order: chi-square %.2f on %d df over %d places (%d×%d bins), p = %.3g: %s\n",
+			d.ChiSquare, d.DF, d.Places, d.Bins, d.Bins, d.P, verdict)
+	} else if d != nil {
+		// (A fifo line places buyers in the order they joined: the draw's
+		// test of independence fails by design, p = 0, which read as a
+		// fairness failure.)
+		fmt.Fprintf(w, "places against join order: in join order, as a %s line places them\n", c.Line)
 	}
 	l := c.Looks
 	fmt.Fprintf(w, "looks while waiting: %d in %.2fs = %.0f/s (peak %d in a second; %d sooner than Retry-After), latency ms p50 %.2f p99 %.2f\n",

@@ -3,6 +3,7 @@ package main
 import (
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -164,7 +165,7 @@ func TestChiSquareOfKnownTables(t *testing.T) {
 
 // drawThreshold is the p-value under which TestLoadgenCrowd takes a draw's
 // places as not drawn: a fair draw falls under it one time in 10,000.
-const drawThreshold = 1e-4
+const drawThreshold = drawP
 
 // A fair draw passes the draw test at the rate the chi-square promises (5%
 // of shuffles under p = 0.05, 1% under 0.01: the approximation holds for
@@ -222,6 +223,30 @@ func TestDrawTestNeedsEnoughPlaces(t *testing.T) {
 		d, ok := testDraw(v, v)
 		if !ok || d.Bins != bins {
 			t.Errorf("%d places: %d bins (%v), want %d", n, d.Bins, ok, bins)
+		}
+	}
+}
+
+// TestCrowdReportSaysWhatItsFiguresMean (issue 42, finding 10): a fifo
+// line's places failing the draw's test of independence (p = 0) read as a
+// fairness failure, and a run that --duration cut short said nothing.
+func TestCrowdReportSaysWhatItsFiguresMean(t *testing.T) {
+	dependent := &drawTest{ChiSquare: 74313, DF: 81, Places: 5000, Bins: 10, P: 0}
+	for _, tc := range []struct {
+		report      crowdReport
+		want, never string
+	}{
+		{crowdReport{Line: "fifo", Buyers: 5000, Fairness: crowdFairness{Places: dependent}}, "in join order, as a fifo line places them", "chi-square"},
+		{crowdReport{Line: "draw", Buyers: 5000, Fairness: crowdFairness{Places: dependent}}, "NOT independent of join order", "cut short"},
+		{crowdReport{Line: "draw", Buyers: 5000, Fairness: crowdFairness{Places: &drawTest{ChiSquare: 70, DF: 81, Places: 5000, Bins: 10, P: 0.8}}},
+			"independent of join order, as a fair draw is", "NOT"},
+		{crowdReport{Line: "fifo", Buyers: 5000, Outcomes: map[string]int{outcomeWaiting: 4650, "bought": 350}, Cut: 10},
+			"cut short: --duration (10s) ended the run with 4650 of the 5000 buyers still in line", "chi-square"},
+	} {
+		var b strings.Builder
+		printCrowd(&b, &tc.report)
+		if out := b.String(); !strings.Contains(out, tc.want) || strings.Contains(out, tc.never) {
+			t.Errorf("report %+v printed:\n%s\nwant %q, never %q", tc.report, out, tc.want, tc.never)
 		}
 	}
 }

@@ -163,7 +163,7 @@ func runLoad(ctx context.Context, c loadConfig, stderr io.Writer) *loadReport {
 	if c.requests > 0 {
 		total = int64(c.requests)
 	}
-	bar := newBar(c, stderr, total, "purchases ("+c.mode+")")
+	bar := newBar(c, stderr, total, "purchases ("+c.mode+")", "purchases")
 	start := time.Now()
 	var wg sync.WaitGroup
 	for range c.conns {
@@ -213,13 +213,17 @@ func runLoad(ctx context.Context, c loadConfig, stderr io.Writer) *loadReport {
 }
 
 // newBar is a progress bar of total things (-1: not known) on w, unless
-// c turned it off.
-func newBar(c loadConfig, w io.Writer, total int64, what string) *progressbar.ProgressBar {
+// c turned it off: the count, and out of how many when it is known; the
+// rate in unit a second; the run's bound (--duration) in the description.
+// (With no total it read "(1/-, 453104 it/s)".)
+func newBar(c loadConfig, w io.Writer, total int64, what, unit string) *progressbar.ProgressBar {
 	if !c.progress {
 		w = io.Discard
 	}
-	return progressbar.NewOptions64(total, progressbar.OptionSetWriter(w), progressbar.OptionSetDescription(what),
-		progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionThrottle(200*time.Millisecond),
+	return progressbar.NewOptions64(total, progressbar.OptionSetWriter(w), progressbar.OptionSetDescription(fmt.Sprintf("%s, for up to %s", what, c.duration)),
+		progressbar.OptionShowCount(), progressbar.OptionShowTotalBytes(total > 0), progressbar.OptionSetPredictTime(total > 0),
+		progressbar.OptionShowIts(), progressbar.OptionSetItsString(unit), progressbar.OptionThrottle(200*time.Millisecond),
+		progressbar.OptionSetRenderBlankState(true), // (else the first render, at the first thing done, shows its rate over microseconds)
 		progressbar.OptionClearOnFinish())
 }
 
