@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"embed"
+	"errors"
 	"fmt"
 	"html/template"
 	"io/fs"
@@ -11,6 +12,8 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,9 +25,12 @@ import (
 //go:embed web
 var web embed.FS
 
-// Sessions finds the session to show on the front page (sqlstore.Store).
+// Sessions finds the sessions to show on the front page (sqlstore.Store):
+// the current one (else the next, else the last), and the next to start
+// after a time.
 type Sessions interface {
 	CurrentSession(ctx context.Context, now time.Time) (*shardstock.Session, error)
+	NextSession(ctx context.Context, after time.Time) (*shardstock.Session, error)
 }
 
 // Pages serves the sale pages: the current session's products at /, one
@@ -35,6 +41,7 @@ type Sessions interface {
 type Pages struct {
 	catalog  Products
 	sessions Sessions
+	ids      func(ctx context.Context) ([]string, error)
 	now      func() time.Time
 	tmpl     *template.Template
 	static   http.Handler            // the scripts and styles, under /static/
@@ -46,7 +53,10 @@ type Pages struct {
 type PagesConfig struct {
 	Products Products         // the catalog the pages show
 	Sessions Sessions         // the sale sessions (the front page's)
-	Now      func() time.Time // default time.Now
+	// IDs lists the catalog's products (the front page shows those on
+	// sale outside the session too); nil: only the session's.
+	IDs func(ctx context.Context) ([]string, error)
+	Now func() time.Time // default time.Now
 }
 
 // NewPages parses the embedded templates.
@@ -54,8 +64,12 @@ func NewPages(cfg PagesConfig) *Pages {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	t := template.Must(template.ParseFS(web, "web/*.html"))
-	return &Pages{catalog: cfg.Products, sessions: cfg.Sessions, now: cfg.Now, tmpl: t, rendered: map[string]renderedPage{},
+	now := cfg.Now
+	t := template.Must(template.New("").Funcs(template.FuncMap{
+		"when":  func(t time.Time) string { return when(t, now()) },
+		"group": group,
+	}).ParseFS(web, "web/*.html"))
+	return &Pages{catalog: cfg.Products, sessions: cfg.Sessions, ids: cfg.IDs, now: cfg.Now, tmpl: t, rendered: map[string]renderedPage{},
 		static: http.StripPrefix("/static/", http.FileServer(http.FS(assets{web})))}
 }
 
@@ -86,23 +100,60 @@ func (p *Pages) Admin(c echo.Context) error {
 }
 
 type indexData struct {
-	Session  *shardstock.Session
-	Products []*shardstock.Product
+	Session *shardstock.Session
+	Live    bool // the session's window contains now
+	// Products are the session's; Others those on sale or coming outside
+	// it (a product with a waiting room of its own, say).
+	Products, Others []indexProduct
+	Next             *shardstock.Session // the next session to start after the shown one
 }
 
-// Index serves the front page: the current session's products.
+type indexProduct struct {
+	*shardstock.Product
+	State string // "on sale", "starts …", "ended", "paused"
+}
+
+// maxOthers bounds the products the front page lists outside the session.
+const maxOthers = 50
+
+// Index serves the front page: the current session's products (else the
+// next session's, else the last's), the next session, and the other
+// products on sale or coming. The units left are filled in live by the
+// page's script.
 func (p *Pages) Index(c echo.Context) error {
-	ctx := c.Request().Context()
-	s, err := p.sessions.CurrentSession(ctx, p.now())
+	ctx, now := c.Request().Context(), p.now()
+	s, err := p.sessions.CurrentSession(ctx, now)
 	if err != nil {
 		return fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
 	}
 	d := indexData{Session: s}
+	inSession := map[string]bool{}
 	if s != nil {
+		d.Live = !now.Before(s.StartsAt) && now.Before(s.EndsAt)
 		for _, id := range s.Products {
-			if prod, err := p.catalog.Product(ctx, id); err == nil {
-				d.Products = append(d.Products, prod)
+			inSession[id] = true
+			if prod, err := p.catalog.Product(ctx, id); err == nil && !prod.Archived {
+				d.Products = append(d.Products, indexProduct{prod, saleState(prod, now)})
 			}
+		}
+		if d.Next, err = p.sessions.NextSession(ctx, s.StartsAt); err != nil {
+			return fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
+		}
+	}
+	if p.ids != nil {
+		ids, err := p.ids(ctx)
+		if err != nil {
+			return fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
+		}
+		for _, id := range ids {
+			if len(d.Others) == maxOthers {
+				break
+			}
+			prod, err := p.catalog.Product(ctx, id)
+			if err != nil || inSession[id] || prod.Archived || (!prod.EndsAt.IsZero() && !now.Before(prod.EndsAt)) {
+				continue
+			}
+			d.Others = append(d.Others, indexProduct{prod, saleState(prod, now)})
 		}
 	}
 	var b bytes.Buffer
@@ -118,13 +169,62 @@ type productData struct {
 	StartsMS, EndsMS int64
 }
 
-// Product serves a product's sale page.
+// saleState is how prod's sale stands at now, for shoppers.
+func saleState(prod *shardstock.Product, now time.Time) string {
+	switch {
+	case prod.Paused:
+		return "paused"
+	case !prod.EndsAt.IsZero() && !now.Before(prod.EndsAt):
+		return "ended"
+	case !prod.StartsAt.IsZero() && now.Before(prod.StartsAt):
+		return "starts " + when(prod.StartsAt, now)
+	}
+	return "on sale"
+}
+
+// when is t for shoppers: UTC, with the year when it is not now's.
+func when(t, now time.Time) string {
+	t, now = t.UTC(), now.UTC()
+	if t.Year() != now.Year() {
+		return t.Format("Jan 2, 2006 15:04 MST")
+	}
+	return t.Format("Jan 2 15:04 MST")
+}
+
+// group writes n with its digits grouped by three (1,000,000).
+func group(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, r := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(r)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+// Product serves a product's sale page; an unknown product gets a page
+// saying so (not the API's JSON).
 func (p *Pages) Product(c echo.Context) error {
 	id := c.Param("id")
-	if !shardstock.ValidID(id) {
-		return shardstock.ErrNoProduct
+	var prod *shardstock.Product
+	var err error = shardstock.ErrNoProduct
+	if shardstock.ValidID(id) {
+		prod, err = p.catalog.Product(c.Request().Context(), id)
 	}
-	prod, err := p.catalog.Product(c.Request().Context(), id)
+	if errors.Is(err, shardstock.ErrNotFound) {
+		var b bytes.Buffer
+		if err := p.tmpl.ExecuteTemplate(&b, "missing.html", nil); err != nil {
+			return err
+		}
+		return c.HTMLBlob(http.StatusNotFound, b.Bytes())
+	}
 	if err != nil {
 		return err
 	}
@@ -195,7 +295,7 @@ func (p *Pages) Publish(ctx context.Context, dir string, ids []string) error {
 			return err
 		}
 	}
-	for _, name := range []string{"sale.js", "style.css"} {
+	for _, name := range []string{"sale.js", "index.js", "style.css"} {
 		b, err := web.ReadFile("web/" + name)
 		if err != nil {
 			return err

@@ -44,6 +44,23 @@ func (s *Store) SaveSession(ctx context.Context, ss shardstock.Session) (created
 	return false, fmt.Errorf("save session %s: kept racing", ss.ID)
 }
 
+// NextSession returns the first session to start after after (nil: none).
+func (s *Store) NextSession(ctx context.Context, after time.Time) (*shardstock.Session, error) {
+	var def string
+	err := s.reads.QueryRowContext(ctx, `SELECT definition FROM sessions WHERE starts_at > ? ORDER BY starts_at LIMIT 1`, after.UnixMilli()).Scan(&def)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("next session: %w", err)
+	}
+	var ss shardstock.Session
+	if err := json.Unmarshal([]byte(def), &ss); err != nil {
+		return nil, fmt.Errorf("decode session: %w", err)
+	}
+	return &ss, nil
+}
+
 // CurrentSession returns the session whose window contains now, else the
 // next to start, else the last to end; nil when there is none.
 func (s *Store) CurrentSession(ctx context.Context, now time.Time) (*shardstock.Session, error) {

@@ -598,7 +598,9 @@ func (r *Room) place(l shardstock.QueueLine, product, buyer string, q shardstock
 		return p, nil
 	}
 	p.Status = "waiting"
-	p.Ahead = pos - serving
+	// The buyers between the last admitted place and this one: place 1
+	// while nobody is served has nobody ahead (it said 1).
+	p.Ahead = max(pos-serving-1, 0)
 	if !from.IsZero() {
 		p.WaitSeconds = math.Ceil(from.Sub(now).Seconds())
 		pace = min(pace, max(from.Sub(now), time.Second))
@@ -608,7 +610,7 @@ func (r *Room) place(l shardstock.QueueLine, product, buyer string, q shardstock
 		switch {
 		case left == 0:
 			p.Status = "sold_out"
-		case float64(p.Ahead) > float64(left)*r.cfg.DropOut:
+		case float64(p.Ahead+1) > float64(left)*r.cfg.DropOut: // (those ahead and this buyer)
 			p.Unlikely = true
 		}
 	}

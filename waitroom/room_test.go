@@ -268,8 +268,8 @@ func TestFIFOAdmitsInTheOrderOfJoiningAtTheRate(t *testing.T) {
 		t.Errorf("b1 with no token: %v, want not_admitted", err)
 	}
 	p, err := f.room.Look(context.Background(), "lamp", "b5", tokens["b5"])
-	if err != nil || p.Status != "waiting" || p.Ahead != 4 || p.WaitSeconds != 2 {
-		t.Fatalf("b5 looks at start+1s: %+v %v, want waiting, 4 ahead, 2 s", p, err)
+	if err != nil || p.Status != "waiting" || p.Ahead != 3 || p.WaitSeconds != 2 {
+		t.Fatalf("b5 looks at start+1s: %+v %v, want waiting, 3 ahead (places 3-5: 2 is served), 2 s", p, err)
 	}
 	f.at(31 * time.Second) // b0's turn came at 0.5 s: its window of 30 s is over
 	if err := f.room.Admit("lamp", "b0", tokens["b0"], f.now); code(err) != "not_admitted" {
@@ -374,10 +374,10 @@ func TestWaitingBuyersLearnSoldOutAndUnlikelyButNotFromAnOutage(t *testing.T) {
 		return p
 	}
 	if p := look(4); p.Unlikely || p.Status != "waiting" {
-		t.Errorf("place 5, 4 ahead, 2 left: %+v, want waiting and likely", p)
+		t.Errorf("place 5, 3 ahead, 2 left: %+v, want waiting and likely", p)
 	}
 	if p := look(9); !p.Unlikely {
-		t.Errorf("place 10, 9 ahead, 2 left: %+v, want unlikely", p)
+		t.Errorf("place 10, 8 ahead, 2 left: %+v, want unlikely", p)
 	}
 	delete(f.left, "lamp") // the shards do not answer
 	f.at(600 * time.Millisecond)

@@ -143,7 +143,7 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 	m.report = report.NewRecorder(report.RecorderConfig{Store: m.store, Stock: m.inv.views.Salable, Logger: m.log})
-	m.pages = flashsale.NewPages(flashsale.PagesConfig{Products: m.inv.catalog, Sessions: m.store})
+	m.pages = flashsale.NewPages(flashsale.PagesConfig{Products: m.inv.catalog, Sessions: m.store, IDs: m.store.ProductIDs})
 	m.buyers = flashsale.NewHandler(flashsale.Config{Products: m.inv.catalog, Cache: m.inv.catalog, Reserver: m.set, Identity: m.identity(), RealIP: m.realIP(),
 		Now: m.clock.Now, NowKnown: m.clock.Known, MaxInFlight: m.cfg.MaxInFlight,
 		Observe: m.observePurchase, Spool: m.spoolPort(), Logger: m.log,
