@@ -51,8 +51,8 @@ type Pages struct {
 
 // PagesConfig sets up Pages; zero values mean the defaults.
 type PagesConfig struct {
-	Products Products         // the catalog the pages show
-	Sessions Sessions         // the sale sessions (the front page's)
+	Products Products // the catalog the pages show
+	Sessions Sessions // the sale sessions (the front page's)
 	// IDs lists the catalog's products (the front page shows those on
 	// sale outside the session too); nil: only the session's.
 	IDs func(ctx context.Context) ([]string, error)
