@@ -40,6 +40,7 @@ const (
 	AdminShardsPath    = "/shards"
 	AdminDrainPath     = "/shards/:index/drain"
 	AdminResyncPath    = "/shards/:index/resync"
+	AdminSpoolPath     = "/spool"
 
 	AdminQueuesPath       = "/queues"
 	AdminQueuePath        = "/products/:id/queue"

@@ -391,6 +391,20 @@ func (s *Spool) Pending(product, user string) int {
 	return s.byBuyer[product+"\x00"+user]
 }
 
+// Oldest is when the purchase waiting longest arrived (zero: none waits).
+func (s *Spool) Oldest() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.pending) == 0 {
+		return time.Time{}
+	}
+	oldest := s.pending[0].AtMS
+	for _, e := range s.pending[1:] {
+		oldest = min(oldest, e.AtMS)
+	}
+	return time.UnixMilli(oldest)
+}
+
 // Depth is the number of purchases waiting for replay.
 func (s *Spool) Depth() int {
 	s.mu.Lock()

@@ -160,6 +160,15 @@ func TestSalePageInBrowser(t *testing.T) {
 	waitJS(t, ctx, "operators see the shards", `document.querySelectorAll('#shards tr[data-shard]').length === 3`)
 	waitJS(t, ctx, "operators see shard 1 down", `document.querySelector('#shards tr[data-shard="1"] .dn') !== null`)
 	waitJS(t, ctx, "operators see the product bars", `document.body.innerText.includes("lamp") && document.querySelectorAll("#products .shard").length === 3`)
+	// Each sale's state, price and window; totals that leave a down shard
+	// out say so; the spool's depth (issue 42, finding 7).
+	waitJS(t, ctx, "operators see the sale's state, price and window", `(() => {
+		const c = document.querySelector('#products [data-product="lamp"]');
+		return c.dataset.state === "on sale" && c.innerText.includes("Desk lamp") && c.innerText.includes("49.00 · ") && c.innerText.includes(" – ");
+	})()`)
+	waitJS(t, ctx, "operators are told the totals leave shard 1 out", `document.querySelector('#products [data-product="lamp"] .totals-partial').textContent.includes("shard 1")`)
+	waitJS(t, ctx, "operators see the queued purchase in the spool", `document.getElementById("spool").dataset.depth === "1" &&
+		document.getElementById("spool").textContent.startsWith("1 purchase waiting for a shard · the oldest since ")`)
 	html, _ := chromedp.Run(ctx, chromedp.OuterHTML(chromedp.CSS("html")))
 	if strings.Contains(html, testToken) {
 		t.Fatal("the admin token is written into the page")

@@ -114,6 +114,7 @@ func (m *Main) mount(e *echo.Echo) {
 	admin.GET(api.AdminShardsPath, inv.GetShards)
 	admin.POST(api.AdminDrainPath, inv.PostDrain)
 	admin.POST(api.AdminResyncPath, inv.PostResync)
+	admin.GET(api.AdminSpoolPath, m.getSpool)
 	admin.GET(api.AdminQueuesPath, queue.GetQueues)
 	admin.PUT(api.AdminQueuePath, queue.PutQueue)
 	admin.GET(api.AdminQueuePath, queue.GetAdminQueue)
@@ -143,6 +144,21 @@ func (m *Main) mount(e *echo.Echo) {
 }
 
 // ready answers 200 when at least one shard is up, else 503.
+// spoolView is GET /admin/v1/spool: this coordinator's spool.
+type spoolView struct {
+	Enabled bool      `json:"enabled"`
+	Depth   int       `json:"depth"`               // purchases waiting for a shard to take them
+	Oldest  time.Time `json:"oldest_at,omitzero"` // when the one waiting longest arrived
+}
+
+func (m *Main) getSpool(c echo.Context) error {
+	v := spoolView{Enabled: m.spool != nil}
+	if m.spool != nil {
+		v.Depth, v.Oldest = m.spool.Depth(), m.spool.Oldest()
+	}
+	return c.JSON(http.StatusOK, v)
+}
+
 // cannotSell says why no shard can take a purchase now ("": one can): each
 // is down (or refuses this coordinator's credentials, or its breaker is
 // open), or fenced until it is back in line with the order table.
