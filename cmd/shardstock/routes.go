@@ -147,7 +147,7 @@ func (m *Main) mount(e *echo.Echo) {
 // spoolView is GET /admin/v1/spool: this coordinator's spool.
 type spoolView struct {
 	Enabled bool      `json:"enabled"`
-	Depth   int       `json:"depth"`               // purchases waiting for a shard to take them
+	Depth   int       `json:"depth"`              // purchases waiting for a shard to take them
 	Oldest  time.Time `json:"oldest_at,omitzero"` // when the one waiting longest arrived
 }
 
