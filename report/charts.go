@@ -42,21 +42,32 @@ var charts = map[string]func(Report) ([]byte, error){
 // gap (marked by a grid line), and evenly spaced seconds between.
 // go-chart needs two points and a range to draw: a report with less shows
 // its title and "no data yet".
-func timeChart(title, yName string, secs []int64, names []string, values func(name string) []float64) ([]byte, error) {
-	var series []chart.Series
-	xs := make([]float64, len(secs))
-	for i := range xs {
-		xs[i] = float64(i)
-	}
+func timeChart(title, yName string, counts bool, secs []int64, names []string, values func(name string) []float64) ([]byte, error) {
+	// One line per stretch of seconds with activity: a gap is drawn as a
+	// gap (a line across it said the seconds in it had values between).
+	// A stretch of one second is a short flat stroke. The legend names
+	// each series once.
+	var series, legend []chart.Series
+	stretches := stretchesOf(secs)
 	for i, name := range names {
-		xs, ys := xs, values(name)
-		if len(xs) == 1 { // one second: a flat segment of a second
-			xs, ys = []float64{0, 1}, []float64{ys[0], ys[0]}
+		ys := values(name)
+		style := chart.Style{StrokeColor: chart.GetDefaultColor(i), StrokeWidth: 2}
+		for k, st := range stretches {
+			var xs, sy []float64
+			for j := st[0]; j <= st[1]; j++ {
+				xs, sy = append(xs, float64(j)), append(sy, ys[j])
+			}
+			if len(xs) == 1 {
+				xs, sy = []float64{xs[0] - 0.25, xs[0] + 0.25}, []float64{sy[0], sy[0]}
+			}
+			s := chart.ContinuousSeries{Name: name, XValues: xs, YValues: sy, Style: style}
+			series = append(series, s)
+			if k == 0 {
+				legend = append(legend, s)
+			}
 		}
-		series = append(series, chart.ContinuousSeries{Name: name, XValues: xs, YValues: ys,
-			Style: chart.Style{StrokeColor: chart.GetDefaultColor(i), StrokeWidth: 2}})
 	}
-	if len(series) == 0 || len(secs) == 0 || flat(series) {
+	if len(series) == 0 || len(secs) == 0 {
 		return empty(title)
 	}
 	f, err := font()
@@ -68,15 +79,48 @@ func timeChart(title, yName string, secs []int64, names []string, values func(na
 	c := chart.Chart{Title: title, Width: 720, Height: 340, Font: f,
 		Background: chart.Style{Padding: chart.Box{Top: 100, Left: 10, Right: 10, Bottom: 40}},
 		XAxis: chart.XAxis{Ticks: ticks, GridLines: gaps, GridMajorStyle: chart.Style{StrokeColor: chart.ColorAlternateGray, StrokeWidth: 1},
-			Range: &chart.ContinuousRange{Min: 0, Max: max(float64(len(secs)-1), 1)}},
+			Range: &chart.ContinuousRange{Min: -0.5, Max: max(float64(len(secs))-0.5, 1)}},
 		YAxis:  chart.YAxis{Name: yName, ValueFormatter: intFormatter},
 		Series: series}
-	c.Elements = []chart.Renderable{chart.LegendThin(&c)}
+	top := 0.0
+	for _, sr := range series {
+		for _, y := range sr.(chart.ContinuousSeries).YValues {
+			top = max(top, y)
+		}
+	}
+	switch {
+	case counts:
+		// Counted things: an axis from 0, in whole numbers (it showed
+		// 0.5 of a purchase, and units from wherever the lines began).
+		ticks := wholeTicks(max(top, 1))
+		c.YAxis.Ticks = ticks
+		c.YAxis.Range = &chart.ContinuousRange{Min: 0, Max: ticks[len(ticks)-1].Value}
+	case flat(series):
+		// One value throughout (go-chart cannot scale a zero range): an
+		// axis from 0 past it, not "no data".
+		c.YAxis.Range = &chart.ContinuousRange{Min: 0, Max: max(1, 2*top)}
+	}
+	named := c
+	named.Series = legend
+	c.Elements = []chart.Renderable{chart.LegendThin(&named)}
 	var b bytes.Buffer
 	if err := c.Render(chart.SVG, &b); err != nil {
 		return nil, fmt.Errorf("chart %s: %w", title, err)
 	}
 	return b.Bytes(), nil
+}
+
+// stretchesOf are the runs of consecutive seconds in secs, as index
+// ranges [first, last].
+func stretchesOf(secs []int64) [][2]int {
+	var out [][2]int
+	for i := range secs {
+		if i == 0 || secs[i]-secs[i-1] > 1 {
+			out = append(out, [2]int{i, i})
+		}
+		out[len(out)-1][1] = i
+	}
+	return out
 }
 
 // timeTicks labels the seconds of activity: the first, the first after
@@ -155,7 +199,7 @@ func floats(xs []int64) []float64 {
 }
 
 func purchasesChart(r Report) ([]byte, error) {
-	return timeChart("Purchases per second, by answer", "per second", r.Seconds, sortedKeys(r.Purchases),
+	return timeChart("Purchases per second, by answer", "per second", true, r.Seconds, sortedKeys(r.Purchases),
 		func(name string) []float64 { return floats(r.Purchases[name]) })
 }
 
@@ -173,7 +217,7 @@ func stockChart(r Report) ([]byte, error) {
 		labels[i] = label(n)
 		byLabel[labels[i]] = n
 	}
-	return timeChart("Salable units per shard", "units", r.Seconds, labels, func(l string) []float64 {
+	return timeChart("Salable units per shard", "units", true, r.Seconds, labels, func(l string) []float64 {
 		ys := floats(r.Salable[byLabel[l]])
 		for i := range ys {
 			ys[i] = max(ys[i], 0)
@@ -183,7 +227,7 @@ func stockChart(r Report) ([]byte, error) {
 }
 
 func latencyChart(r Report) ([]byte, error) {
-	return timeChart("Answer latency (ms)", "ms", r.Seconds, []string{"p50", "p99"}, func(name string) []float64 {
+	return timeChart("Answer latency (ms)", "ms", false, r.Seconds, []string{"p50", "p99"}, func(name string) []float64 {
 		if name == "p50" {
 			return floats(r.P50MS)
 		}
@@ -225,12 +269,27 @@ func countTicks(bars []chart.Value) []chart.Tick {
 	for _, b := range bars {
 		top = max(top, b.Value)
 	}
-	step := max(1, int64(top+3)/4)
-	var ticks []chart.Tick
-	for v := int64(0); v <= int64(top)+step-1; v += step {
-		ticks = append(ticks, chart.Tick{Value: float64(v), Label: strconv.FormatInt(v, 10)})
+	return wholeTicks(top)
+}
+
+// wholeTicks are about five whole-number ticks from 0 to top or just past
+// it, a step of 1, 2 or 5 times a power of ten.
+func wholeTicks(top float64) []chart.Tick {
+	step := int64(1)
+	for k := 0; float64(step)*5 < top; k++ { // 1, 2, 5, 10, 20, 50, ...
+		if k%3 == 1 {
+			step = step / 2 * 5
+		} else {
+			step *= 2
+		}
 	}
-	return ticks
+	var ticks []chart.Tick
+	for v := int64(0); ; v += step {
+		ticks = append(ticks, chart.Tick{Value: float64(v), Label: strconv.FormatInt(v, 10)})
+		if float64(v) >= top {
+			return ticks
+		}
+	}
 }
 
 // empty is a chart with nothing to draw yet: its title and a note, no

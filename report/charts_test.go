@@ -1,6 +1,7 @@
 package report
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -48,5 +49,49 @@ func TestAnEmptyChartHasNoMadeUpScale(t *testing.T) {
 	svg, err := Chart("latency.svg", Report{})
 	if err != nil || !strings.Contains(string(svg), "no data yet") || strings.Contains(string(svg), "0.00") {
 		t.Fatalf("empty chart: %v\n%s", err, svg)
+	}
+}
+
+// TestCountAxesAreWholeFromZero (issue 42, finding 8): purchases and units
+// are counted: the axis starts at 0 and has no 0.5 of one.
+func TestCountAxesAreWholeFromZero(t *testing.T) {
+	for top, want := range map[float64]string{0: "[0]", 3: "[0 1 2 3]", 7: "[0 2 4 6 8]", 9: "[0 2 4 6 8 10]", 23: "[0 5 10 15 20 25]", 1000: "[0 200 400 600 800 1000]", 1e12: "[0 200000000000 400000000000 600000000000 800000000000 1000000000000]"} {
+		var got []string
+		for _, tk := range wholeTicks(top) {
+			got = append(got, tk.Label)
+		}
+		if fmt.Sprint(got) != want {
+			t.Errorf("ticks up to %v: %v, want %s", top, got, want)
+		}
+	}
+}
+
+// TestAGapIsDrawnAsAGap (issue 42, finding 8): each stretch of seconds with
+// activity is its own line; one line across a gap said the seconds in it
+// had values between its ends.
+func TestAGapIsDrawnAsAGap(t *testing.T) {
+	got := fmt.Sprint(stretchesOf([]int64{100, 101, 102, 200, 300, 301}))
+	if want := "[[0 2] [3 3] [4 5]]"; got != want {
+		t.Fatalf("stretches %s, want %s", got, want)
+	}
+	rep := Report{Seconds: []int64{100, 101, 102, 200, 300, 301}, Salable: map[string][]int64{"0": {5, 4, 3, 3, 2, 1}}}
+	svg, err := Chart("stock.svg", rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One path per stretch for the one shard's line (and none across), and
+	// its stroke in the legend.
+	if n := strings.Count(string(svg), `stroke:rgba(0,116,217,1.0)`); n < 4 {
+		t.Errorf("shard 0's line drawn in %d pieces, want one per stretch (3) and the legend's: 4", n)
+	}
+}
+
+// TestAFlatLineIsDrawn (issue 42, finding 8): a latency that stayed at one
+// value was shown as "no data yet".
+func TestAFlatLineIsDrawn(t *testing.T) {
+	rep := Report{Seconds: []int64{100, 101, 102}, P50MS: []int64{1, 1, 1}, P99MS: []int64{1, 1, 1}}
+	svg, err := Chart("latency.svg", rep)
+	if err != nil || strings.Contains(string(svg), "no data yet") {
+		t.Fatalf("a flat latency: %v %.120s", err, svg)
 	}
 }
