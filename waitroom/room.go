@@ -508,7 +508,9 @@ func (r *Room) Join(ctx context.Context, product, buyer, work string) (Place, er
 	}
 	if p, err := r.cfg.Products.Product(ctx, product); err != nil {
 		return Place{}, err
-	} else if p.Archived {
+	} else if p.Archived || (!p.EndsAt.IsZero() && !now.Before(p.EndsAt)) {
+		// (A place after the end was admitted, and its purchase then
+		// answered 403 ended.)
 		return Place{}, shardstock.ErrEnded
 	}
 	if l.Mode == shardstock.QueueDraw && !l.Drawn && !now.Before(l.SaleStarts()) {

@@ -237,6 +237,20 @@ func TestJoinBeforeTheLineOpensIsRefused(t *testing.T) {
 	}
 }
 
+// TestJoinAfterTheSaleEndedIsRefused (issue 42, finding 5): a join after
+// the sale's end got a place, was admitted, and its purchase then answered
+// 403 ended.
+func TestJoinAfterTheSaleEndedIsRefused(t *testing.T) {
+	f := newFixture(t, fifo)
+	f.items["lamp"].EndsAt = saleStart.Add(time.Hour)
+	f.at(59 * time.Minute)
+	f.join("ann")
+	f.at(time.Hour)
+	if _, err := f.room.Join(context.Background(), "lamp", "ben", ""); code(err) != "ended" {
+		t.Fatalf("join at the sale's end: %v, want ended", err)
+	}
+}
+
 func TestFIFOAdmitsInTheOrderOfJoiningAtTheRate(t *testing.T) {
 	f := newFixture(t, fifo)
 	f.at(-time.Minute)
