@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -52,18 +53,32 @@ func timeChart(title, yName string, counts bool, secs []int64, names []string, v
 	for i, name := range names {
 		ys := values(name)
 		style := chart.Style{StrokeColor: chart.GetDefaultColor(i), StrokeWidth: 2}
-		for k, st := range stretches {
-			var xs, sy []float64
-			for j := st[0]; j <= st[1]; j++ {
-				xs, sy = append(xs, float64(j)), append(sy, ys[j])
-			}
-			if len(xs) == 1 {
-				xs, sy = []float64{xs[0] - 0.25, xs[0] + 0.25}, []float64{sy[0], sy[0]}
-			}
-			s := chart.ContinuousSeries{Name: name, XValues: xs, YValues: sy, Style: style}
-			series = append(series, s)
-			if k == 0 {
-				legend = append(legend, s)
+		named := false
+		for _, st := range stretches {
+			// A negative value is none (a shard that did not answer): the
+			// line breaks there too.
+			for lo := st[0]; lo <= st[1]; {
+				if ys[lo] < 0 {
+					lo++
+					continue
+				}
+				hi := lo
+				for hi < st[1] && ys[hi+1] >= 0 {
+					hi++
+				}
+				var xs, sy []float64
+				for j := lo; j <= hi; j++ {
+					xs, sy = append(xs, float64(j)), append(sy, ys[j])
+				}
+				if len(xs) == 1 {
+					xs, sy = []float64{xs[0] - 0.25, xs[0] + 0.25}, []float64{sy[0], sy[0]}
+				}
+				s := chart.ContinuousSeries{Name: name, XValues: xs, YValues: sy, Style: style}
+				series = append(series, s)
+				if !named {
+					legend, named = append(legend, s), true
+				}
+				lo = hi + 1
 			}
 		}
 	}
@@ -206,10 +221,20 @@ func purchasesChart(r Report) ([]byte, error) {
 func stockChart(r Report) ([]byte, error) {
 	names := sortedKeys(r.Salable)
 	label := func(shard string) string {
-		if at, ok := r.SoldOutAt[shard]; ok {
-			return "shard " + shard + " (sold out " + time.Unix(at, 0).UTC().Format("15:04:05") + ")"
+		var notes []string
+		for i, v := range r.Salable[shard] {
+			if v == Down {
+				notes = append(notes, "down "+time.Unix(r.Seconds[i], 0).UTC().Format("15:04:05"))
+				break
+			}
 		}
-		return "shard " + shard
+		if at, ok := r.SoldOutAt[shard]; ok {
+			notes = append(notes, "sold out "+time.Unix(at, 0).UTC().Format("15:04:05"))
+		}
+		if len(notes) == 0 {
+			return "shard " + shard
+		}
+		return "shard " + shard + " (" + strings.Join(notes, ", ") + ")"
 	}
 	labels := make([]string, len(names))
 	byLabel := map[string]string{}
@@ -218,11 +243,7 @@ func stockChart(r Report) ([]byte, error) {
 		byLabel[labels[i]] = n
 	}
 	return timeChart("Salable units per shard", "units", true, r.Seconds, labels, func(l string) []float64 {
-		ys := floats(r.Salable[byLabel[l]])
-		for i := range ys {
-			ys[i] = max(ys[i], 0)
-		}
-		return ys
+		return floats(r.Salable[byLabel[l]]) // (Down: the line breaks)
 	})
 }
 

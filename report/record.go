@@ -319,9 +319,10 @@ func (r *Recorder) sampleStock(ctx context.Context) {
 		}
 		r.last[product] = append([]int64(nil), salable...)
 		for i, n := range salable {
-			if n >= 0 { // -1: the shard did not answer
-				r.counts[key{product, sec, shardstock.KindSalable, strconv.Itoa(i)}] = n
+			if n < 0 { // (-1: the shard did not answer)
+				n = Down
 			}
+			r.counts[key{product, sec, shardstock.KindSalable, strconv.Itoa(i)}] = n
 		}
 	}
 }

@@ -25,13 +25,22 @@ type Report struct {
 	P50MS []int64 `json:"p50_ms"`
 	P99MS []int64 `json:"p99_ms"`
 	// Salable is each shard's salable units at each second (a sample
-	// holds until the next; before a shard's first sample, that sample),
-	// and SoldOutAt the second each shard first reached 0 (absent: never).
+	// holds until the next; before a shard's first sample, that sample;
+	// Down while the shard did not answer), and SoldOutAt the second each
+	// shard first reached 0 (absent: never).
 	Salable   map[string][]int64 `json:"salable"`
 	SoldOutAt map[string]int64   `json:"sold_out_at"`
 	// Orders counts the product's orders by status now.
 	Orders map[shardstock.OrderStatus]int64 `json:"orders"`
 }
+
+// Down is a shard's salable units at a second it did not answer (a
+// down shard's line stopped flat at its last count, as if it still sold);
+// noSample, a second with no sample of it.
+const (
+	Down     = -2
+	noSample = -1
+)
 
 // Build assembles a Report from the recorded seconds and the order counts.
 func Build(product string, rows []shardstock.SaleSecond, orders map[shardstock.OrderStatus]int64) Report {
@@ -75,19 +84,19 @@ func Build(product string, rows []shardstock.SaleSecond, orders map[shardstock.O
 			}
 			hist[i][b] += r.N
 		case shardstock.KindSalable:
-			series(rep.Salable, r.Label, -1)[i] = r.N
+			series(rep.Salable, r.Label, noSample)[i] = r.N
 		}
 	}
 	for shard, s := range rep.Salable { // carry each sample forward (and the first back); note the first 0
-		last := int64(-1)
+		last := int64(noSample)
 		for _, v := range s {
-			if v >= 0 {
+			if v != noSample {
 				last = v
 				break
 			}
 		}
 		for i := range s {
-			if s[i] < 0 {
+			if s[i] == noSample {
 				s[i] = last
 			}
 			last = s[i]

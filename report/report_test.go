@@ -2,6 +2,7 @@ package report_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -176,5 +177,34 @@ func TestRecorderCountsEveryPurchaseOnce(t *testing.T) {
 	}
 	if outcomes != 16000 || latency != 16000 {
 		t.Fatalf("written %d outcomes and %d latencies, want 16000 each", outcomes, latency)
+	}
+}
+
+// TestADownShardIsMarkedNotFlat (issue 42, finding 8): a shard that did
+// not answer was left out of the samples, and its line stayed flat at its
+// last count as if it still sold. Its seconds down are recorded as Down,
+// carried forward until it answers again, and its line breaks there with
+// the time it went down in its legend.
+func TestADownShardIsMarkedNotFlat(t *testing.T) {
+	store := &memStore{}
+	var stock atomic.Pointer[[]int64]
+	sec := atomic.Int64{}
+	rec := report.NewRecorder(report.RecorderConfig{Store: store, Now: func() time.Time { return time.Unix(sec.Load(), 0) },
+		Stock: func(context.Context) (map[string][]int64, error) { return map[string][]int64{"lamp": *stock.Load()}, nil }})
+	for s, counts := range [][]int64{{5, 5}, {4, -1}, {3, -1}, {3, 4}} {
+		sec.Store(int64(100 + s))
+		stock.Store(&counts)
+		rec.Purchase("lamp", "reserved", time.Millisecond) // (a second with activity: its sample is taken)
+		if err := rec.FlushAll(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep := report.Build("lamp", store.rows, nil)
+	if got := fmt.Sprint(rep.Salable["1"]); got != "[5 -2 -2 4]" {
+		t.Fatalf("shard 1's salable units: %s, want [5 -2 -2 4] (-2: down)", got)
+	}
+	svg, err := report.Chart("stock.svg", rep)
+	if err != nil || !strings.Contains(string(svg), "shard 1 (down 00:01:41)") {
+		t.Fatalf("stock chart: %v; want shard 1's legend to say when it went down", err)
 	}
 }
