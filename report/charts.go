@@ -147,14 +147,17 @@ func timeTicks(secs []int64) ([]chart.Tick, []chart.GridLine) {
 	}
 	marked := map[int]bool{0: true}
 	var gaps []chart.GridLine
+	step := max(len(secs)/8, 1)
+	room := max(step/2, 1) // no label this close to another
+	last := 0              // the last labelled index
 	for i := 1; i < len(secs); i++ {
 		if secs[i]-secs[i-1] > 1 {
-			marked[i] = true
 			gaps = append(gaps, chart.GridLine{Value: float64(i) - 0.5})
+			if i-last >= room { // (every gap's start labelled piled its labels on each other)
+				marked[i], last = true, i
+			}
 		}
 	}
-	step := max(len(secs)/8, 1)
-	room := max(step/2, 1) // no evenly spaced label this close to another
 	for i := step; i < len(secs); i += step {
 		near := false
 		for j := max(i-room+1, 0); j < min(i+room, len(secs)); j++ {

@@ -95,3 +95,24 @@ func TestAFlatLineIsDrawn(t *testing.T) {
 		t.Fatalf("a flat latency: %v %.120s", err, svg)
 	}
 }
+
+// TestManyGapsDoNotPileLabels (issue 42, finding 8): a sale with many
+// quiet gaps labelled the start of each stretch, one over another.
+func TestManyGapsDoNotPileLabels(t *testing.T) {
+	var secs []int64
+	for k := range 80 { // 80 seconds of activity, each alone
+		secs = append(secs, int64(1000+10*k))
+	}
+	ticks, gaps := timeTicks(secs)
+	if len(gaps) != 79 {
+		t.Fatalf("%d gaps marked, want 79", len(gaps))
+	}
+	for i := 1; i < len(ticks); i++ {
+		if ticks[i].Value-ticks[i-1].Value < 5 {
+			t.Fatalf("labels at %v and %v, %v apart of 80: they pile up (%d labels)", ticks[i-1].Value, ticks[i].Value, ticks[i].Value-ticks[i-1].Value, len(ticks))
+		}
+	}
+	if len(ticks) < 5 || len(ticks) > 17 {
+		t.Fatalf("%d labels over 80 seconds, want a readable handful", len(ticks))
+	}
+}
