@@ -19,6 +19,9 @@ type Product struct {
 	EndsAt       time.Time `json:"ends_at,omitzero"`
 	Title        string    `json:"title,omitempty"`
 	PriceCents   int64     `json:"price_cents,omitempty"`
+	// Currency is the price's ISO 4217 code (EUR, USD, ...), for the
+	// pages; "": not said.
+	Currency string `json:"currency,omitempty"`
 	// ShardCount is the number of shards the stock was split over when the
 	// product was first defined: the product lives on shards 0..ShardCount-1
 	// (its stock, its buyers' per-user limit registers), whatever the shard
@@ -93,11 +96,25 @@ func (p *Product) Validate() error {
 		return Invalid("title must be at most 200 characters")
 	case p.PriceCents < 0:
 		return Invalid("price_cents must not be negative")
+	case p.Currency != "" && !currencyCode(p.Currency):
+		return Invalid("currency must be an ISO 4217 code: three capital letters, like EUR")
 	}
 	if p.PerUserLimit == 0 {
 		p.PerUserLimit = 1
 	}
 	return nil
+}
+
+func currencyCode(s string) bool {
+	if len(s) != 3 {
+		return false
+	}
+	for _, r := range s {
+		if r < 'A' || r > 'Z' {
+			return false
+		}
+	}
+	return true
 }
 
 // Open reports whether the sale admits a purchase at now: nil, ErrPaused

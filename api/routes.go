@@ -93,6 +93,7 @@ type ProductDefinition struct {
 	EndsAt       OptionalTime `json:"ends_at"`
 	Title        string       `json:"title"`
 	PriceCents   int64        `json:"price_cents"`
+	Currency     string       `json:"currency"`
 }
 
 // SaleWindow is the body of PATCH AdminProductPath: the window's new

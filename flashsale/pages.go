@@ -191,6 +191,16 @@ func when(t, now time.Time) string {
 	return t.Format("Jan 2 15:04 MST")
 }
 
+// price is cents in currency: "49.00 EUR", the units grouped ("1,299.00
+// USD"); without a currency, the number alone.
+func price(cents int64, currency string) string {
+	s := group(cents/100) + fmt.Sprintf(".%02d", cents%100)
+	if currency != "" {
+		s += " " + currency
+	}
+	return s
+}
+
 // group writes n with its digits grouped by three (1,000,000).
 func group(n int64) string {
 	s := strconv.FormatInt(n, 10)
@@ -266,7 +276,7 @@ func pageData(prod *shardstock.Product) productData {
 		d.Title = prod.ID
 	}
 	if prod.PriceCents > 0 {
-		d.Price = fmt.Sprintf("%d.%02d", prod.PriceCents/100, prod.PriceCents%100)
+		d.Price = price(prod.PriceCents, prod.Currency)
 	}
 	if !prod.StartsAt.IsZero() {
 		d.StartsMS = prod.StartsAt.UnixMilli()

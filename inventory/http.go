@@ -342,7 +342,7 @@ func (h Handlers) PutProduct(c echo.Context) error {
 	}
 	created, err := h.Products.Define(c.Request().Context(), shardstock.Product{
 		ID: id, Stock: b.Stock, PerUserLimit: limit,
-		StartsAt: b.StartsAt.Time, EndsAt: b.EndsAt.Time, Title: b.Title, PriceCents: b.PriceCents,
+		StartsAt: b.StartsAt.Time, EndsAt: b.EndsAt.Time, Title: b.Title, PriceCents: b.PriceCents, Currency: b.Currency,
 	})
 	if err != nil {
 		return err

@@ -87,7 +87,7 @@ func TestSalePageInBrowser(t *testing.T) {
 	base := m.URL()
 	start := time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)
 	end := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
-	putProduct(t, base, "lamp", fmt.Sprintf(`{"stock":9,"title":"Desk lamp","price_cents":4900,"starts_at":%q,"ends_at":%q}`, start, end))
+	putProduct(t, base, "lamp", fmt.Sprintf(`{"stock":9,"title":"Desk lamp","price_cents":4900,"currency":"EUR","starts_at":%q,"ends_at":%q}`, start, end))
 	rep := do(t, "PUT", base+"/admin/v1/sessions/evening", fmt.Sprintf(`{"title":"Evening sale","starts_at":%q,"ends_at":%q,"products":["lamp"]}`, start, end),
 		"Authorization", "Bearer "+testToken, "Content-Type", "application/json")
 	if rep.status != 201 {
@@ -107,6 +107,7 @@ func TestSalePageInBrowser(t *testing.T) {
 	waitJS(t, ctx, "full stock shown", `document.getElementById("left").textContent === "9"`)
 	waitJS(t, ctx, "countdown running, with the end's time", `/^On sale · ends in 59m \d+s · /.test(document.getElementById("countdown").textContent)`)
 	waitJS(t, ctx, "no shard named to buyers", `!/shard/i.test(document.body.innerText)`)
+	waitJS(t, ctx, "the price with its currency", `document.body.innerText.includes("49.00 EUR · 9 units")`)
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.ID("buy"))); err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +165,7 @@ func TestSalePageInBrowser(t *testing.T) {
 	// out say so; the spool's depth (issue 42, finding 7).
 	waitJS(t, ctx, "operators see the sale's state, price and window", `(() => {
 		const c = document.querySelector('#products [data-product="lamp"]');
-		return c.dataset.state === "on sale" && c.innerText.includes("Desk lamp") && c.innerText.includes("49.00 · ") && c.innerText.includes(" – ");
+		return c.dataset.state === "on sale" && c.innerText.includes("Desk lamp") && c.innerText.includes("49.00 EUR · ") && c.innerText.includes(" – ");
 	})()`)
 	waitJS(t, ctx, "operators are told the totals leave shard 1 out", `document.querySelector('#products [data-product="lamp"] .totals-partial').textContent.includes("shard 1")`)
 	waitJS(t, ctx, "operators see the queued purchase in the spool", `document.getElementById("spool").dataset.depth === "1" &&

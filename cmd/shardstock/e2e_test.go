@@ -377,6 +377,7 @@ func TestBadInput(t *testing.T) {
 		{"no such ticket", "GET", "/api/v1/tickets/nope", "", user, 404, `"no such ticket"`},
 		{"no such shard", "POST", "/admin/v1/shards/7/resync", "{}", auth, 404, `"no such shard"`},
 		{"a limit of 0", "PUT", "/admin/v1/products/zero", `{"stock":1,"per_user_limit":0}`, auth, 400, `per_user_limit must be between 1 and 1000`},
+		{"a currency that is none", "PUT", "/admin/v1/products/zero", `{"stock":1,"currency":"euro"}`, auth, 400, `currency must be an ISO 4217 code`},
 		{"a message unescaped", "PUT", "/admin/v1/products/neg", `{"stock":0}`, auth, 400, `stock must be > 0`},
 		{"bearer in lower case", "GET", "/admin/v1/shards", "", []string{"Authorization", "bearer " + testToken}, 200, `"breaker"`},
 	} {

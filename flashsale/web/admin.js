@@ -72,7 +72,7 @@
         const st = state(p), down = p.shards.filter((s) => !s.up).map((s) => s.index);
         const head = '<div class="card" data-product="' + text(p.id) + '" data-state="' + st + '"><strong>' + text(p.title || p.id) + "</strong> " +
           (p.title ? '<span class="muted">' + text(p.id) + "</span> " : "") + '<span class="pill">' + st + "</span>" +
-          '<div class="muted">' + (p.price_cents ? (p.price_cents / 100).toFixed(2) + " · " : "") +
+          '<div class="muted">' + (p.price_cents ? (p.price_cents / 100).toFixed(2) + (p.currency ? " " + text(p.currency) : "") + " · " : "") +
           (p.starts_at || p.ends_at ? (p.starts_at ? when(p.starts_at) : "open") + " – " + (p.ends_at ? when(p.ends_at) : "no end") + " · " : "") +
           "limit " + p.per_user_limit + " per buyer</div>" +
           '<div class="muted">stock ' + n(p.stock) + " · salable " + n(p.totals.salable) + " · locked " + n(p.totals.locked) +
