@@ -45,8 +45,9 @@ type Pages struct {
 	now      func() time.Time
 	tmpl     *template.Template
 	static   http.Handler            // the scripts and styles, under /static/
-	mu       sync.Mutex              // guards rendered
+	mu       sync.Mutex              // guards rendered and front
 	rendered map[string]renderedPage // product id -> page
+	front    frontPage               // the front page, made at most every frontTTL
 }
 
 // PagesConfig sets up Pages; zero values mean the defaults.
@@ -116,15 +117,42 @@ type indexProduct struct {
 // maxOthers bounds the products the front page lists outside the session.
 const maxOthers = 50
 
+// frontTTL is how long the front page is served as made: it reads every
+// product's definition and the sessions, for everyone alike (its units
+// left are polled live).
+const frontTTL = 2 * time.Second
+
+type frontPage struct {
+	page []byte
+	at   time.Time
+}
+
 // Index serves the front page: the current session's products (else the
 // next session's, else the last's), the next session, and the other
 // products on sale or coming. The units left are filled in live by the
 // page's script.
 func (p *Pages) Index(c echo.Context) error {
-	ctx, now := c.Request().Context(), p.now()
+	now := p.now()
+	p.mu.Lock()
+	front := p.front
+	p.mu.Unlock()
+	if front.page != nil && now.Sub(front.at) < frontTTL && !now.Before(front.at) {
+		return c.HTMLBlob(http.StatusOK, front.page)
+	}
+	page, err := p.index(c.Request().Context(), now)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.front = frontPage{page, now}
+	p.mu.Unlock()
+	return c.HTMLBlob(http.StatusOK, page)
+}
+
+func (p *Pages) index(ctx context.Context, now time.Time) ([]byte, error) {
 	s, err := p.sessions.CurrentSession(ctx, now)
 	if err != nil {
-		return fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
 	}
 	d := indexData{Session: s}
 	inSession := map[string]bool{}
@@ -137,13 +165,13 @@ func (p *Pages) Index(c echo.Context) error {
 			}
 		}
 		if d.Next, err = p.sessions.NextSession(ctx, s.StartsAt); err != nil {
-			return fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
+			return nil, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
 		}
 	}
 	if p.ids != nil {
 		ids, err := p.ids(ctx)
 		if err != nil {
-			return fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
+			return nil, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
 		}
 		for _, id := range ids {
 			if len(d.Others) == maxOthers {
@@ -158,9 +186,9 @@ func (p *Pages) Index(c echo.Context) error {
 	}
 	var b bytes.Buffer
 	if err := p.tmpl.ExecuteTemplate(&b, "index.html", d); err != nil {
-		return err
+		return nil, err
 	}
-	return c.HTMLBlob(http.StatusOK, b.Bytes())
+	return b.Bytes(), nil
 }
 
 type productData struct {

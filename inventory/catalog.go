@@ -367,13 +367,16 @@ func (s *Catalog) moved(p *shardstock.Product) string {
 
 // CheckShards compares this coordinator's shards with those the products
 // ids were defined on, at start. A master listed at another index than a
-// live product was defined with (masters reordered, or one replaced) is an
-// error: that product's units would be sold and counted on the wrong
-// master. beyond are the products that live on more shards than it lists:
-// it does not sell them (the old list of a rolling grow, or masters left
-// out), which is the caller's to say.
+// product still on sale was defined with (masters reordered, or one
+// replaced) is an error: that product's units would be sold and counted on
+// the wrong master (it answers 503 until the list is put right). beyond
+// are the products it will not sell: those that live on more shards than
+// it lists (the old list of a rolling grow, or masters left out), and
+// those whose sale has ended on masters listed elsewhere now; which is the
+// caller's to say.
 func (s *Catalog) CheckShards(ctx context.Context, ids []string) (beyond []string, err error) {
 	shards := s.cfg.Addrs
+	now := s.cfg.Now()
 	for _, id := range ids {
 		p, err := s.Product(ctx, id)
 		switch {
@@ -384,12 +387,18 @@ func (s *Catalog) CheckShards(ctx context.Context, ids []string) (beyond []strin
 		case p.Archived:
 			continue // its keys are gone from the shards
 		}
+		ended := !p.EndsAt.IsZero() && !now.Before(p.EndsAt)
+		moved := false
 		for i, addr := range p.ShardAddrs[:min(len(p.ShardAddrs), len(shards))] {
-			if shards[i] != addr {
-				return nil, fmt.Errorf("shard %d is %s here, and product %s was defined with %s there: keep the masters in the order they were first listed, and add new ones after them", i, shards[i], id, addr)
+			if shards[i] == addr {
+				continue
 			}
+			if !ended {
+				return nil, fmt.Errorf("shard %d is %s here, and product %s, on sale, was defined with %s there: keep the masters in the order they were first listed, and add new ones after them", i, shards[i], id, addr)
+			}
+			moved = true
 		}
-		if len(p.ShardAddrs) > len(shards) {
+		if moved || len(p.ShardAddrs) > len(shards) {
 			beyond = append(beyond, id)
 		}
 	}

@@ -295,7 +295,7 @@ func (h Handlers) GetSession(c echo.Context) error {
 func (h Handlers) DeleteSession(c echo.Context) error {
 	id := c.Param("id")
 	if !shardstock.ValidID(id) {
-		return shardstock.ErrNoProduct
+		return shardstock.ErrNoSession
 	}
 	if err := api.Decode(c, &struct{}{}, true); err != nil {
 		return err

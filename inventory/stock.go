@@ -454,7 +454,7 @@ func (s *Stock) Rebalance(ctx context.Context, product string) (*Rebalance, erro
 // It returns the units moved per product.
 func (s *Stock) Drain(ctx context.Context, shard int, drained bool) (map[string]int64, error) {
 	if shard < 0 || shard >= len(s.cfg.Addrs) {
-		return nil, shardstock.ErrNotFound
+		return nil, shardstock.ErrNoShard
 	}
 	if err := s.cfg.Drains.SetDrained(ctx, shard, drained); err != nil {
 		return nil, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)

@@ -391,18 +391,19 @@ func (s *Spool) Pending(product, user string) int {
 	return s.byBuyer[product+"\x00"+user]
 }
 
-// Oldest is when the purchase waiting longest arrived (zero: none waits).
-func (s *Spool) Oldest() time.Time {
+// Waiting is how many purchases wait for replay, and when the one waiting
+// longest arrived (zero: none waits), read at once.
+func (s *Spool) Waiting() (n int, oldest time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.pending) == 0 {
-		return time.Time{}
+		return 0, time.Time{}
 	}
-	oldest := s.pending[0].AtMS
+	first := s.pending[0].AtMS
 	for _, e := range s.pending[1:] {
-		oldest = min(oldest, e.AtMS)
+		first = min(first, e.AtMS)
 	}
-	return time.UnixMilli(oldest)
+	return len(s.pending), time.UnixMilli(first)
 }
 
 // Depth is the number of purchases waiting for replay.

@@ -486,7 +486,7 @@ func showQueue(w io.Writer, body []byte) error {
 	for _, row := range [][2]string{
 		{"product", q.Product}, {"state", state},
 		{"mode", fmt.Sprintf("%s, %g places a second, %ds to buy, open %ds before the sale", q.Mode, q.Rate, q.WindowSeconds, q.LeadSeconds)},
-		{"sale starts", orDash(q.Starts)}, {"joined", strconv.FormatInt(q.Joined, 10)},
+		{"sale starts", orDash(strings.TrimPrefix(q.Starts, "0001-01-01T00:00:00Z"))}, {"joined", strconv.FormatInt(q.Joined, 10)},
 		{"admitted up to", strconv.FormatInt(q.Serving, 10)}, {"waiting", strconv.FormatInt(q.Waiting, 10)},
 		{"revoked", strconv.Itoa(q.Revoked)}, {"proof of work", fmt.Sprintf("%d zero bits", q.Difficulty)},
 	} {

@@ -146,6 +146,8 @@ func TestSalePageInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitJS(t, ctx, "the page runs as the buyer homed on shard 1", `document.getElementById("buyer").textContent === "`+homedOn1+`"`)
+	// (The units on the down shard are out of reach, not sold.)
+	waitJS(t, ctx, "the units left say some are out of reach", `document.getElementById("left").textContent.startsWith("at least ") && !document.getElementById("reach").hidden`)
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.ID("buy"))); err != nil {
 		t.Fatal(err)
 	}

@@ -143,7 +143,6 @@ func (m *Main) mount(e *echo.Echo) {
 	e.GET("/openapi.yaml", func(c echo.Context) error { return c.Blob(http.StatusOK, "application/yaml", api.OpenAPI) })
 }
 
-// ready answers 200 when at least one shard is up, else 503.
 // spoolView is GET /admin/v1/spool: this coordinator's spool.
 type spoolView struct {
 	Enabled bool      `json:"enabled"`
@@ -154,7 +153,7 @@ type spoolView struct {
 func (m *Main) getSpool(c echo.Context) error {
 	v := spoolView{Enabled: m.spool != nil}
 	if m.spool != nil {
-		v.Depth, v.Oldest = m.spool.Depth(), m.spool.Oldest()
+		v.Depth, v.Oldest = m.spool.Waiting()
 	}
 	return c.JSON(http.StatusOK, v)
 }
@@ -167,7 +166,9 @@ func (m *Main) cannotSell() string {
 	for i, s := range m.health.Status() {
 		switch {
 		case !s.Up || s.Breaker == ha.Open:
-			why = append(why, fmt.Sprintf("shard %d is down (%s)", i, s.LastError))
+			// (No error text: /readyz is public, and it names hosts;
+			// GET /admin/v1/shards has it.)
+			why = append(why, fmt.Sprintf("shard %d is down", i))
 		case m.set.Fenced(i):
 			why = append(why, fmt.Sprintf("shard %d is fenced until it is back in line with the order table", i))
 		default:
@@ -177,6 +178,8 @@ func (m *Main) cannotSell() string {
 	return "no shard can sell: " + strings.Join(why, "; ")
 }
 
+// ready answers 200 when a shard can sell (cannotSell), else 503 saying
+// why for each.
 func (m *Main) ready(c echo.Context) error {
 	if why := m.cannotSell(); why != "" {
 		return c.JSON(http.StatusServiceUnavailable, api.ErrorBody{Error: "unavailable", Message: why})

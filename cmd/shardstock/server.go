@@ -166,15 +166,31 @@ func (m *Main) Run(ctx context.Context) error {
 // which would otherwise look like an outage for as long as it lasts. A
 // shard that does not answer at all is waited for, as ever.
 func (m *Main) checkCredentials(ctx context.Context) error {
+	addrs := m.set.Addrs()
+	refusals := make([]error, len(addrs))
+	var wg sync.WaitGroup // (at once: a shard that does not answer costs one timeout, not one each)
+	for i := range addrs {
+		wg.Go(func() {
+			if err := m.set.Ping(ctx, i); shard.Refused(err) {
+				refusals[i] = err
+			}
+		})
+	}
+	wg.Wait()
 	var errs *multierror.Error
-	for i, addr := range m.set.Addrs() {
-		if err := m.set.Ping(ctx, i); shard.Refused(err) {
-			errs = multierror.Append(errs, fmt.Errorf("shard %d (%s) refuses this coordinator: %w", i, addr, err))
+	hint := "give each shard's user and password in its URL: redis://USER:PASSWORD@host:port/0"
+	for i, err := range refusals {
+		if err == nil {
+			continue
+		}
+		errs = multierror.Append(errs, fmt.Errorf("shard %d (%s) refuses this coordinator: %w", i, addrs[i], err))
+		if redis.HasErrorPrefix(err, "NOPERM") {
+			hint = "the shard's user lacks rights the coordinator needs (deploy/redis.sh's coordinator user has them: scripts, streams, INFO)"
 		}
 	}
 	if errs != nil {
 		errs.ErrorFormat = oneLine
-		return fmt.Errorf("SHARDSTOCK_SHARDS: %w; give each shard's user and password in its URL: redis://USER:PASSWORD@host:port/0", errs)
+		return fmt.Errorf("SHARDSTOCK_SHARDS: %w; %s", errs, hint)
 	}
 	return nil
 }
@@ -192,8 +208,8 @@ func (m *Main) checkShardList(ctx context.Context) error {
 		return fmt.Errorf("SHARDSTOCK_SHARDS: %w", err)
 	}
 	if len(beyond) > 0 {
-		m.log.Warn("SHARDSTOCK_SHARDS lists fewer masters than some products live on: this coordinator does not sell them. "+
-			"That is the old list of a rolling grow; otherwise add the missing masters, after the others",
+		m.log.Warn("SHARDSTOCK_SHARDS lacks masters some products live on, or lists them elsewhere (sales that have ended): this coordinator does not sell or settle them. "+
+			"A shorter list is the old list of a rolling grow; otherwise add the missing masters, after the others, in the order they were first listed",
 			"masters", len(m.cfg.Shards), "products", len(beyond), "first", beyond[:min(len(beyond), 5)])
 	}
 	return nil

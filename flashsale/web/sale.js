@@ -5,7 +5,9 @@
 (function () {
   const root = document.getElementById("sale");
   const id = root.dataset.product;
-  const starts = Number(root.dataset.starts), ends = Number(root.dataset.ends);
+  // The window, as the page was made; the stock view keeps it current (an
+  // operator may move the end while the page is open).
+  let starts = Number(root.dataset.starts), ends = Number(root.dataset.ends);
   const num = new Intl.NumberFormat();
   let skew = 0; // server clock minus ours
   let buyer = localStorage.getItem("shardstock-demo-buyer");
@@ -18,7 +20,7 @@
     el.textContent = num.format(Number(root.dataset.stock));
   }
   const buyButton = document.getElementById("buy"), out = document.getElementById("result");
-  const state = { queued: false, queueStatus: "", bought: false, busy: false };
+  const state = { queued: false, queueStatus: "", bought: localStorage.getItem("shardstock-bought-" + id) === "1", busy: false, awaiting: false };
 
   // fmt is a duration: days and hours past 48 hours.
   function fmt(ms) {
@@ -58,12 +60,19 @@
   // is on its way.
   function refresh() {
     const ended = root.dataset.phase === "ended";
-    buyButton.disabled = state.busy || ended || (state.queued && (state.queueStatus !== "admitted" || state.bought));
+    // (One order at a time on this page: pay or cancel it before the next.)
+    buyButton.disabled = state.busy || ended || state.awaiting || (state.queued && (state.queueStatus !== "admitted" || state.bought));
     document.getElementById("join").hidden = !state.queued || state.queueStatus !== "not_joined" || ended;
   }
   function draw(v) {
     skew = Date.parse(v.now) - Date.now();
-    document.getElementById("left").textContent = num.format(v.salable);
+    starts = v.starts_at ? Date.parse(v.starts_at) : 0;
+    ends = v.ends_at ? Date.parse(v.ends_at) : 0;
+    // Units on a shard that does not answer are out of reach for now, not
+    // sold: an outage is never shown as sold out.
+    const partial = v.shards.some((s) => !s.up);
+    document.getElementById("left").textContent = (partial ? "at least " : "") + num.format(v.salable);
+    document.getElementById("reach").hidden = !partial;
     document.getElementById("total-bar").style.width = (100 * v.salable / v.stock) + "%"; // CSSOM: the CSP refuses inline style attributes
   }
   async function poll() {
@@ -181,6 +190,8 @@
   };
   function showOrder(o) {
     const box = document.getElementById("order"), el = document.getElementById("order-state");
+    state.awaiting = o.status === "pending" || o.status === "awaiting_payment";
+    refresh();
     box.hidden = false;
     el.dataset.status = o.status;
     el.textContent = o.status === "awaiting_payment" ?
@@ -195,7 +206,7 @@
     if (!order.id) return;
     try {
       const r = await fetch("/api/v1/orders/" + order.id, { headers: { "X-User-ID": buyer }, cache: "no-store" });
-      if (r.status === 404) { forgetOrder(); return; }
+      if (r.status === 404 || r.status === 401) { forgetOrder(); return; } // (401: a buyer this page cannot speak for)
       if (r.ok && !showOrder(await r.json())) return; // final: nothing more to follow
     } catch (e) { /* look again */ }
     order.timer = setTimeout(followOrder, 1500);
@@ -204,13 +215,19 @@
     order.id = "";
     localStorage.removeItem("shardstock-order-" + id);
     document.getElementById("order").hidden = true;
+    state.awaiting = false;
+    refresh();
   }
   function reserved(orderID) {
     out.textContent = "Reserved";
     order.id = orderID;
     localStorage.setItem("shardstock-order-" + id, orderID);
     showOrder({ status: "pending" });
-    if (state.queued) { state.bought = true; look(); }
+    if (state.queued) {
+      state.bought = true; // (kept: a reload must not turn Buy back on for a place that bought)
+      localStorage.setItem("shardstock-bought-" + id, "1");
+      look();
+    }
     followOrder();
   }
   async function settle(action, body) {
@@ -237,7 +254,7 @@
     try {
       const r = await fetch("/api/v1/tickets/" + ticket.id, { headers: { "X-User-ID": buyer }, cache: "no-store" });
       const b = await r.json();
-      if (r.status === 404 || (r.ok && b.status !== "queued")) {
+      if (r.status === 404 || r.status === 401 || (r.ok && b.status !== "queued")) {
         ticket.id = "";
         localStorage.removeItem("shardstock-ticket-" + id);
         if (b.status === "reserved") reserved(b.order_id);
