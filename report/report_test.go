@@ -190,7 +190,9 @@ func TestADownShardIsMarkedNotFlat(t *testing.T) {
 	var stock atomic.Pointer[[]int64]
 	sec := atomic.Int64{}
 	rec := report.NewRecorder(report.RecorderConfig{Store: store, Now: func() time.Time { return time.Unix(sec.Load(), 0) },
-		Stock: func(context.Context) (map[string][]int64, error) { return map[string][]int64{"lamp": *stock.Load()}, nil }})
+		Stock: func(context.Context) (map[string][]int64, error) {
+			return map[string][]int64{"lamp": *stock.Load()}, nil
+		}})
 	for s, counts := range [][]int64{{5, 5}, {4, -1}, {3, -1}, {3, 4}} {
 		sec.Store(int64(100 + s))
 		stock.Store(&counts)
