@@ -16,6 +16,7 @@ import (
 
 	"github.com/shardstock/shardstock/api"
 	"github.com/shardstock/shardstock/client"
+	"github.com/shardstock/shardstock/waitroom"
 )
 
 const adminUsage = `Usage: shardstock admin [--url URL] [--json] COMMAND [ARGS]
@@ -454,22 +455,7 @@ func showReconcile(w io.Writer, body []byte) error {
 
 // showQueue is a waiting room's summary.
 func showQueue(w io.Writer, body []byte) error {
-	var q struct {
-		Product       string  `json:"product"`
-		Mode          string  `json:"mode"`
-		Rate          float64 `json:"rate"`
-		LeadSeconds   int64   `json:"lead_seconds"`
-		WindowSeconds int64   `json:"window_seconds"`
-		Difficulty    int     `json:"difficulty"`
-		Paused        bool    `json:"paused"`
-		Held          bool    `json:"held"`
-		Starts        string  `json:"starts_at"`
-		Joined        int64   `json:"joined"`
-		Serving       int64   `json:"serving"`
-		Waiting       int64   `json:"waiting"`
-		Drawn         bool    `json:"drawn"`
-		Revoked       int     `json:"revoked"`
-	}
+	var q waitroom.Summary // (the server's own type: what GET AdminQueuePath answers)
 	if err := json.Unmarshal(body, &q); err != nil {
 		return err
 	}
@@ -482,11 +468,15 @@ func showQueue(w io.Writer, body []byte) error {
 	case q.Mode == "draw" && !q.Drawn:
 		state = "not drawn yet"
 	}
+	starts := "-"
+	if !q.Starts.IsZero() {
+		starts = q.Starts.UTC().Format(time.RFC3339)
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for _, row := range [][2]string{
 		{"product", q.Product}, {"state", state},
 		{"mode", fmt.Sprintf("%s, %g places a second, %ds to buy, open %ds before the sale", q.Mode, q.Rate, q.WindowSeconds, q.LeadSeconds)},
-		{"sale starts", orDash(strings.TrimPrefix(q.Starts, "0001-01-01T00:00:00Z"))}, {"joined", strconv.FormatInt(q.Joined, 10)},
+		{"sale starts", starts}, {"joined", strconv.FormatInt(q.Joined, 10)},
 		{"admitted up to", strconv.FormatInt(q.Serving, 10)}, {"waiting", strconv.FormatInt(q.Waiting, 10)},
 		{"revoked", strconv.Itoa(q.Revoked)}, {"proof of work", fmt.Sprintf("%d zero bits", q.Difficulty)},
 	} {
