@@ -2,7 +2,10 @@ package report
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
+	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -36,25 +39,25 @@ var charts = map[string]func(Report) ([]byte, error){
 	"orders.svg":    ordersChart,
 }
 
-// timeChart draws one line per named series over the report's seconds of
-// activity, one after the other: a sale run twice, half an hour apart, is
-// two stretches side by side, not two spikes at the ends of a flat line.
-// The time axis names the first second, the first of each stretch after a
-// gap (marked by a grid line), and evenly spaced seconds between.
-// go-chart needs two points and a range to draw: a report with less shows
-// its title and "no data yet".
+// timeChart draws one line per named series on a time axis: seconds are
+// spaced by the time between them, and a quiet gap is drawn as a gap (no
+// line across it). A gap much longer than the sale's activity (a sale run
+// twice, half an hour apart) is cut short and marked with a grid line, the
+// time after it named, so the two runs are not two spikes at the ends of a
+// flat line. go-chart needs two points and a range to draw: a report with
+// less shows its title and "no data yet".
 func timeChart(title, yName string, counts bool, secs []int64, names []string, values func(name string) []float64) ([]byte, error) {
-	// One line per stretch of seconds with activity: a gap is drawn as a
-	// gap (a line across it said the seconds in it had values between).
-	// A stretch of one second is a short flat stroke. The legend names
-	// each series once.
+	ax := timeAxisOf(secs)
+	// One line per stretch of consecutive seconds: a gap is drawn as a gap
+	// (a line across it said the seconds in it had values between). A
+	// stretch of one second is a short flat stroke. The legend names each
+	// series once.
 	var series, legend []chart.Series
-	stretches := stretchesOf(secs)
 	for i, name := range names {
 		ys := values(name)
 		style := chart.Style{StrokeColor: chart.GetDefaultColor(i), StrokeWidth: 2}
 		named := false
-		for _, st := range stretches {
+		for _, st := range stretchesOf(secs) {
 			// A negative value is none (a shard that did not answer): the
 			// line breaks there too.
 			for lo := st[0]; lo <= st[1]; {
@@ -68,7 +71,7 @@ func timeChart(title, yName string, counts bool, secs []int64, names []string, v
 				}
 				var xs, sy []float64
 				for j := lo; j <= hi; j++ {
-					xs, sy = append(xs, float64(j)), append(sy, ys[j])
+					xs, sy = append(xs, ax.x[j]), append(sy, ys[j])
 				}
 				if len(xs) == 1 {
 					xs, sy = []float64{xs[0] - 0.25, xs[0] + 0.25}, []float64{sy[0], sy[0]}
@@ -89,12 +92,11 @@ func timeChart(title, yName string, counts bool, secs []int64, names []string, v
 	if err != nil {
 		return nil, err
 	}
-	ticks, gaps := timeTicks(secs)
 	// The legend sits between the title and the lines, where it hides none.
 	c := chart.Chart{Title: title, Width: 720, Height: 340, Font: f,
 		Background: chart.Style{Padding: chart.Box{Top: 100, Left: 10, Right: 10, Bottom: 40}},
-		XAxis: chart.XAxis{Ticks: ticks, GridLines: gaps, GridMajorStyle: chart.Style{StrokeColor: chart.ColorAlternateGray, StrokeWidth: 1},
-			Range: &chart.ContinuousRange{Min: -0.5, Max: max(float64(len(secs))-0.5, 1)}},
+		XAxis: chart.XAxis{Ticks: ax.ticks, GridLines: ax.cuts, GridMajorStyle: chart.Style{StrokeColor: chart.ColorAlternateGray, StrokeWidth: 1},
+			Range: &chart.ContinuousRange{Min: -0.5, Max: max(ax.x[len(ax.x)-1]+0.5, 1)}},
 		YAxis:  chart.YAxis{Name: yName, ValueFormatter: intFormatter},
 		Series: series}
 	top := 0.0
@@ -138,45 +140,91 @@ func stretchesOf(secs []int64) [][2]int {
 	return out
 }
 
-// timeTicks labels the seconds of activity: the first, the first after
-// each gap (with a grid line there), and about eight in all, evenly spaced,
-// where they leave room.
-func timeTicks(secs []int64) ([]chart.Tick, []chart.GridLine) {
-	label := func(i int) chart.Tick {
-		return chart.Tick{Value: float64(i), Label: time.Unix(secs[i], 0).UTC().Format("15:04:05")}
+// timeAxis places a report's seconds on the chart's x axis.
+type timeAxis struct {
+	x     []float64        // where each second is drawn
+	ticks []chart.Tick     // the times named
+	cuts  []chart.GridLine // where a long quiet gap was cut short
+}
+
+// A piece of the axis drawn true to time: second t is at x0 + t - t0, for
+// t0 <= t <= t1.
+type piece struct {
+	t0, t1 int64
+	x0     float64
+}
+
+// tickSteps are the spacings the axis may name times at.
+var tickSteps = []int64{1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400}
+
+// timeAxisOf spaces secs by time. A quiet gap longer than all the seconds
+// with activity together (and longer than a minute) is drawn as a cut of fixed
+// width, marked by a grid line; the first second after it is always named
+// (where it leaves room). The other names fall on round times (every 10 s,
+// every minute, ...), about eight in all, none crowding another.
+func timeAxisOf(secs []int64) timeAxis {
+	var ax timeAxis
+	if len(secs) == 0 {
+		return ax
 	}
-	marked := map[int]bool{0: true}
-	var gaps []chart.GridLine
-	step := max(len(secs)/8, 1)
-	room := max(step/2, 1) // no label this close to another
-	last := 0              // the last labelled index
-	for i := 1; i < len(secs); i++ {
-		if secs[i]-secs[i-1] > 1 {
-			gaps = append(gaps, chart.GridLine{Value: float64(i) - 0.5})
-			if i-last >= room { // (every gap's start labelled piled its labels on each other)
-				marked[i], last = true, i
+	longest := max(int64(len(secs)), 60)
+	width := float64(max(int64(len(secs))/20, 3))
+	pieces := []piece{{t0: secs[0], t1: secs[0]}}
+	ax.x = make([]float64, len(secs))
+	for i, t := range secs {
+		p := &pieces[len(pieces)-1]
+		if i > 0 && t-secs[i-1] > longest {
+			end := p.x0 + float64(p.t1-p.t0)
+			ax.cuts = append(ax.cuts, chart.GridLine{Value: end + width/2})
+			pieces = append(pieces, piece{t0: t, t1: t, x0: end + width})
+			p = &pieces[len(pieces)-1]
+		}
+		p.t1 = t
+		ax.x[i] = p.x0 + float64(t-p.t0)
+	}
+	span := ax.x[len(ax.x)-1]
+	step := tickSteps[len(tickSteps)-1]
+	for _, s := range tickSteps {
+		if span/float64(s) <= 8 {
+			step = s
+			break
+		}
+	}
+	layout := "15:04:05"
+	if step >= 60 {
+		layout = "15:04"
+	}
+	room := 0.75 * float64(step)
+	name := func(x float64, t int64) chart.Tick {
+		return chart.Tick{Value: x, Label: time.Unix(t, 0).UTC().Format(layout)}
+	}
+	free := func(x float64) bool {
+		for _, tk := range ax.ticks {
+			if math.Abs(tk.Value-x) < room {
+				return false
+			}
+		}
+		return true
+	}
+	// The start of the axis and of each piece after a cut come first: a
+	// reader needs them to see where the time jumped.
+	for _, p := range pieces {
+		if free(p.x0) {
+			ax.ticks = append(ax.ticks, chart.Tick{Value: p.x0, Label: time.Unix(p.t0, 0).UTC().Format("15:04:05")})
+		}
+	}
+	for _, p := range pieces {
+		for t := (p.t0 + step - 1) / step * step; t <= p.t1; t += step {
+			if x := p.x0 + float64(t-p.t0); free(x) {
+				ax.ticks = append(ax.ticks, name(x, t))
 			}
 		}
 	}
-	for i := step; i < len(secs); i += step {
-		near := false
-		for j := max(i-room+1, 0); j < min(i+room, len(secs)); j++ {
-			near = near || marked[j]
-		}
-		if !near {
-			marked[i] = true
-		}
+	slices.SortFunc(ax.ticks, func(a, b chart.Tick) int { return cmp.Compare(a.Value, b.Value) })
+	if len(ax.ticks) == 1 { // go-chart draws no axis from one tick
+		ax.ticks = append(ax.ticks, chart.Tick{Value: ax.ticks[0].Value + 1})
 	}
-	var ticks []chart.Tick
-	for i := range secs {
-		if marked[i] {
-			ticks = append(ticks, label(i))
-		}
-	}
-	if len(secs) == 1 {
-		ticks = append(ticks, chart.Tick{Value: 1, Label: ""})
-	}
-	return ticks, gaps
+	return ax
 }
 
 // flat reports whether every series is one value (go-chart cannot scale a

@@ -7,10 +7,11 @@ import (
 	"time"
 )
 
-// A sale run twice, half an hour apart, is drawn over its seconds of
-// activity: the axis names the first second of each stretch, marks the gap
-// with a grid line, and names no time inside the gap.
-func TestChartsShowTheSecondsOfActivity(t *testing.T) {
+// A sale run twice, half an hour apart, is drawn on a time axis with the
+// half hour cut short: the axis names the first second of each run, marks
+// the cut with a grid line, names no time inside it, and spaces each run's
+// seconds by time.
+func TestALongQuietGapIsCutShortAndMarked(t *testing.T) {
 	t0 := time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC).Unix()
 	var secs []int64
 	for i := range int64(20) {
@@ -19,19 +20,25 @@ func TestChartsShowTheSecondsOfActivity(t *testing.T) {
 	for i := range int64(10) {
 		secs = append(secs, t0+1800+i)
 	}
-	ticks, gaps := timeTicks(secs)
-	if len(gaps) != 1 || gaps[0].Value != 19.5 {
-		t.Fatalf("gaps %v, want one between the stretches (19.5)", gaps)
+	ax := timeAxisOf(secs)
+	if len(ax.cuts) != 1 || ax.cuts[0].Value <= ax.x[19] || ax.cuts[0].Value >= ax.x[20] {
+		t.Fatalf("cuts %v, want one between the runs (%v, %v)", ax.cuts, ax.x[19], ax.x[20])
+	}
+	if ax.x[20]-ax.x[19] > 10 || ax.x[29]-ax.x[20] != 9 || ax.x[19] != 19 {
+		t.Fatalf("x %v: want each run true to time and the half hour cut to a few seconds' width", ax.x)
 	}
 	labels := map[string]bool{}
-	for _, tk := range ticks {
+	for i, tk := range ax.ticks {
 		labels[tk.Label] = true
 		if tk.Label > "08:00:19" && tk.Label < "08:30:00" {
-			t.Errorf("a time inside the gap is named: %s", tk.Label)
+			t.Errorf("a time inside the cut is named: %s", tk.Label)
+		}
+		if i > 0 && tk.Value <= ax.ticks[i-1].Value {
+			t.Errorf("ticks out of order: %v", ax.ticks)
 		}
 	}
-	if !labels["08:00:00"] || !labels["08:30:00"] || len(ticks) < 4 || len(ticks) > 12 {
-		t.Fatalf("ticks %v: want the start of each stretch among 4 to 12", ticks)
+	if !labels["08:00:00"] || !labels["08:30:00"] || len(ax.ticks) < 4 || len(ax.ticks) > 12 {
+		t.Fatalf("ticks %v: want the start of each run among 4 to 12", ax.ticks)
 	}
 	ones := make([]int64, len(secs))
 	for i := range ones {
@@ -40,6 +47,36 @@ func TestChartsShowTheSecondsOfActivity(t *testing.T) {
 	svg, err := Chart("purchases.svg", Report{Seconds: secs, Purchases: map[string][]int64{"reserved": ones}})
 	if err != nil || !strings.Contains(string(svg), "08:30:00") || strings.Contains(string(svg), "08:15") {
 		t.Fatalf("the chart: %v; names 08:30:00 %v, names 08:15 %v", err, strings.Contains(string(svg), "08:30:00"), strings.Contains(string(svg), "08:15"))
+	}
+}
+
+// TestSecondsAreSpacedByTime (issue 42, finding 8): points were spaced by
+// sample, so a quiet minute inside a sale took no room at all. A gap no
+// longer than the sale is drawn to its length, named on round times.
+func TestSecondsAreSpacedByTime(t *testing.T) {
+	t0 := time.Date(2026, 12, 2, 8, 0, 0, 0, time.UTC).Unix()
+	var secs []int64
+	for i := range int64(60) {
+		secs = append(secs, t0+i)
+	}
+	for i := range int64(60) {
+		secs = append(secs, t0+90+i) // 30 quiet seconds, then a minute more
+	}
+	ax := timeAxisOf(secs)
+	for i := range secs {
+		if ax.x[i] != float64(secs[i]-t0) {
+			t.Fatalf("second %d drawn at %v, want %d (its time)", i, ax.x[i], secs[i]-t0)
+		}
+	}
+	if len(ax.cuts) != 0 {
+		t.Fatalf("a half-minute gap in a two-minute sale cut: %v", ax.cuts)
+	}
+	var got []string
+	for _, tk := range ax.ticks {
+		got = append(got, tk.Label)
+	}
+	if want := "[08:00:00 08:00:30 08:01:00 08:01:30 08:02:00]"; fmt.Sprint(got) != want {
+		t.Fatalf("ticks %v, want %s", got, want)
 	}
 }
 
@@ -99,20 +136,29 @@ func TestAFlatLineIsDrawn(t *testing.T) {
 // TestManyGapsDoNotPileLabels (issue 42, finding 8): a sale with many
 // quiet gaps labelled the start of each stretch, one over another.
 func TestManyGapsDoNotPileLabels(t *testing.T) {
-	var secs []int64
-	for k := range 80 { // 80 seconds of activity, each alone
-		secs = append(secs, int64(1000+10*k))
-	}
-	ticks, gaps := timeTicks(secs)
-	if len(gaps) != 79 {
-		t.Fatalf("%d gaps marked, want 79", len(gaps))
-	}
-	for i := 1; i < len(ticks); i++ {
-		if ticks[i].Value-ticks[i-1].Value < 5 {
-			t.Fatalf("labels at %v and %v, %v apart of 80: they pile up (%d labels)", ticks[i-1].Value, ticks[i].Value, ticks[i].Value-ticks[i-1].Value, len(ticks))
+	for _, apart := range []int64{10, 1000} { // gaps drawn to time; gaps cut
+		var secs []int64
+		for k := range int64(80) { // 80 seconds of activity, each alone
+			secs = append(secs, 1000+apart*k)
+		}
+		ax := timeAxisOf(secs)
+		span := ax.x[len(ax.x)-1]
+		for i := 1; i < len(ax.ticks); i++ {
+			if d := ax.ticks[i].Value - ax.ticks[i-1].Value; d < span/20 {
+				t.Fatalf("%d s apart: labels at %v and %v of %v: they pile up (%d labels)", apart, ax.ticks[i-1].Value, ax.ticks[i].Value, span, len(ax.ticks))
+			}
+		}
+		if len(ax.ticks) < 4 || len(ax.ticks) > 14 {
+			t.Fatalf("%d s apart: %d labels over 80 seconds, want a readable handful: %v", apart, len(ax.ticks), ax.ticks)
 		}
 	}
-	if len(ticks) < 5 || len(ticks) > 17 {
-		t.Fatalf("%d labels over 80 seconds, want a readable handful", len(ticks))
+}
+
+// TestOneSecondIsDrawn: a report of one second has an axis (go-chart
+// draws none from one tick) and a short stroke.
+func TestOneSecondIsDrawn(t *testing.T) {
+	svg, err := Chart("purchases.svg", Report{Seconds: []int64{100}, Purchases: map[string][]int64{"reserved": {3}}})
+	if err != nil || strings.Contains(string(svg), "no data yet") {
+		t.Fatalf("one second: %v %.120s", err, svg)
 	}
 }
