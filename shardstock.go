@@ -47,6 +47,9 @@ type Product struct {
 	// (Controls.Version; 0: the definition's window): the shards keep the
 	// newest version any coordinator wrote (shard.Set.SetWindow).
 	WindowVersion int64 `json:"-"`
+	// SessionWindow: StartsAt and EndsAt are the product's sessions'
+	// window (it has none of its own), which an operator may move.
+	SessionWindow bool `json:"-"`
 	// Moved, when set, says how this coordinator's shard list differs from
 	// ShardAddrs: its stock is on other masters than the ones this
 	// coordinator would use, so it answers ErrUnavailable for it.

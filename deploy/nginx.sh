@@ -7,6 +7,7 @@
 #   deploy/nginx.sh install
 #   deploy/nginx.sh start [--port 8000] [--listen 127.0.0.1] [--upstreams 127.0.0.1:8080,...] [--dir ./run/nginx]
 #                         [--conns-per-ip 256] [--open-conns-per-ip 4 x conns-per-ip]
+#                         [--rate-per-ip 100] [--rate-per-buyer 5]
 #                         [--ops-allow CIDR,...] [--pages DIR]
 #
 # --listen is the address buyers reach the edge at (this host's address on
@@ -28,14 +29,23 @@
 # With --pages DIR (the coordinators' SHARDSTOCK_PAGES_DIR), the product
 # pages and their scripts are served from DIR as files; the coordinators
 # answer only what the pages poll.
+# Purchases: one client address gets --rate-per-ip a second and one buyer
+# --rate-per-buyer (429 past them, counted against nothing else), before
+# the product and global budgets the coordinators publish; every rate is a
+# sliding one-second window. With SHARDSTOCK_HMAC_SECRET in the environment
+# (the coordinators' key of buyers' tokens) a purchase without a valid
+# token is answered 401 here and counted against no budget; without it the
+# edge cannot tell buyers apart, and says so in its log at start (run it
+# with the key: only the per-address rate then stands before the budgets).
 # With SHARDSTOCK_QUEUE_SECRET in the environment (the coordinators' key of
-# the waiting rooms' places), a purchase of a queued product needs a place
-# this edge can verify and whose turn has come, or it is answered 403 here.
+# the waiting rooms' places), a purchase of a queued product needs the
+# buyer's own place, not revoked, whose turn has come and is not over, or
+# it is answered 403 here.
 #   deploy/nginx.sh stop  [--dir ./run/nginx]
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 here=$(cd "$(dirname "$0")" && pwd)
-port=8000 listen=127.0.0.1 upstreams=127.0.0.1:8080 dir=./run/nginx conns=256 open="" ops="" pages=""
+port=8000 listen=127.0.0.1 upstreams=127.0.0.1:8080 dir=./run/nginx conns=256 open="" ops="" pages="" perip=100 perbuyer=5
 usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
 die() { echo "nginx.sh: $*" >&2; exit 1; }
 cmd=${1:-}; [ $# -gt 0 ] && shift
@@ -48,6 +58,8 @@ while [ $# -gt 0 ]; do
     --conns-per-ip) conns=$2; shift 2 ;;
     --open-conns-per-ip) open=$2; shift 2 ;;
     --ops-allow) ops=$2; shift 2 ;;
+    --rate-per-ip) perip=$2; shift 2 ;;
+    --rate-per-buyer) perbuyer=$2; shift 2 ;;
     --pages) pages=$(cd "$2" && pwd); shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) die "unknown option $1 (see --help)" ;;
@@ -55,6 +67,8 @@ while [ $# -gt 0 ]; do
 done
 open=${open:-$((4 * conns))}
 [[ $listen =~ ^[0-9.]+$ ]] || die "--listen must be an IPv4 address, not '$listen'"
+[[ $perip =~ ^[1-9][0-9]*$ ]] || die "--rate-per-ip must be a whole number of requests a second, not '$perip'"
+[[ $perbuyer =~ ^[1-9][0-9]*$ ]] || die "--rate-per-buyer must be a whole number of requests a second, not '$perbuyer'"
 # (the address start checks the edge at: 0.0.0.0 answers on loopback too)
 reach=$listen; [ "$reach" != 0.0.0.0 ] || reach=127.0.0.1
 mkdir -p "$dir/tmp"; dir=$(cd "$dir" && pwd)
@@ -135,9 +149,12 @@ start() {
   IFS=, read -r -a nets <<<"$ops"
   for n in "${nets[@]}"; do [ -n "$n" ] && rules="$rules      allow $n;"$'\n'; done
   sed -e "s|@DIR@|$dir|g" -e "s|@PORT@|$port|g" -e "s|@LISTEN@|$listen|g" -e "s|@LUA@|$lua|g" -e "s|@CONNS_PER_IP@|$conns|g" \
-      -e "s|@OPEN_CONNS_PER_IP@|$open|g" -e "s|@SOCK@|$sock|g" -e "s|@USER@|$user|g" \
+      -e "s|@OPEN_CONNS_PER_IP@|$open|g" -e "s|@SOCK@|$sock|g" -e "s|@RATE_PER_IP@|$perip|g" -e "s|@RATE_PER_BUYER@|$perbuyer|g" -e "s|@USER@|$user|g" \
       -e "s|@OPS_ALLOW@|${ops:-nowhere}|g" -e "s|@ALL_404@|$all404|g" "$here/nginx/nginx.conf.tmpl" \
     | awk -v ups="$ups" -v rules="$rules" -v pages="$pagecfg" '{ if ($0 == "@UPSTREAMS@") printf "%s", ups; else if ($0 == "@OPS_RULES@") printf "%s", rules; else if ($0 == "@PAGES@") printf "%s", pages; else print }' >"$dir/nginx.conf"
+  if [ -z "${SHARDSTOCK_HMAC_SECRET:-}" ]; then
+    echo "nginx.sh: warning: SHARDSTOCK_HMAC_SECRET is not set: the edge cannot verify buyers' tokens, and only the per-address rate ($perip/s) stands before the product budgets" >&2
+  fi
   nginx -t -q -c "$dir/nginx.conf" -p "$dir" 2>"$dir/check.log" || { cat "$dir/check.log" >&2; remove_sockets; die "bad config"; }
   nohup nginx -c "$dir/nginx.conf" -p "$dir" >"$dir/nginx.out" 2>&1 &
   echo $! >"$dir/nginx.launch.pid"

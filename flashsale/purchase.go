@@ -151,6 +151,7 @@ type Handler struct {
 	requestID func() string
 	realIP    echo.IPExtractor
 	inflight  chan struct{} // admission control: a place per purchase at the shards
+	looks     keyedLimits   // each buyer's looks at their place (LimitLooks)
 	edgeMu    sync.Mutex    // guards edgeBody and edgeAt
 	edgeBody  string        // the last /edge/limits answer
 	edgeAt    time.Time
@@ -448,6 +449,37 @@ func (h *Handler) LimitBuyer(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		if _, ok, scope, retry := h.limiter.admitBuyer(user, h.clientIP(c.Request()), h.cfg.Now()); !ok {
 			return h.limited(c.Response(), scope, retry)
+		}
+		return next(c)
+	}
+}
+
+// A buyer's looks at their place in a waiting room, with rate limits on:
+// lookRate a second, lookBurst at once. The page looks when Retry-After
+// says (a second at the soonest), so an honest buyer never meets it; a
+// script that looks as fast as it can is answered 429 (issue 41, finding
+// 3: one connection made 3,300 looks a second).
+const (
+	lookRate  = 2
+	lookBurst = 5
+)
+
+// LimitLooks is echo middleware that holds each buyer to lookRate looks a
+// second (429 with Retry-After past it) while rate limits are on.
+func (h *Handler) LimitLooks(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if !h.limiter.any() {
+			return next(c)
+		}
+		user, err := h.cfg.Identity(c.Request())
+		if err != nil {
+			return err
+		}
+		now := h.cfg.Now()
+		r := h.looks.get(user, lookRate, lookBurst, now).ReserveN(now, 1)
+		if d := r.DelayFrom(now); d > 0 {
+			r.CancelAt(now)
+			return h.limited(c.Response(), "look", d)
 		}
 		return next(c)
 	}

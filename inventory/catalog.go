@@ -338,7 +338,7 @@ func (s *Catalog) Product(ctx context.Context, id string) (*shardstock.Product, 
 	}
 	p.Moved = s.moved(&p)
 	if w, ok := s.sessionWindowOf(id); ok && p.StartsAt.IsZero() && p.EndsAt.IsZero() {
-		p.StartsAt, p.EndsAt = w.StartsAt, w.EndsAt // a product without a window of its own sells in its sessions'
+		p.StartsAt, p.EndsAt, p.SessionWindow = w.StartsAt, w.EndsAt, true // a product without a window of its own sells in its sessions'
 	}
 	s.putGen(id, &p, gen)
 	return &p, nil

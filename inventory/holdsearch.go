@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
+
+	"github.com/oklog/ulid/v2"
 
 	"github.com/shardstock/shardstock"
 )
@@ -29,12 +32,11 @@ type HoldSearch struct {
 }
 
 // FindHold is Finder's, or ErrUnavailable (and Permanent) when the hold
-// may be on a shard this coordinator lacks.
+// may be on a shard this coordinator lacks. It looks only among the
+// products that may hold reservation id (MayHold): a made-up id stamped
+// now looked at every product on every shard (issue 41, finding 2).
 func (h HoldSearch) FindHold(ctx context.Context, products []string, id string) (string, string, int, bool, error) {
-	product, user, shard, found, err := h.Finder.FindHold(ctx, products, id)
-	if found || err != nil {
-		return product, user, shard, found, err
-	}
+	var cands []*shardstock.Product
 	for _, pid := range products {
 		p, err := h.Products.Product(ctx, pid)
 		switch {
@@ -43,7 +45,20 @@ func (h HoldSearch) FindHold(ctx context.Context, products []string, id string) 
 		case err != nil:
 			return "", "", -1, false, err
 		}
-		if p.Moved != "" && !p.Archived {
+		if MayHold(p, id) {
+			cands = append(cands, p)
+		}
+	}
+	ids := make([]string, len(cands))
+	for i, p := range cands {
+		ids[i] = p.ID
+	}
+	product, user, shard, found, err := h.Finder.FindHold(ctx, ids, id)
+	if found || err != nil {
+		return product, user, shard, found, err
+	}
+	for _, p := range cands {
+		if p.Moved != "" {
 			// Permanent for this process, until it restarts on the whole
 			// list: a message consumer parks it, for a coordinator with
 			// the whole list to claim once it has idled ClaimIdle (retried
@@ -52,4 +67,29 @@ func (h HoldSearch) FindHold(ctx context.Context, products []string, id string) 
 		}
 	}
 	return "", "", -1, false, nil
+}
+
+// holdSkew is the clock difference between the coordinator that made a
+// reservation's id and the shards that judged its sale open that MayHold
+// allows for.
+const holdSkew = time.Minute
+
+// MayHold reports whether p may hold a hold of reservation id. An id is a
+// ULID stamped when its purchase was made, and a purchase is made only
+// while its sale is open: a product whose window (as defined: no operator
+// ever changed it) did not contain that time holds none, nor does an
+// archived one (its shard keys are gone). A window an operator changed, or
+// a session's (which an operator may move), may have been open then and
+// not now, so such a product may hold any; so may any product for an id
+// that is not a ULID.
+func MayHold(p *shardstock.Product, id string) bool {
+	if p.Archived {
+		return false
+	}
+	u, err := ulid.ParseStrict(id)
+	if err != nil || p.WindowVersion != 0 || p.SessionWindow {
+		return true
+	}
+	t := ulid.Time(u.Time())
+	return (p.StartsAt.IsZero() || !t.Before(p.StartsAt.Add(-holdSkew))) && (p.EndsAt.IsZero() || !t.After(p.EndsAt.Add(holdSkew)))
 }

@@ -2,8 +2,12 @@ package inventory
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"testing"
+	"time"
+
+	"github.com/oklog/ulid/v2"
 
 	"github.com/shardstock/shardstock"
 )
@@ -33,5 +37,35 @@ func TestAHoldSearchOnTheOldShardListCannotTell(t *testing.T) {
 	_, _, _, found, err = HoldSearch{Finder: nowhere{}, Products: f.catalog}.FindHold(ctx, []string{"grown"}, "r1")
 	if found || err != nil {
 		t.Fatalf("on every shard: found %v, %v; want not found", found, err)
+	}
+}
+
+// TestAHoldIsLookedForOnlyWhereItsSaleWasOpen (issue 41, finding 2): a
+// reservation id is a ULID stamped when its purchase was made, so its hold
+// can be only in a product whose sale was open then, unless an operator
+// changed the window since; never in an archived product.
+func TestAHoldIsLookedForOnlyWhereItsSaleWasOpen(t *testing.T) {
+	now := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	id := ulid.MustNew(ulid.Timestamp(now), rand.Reader).String()
+	for _, tc := range []struct {
+		name string
+		p    shardstock.Product
+		want bool
+	}{
+		{"no window", shardstock.Product{}, true},
+		{"open then", shardstock.Product{StartsAt: now.Add(-time.Hour), EndsAt: now.Add(time.Hour)}, true},
+		{"opening within the clocks' skew", shardstock.Product{StartsAt: now.Add(30 * time.Second)}, true},
+		{"opening tomorrow", shardstock.Product{StartsAt: now.Add(24 * time.Hour)}, false},
+		{"ended an hour before", shardstock.Product{EndsAt: now.Add(-time.Hour)}, false},
+		{"ended an hour before, window changed since", shardstock.Product{EndsAt: now.Add(-time.Hour), WindowVersion: 3}, true},
+		{"ended an hour before, in a session's window (it may move)", shardstock.Product{EndsAt: now.Add(-time.Hour), SessionWindow: true}, true},
+		{"archived", shardstock.Product{Archived: true}, false},
+	} {
+		if got := MayHold(&tc.p, id); got != tc.want {
+			t.Errorf("%s: MayHold %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if !MayHold(&shardstock.Product{StartsAt: now.Add(24 * time.Hour)}, "not-a-ulid") {
+		t.Error("an id that is not a ULID: MayHold false, want true (its time is unknown)")
 	}
 }

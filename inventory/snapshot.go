@@ -96,14 +96,17 @@ type ShardView struct {
 
 // StockView is a product's public live stock.
 type StockView struct {
-	ID       string      `json:"id"`
-	Title    string      `json:"title,omitempty"`
-	Stock    int64       `json:"stock"`
-	StartsAt time.Time   `json:"starts_at,omitzero"`
-	EndsAt   time.Time   `json:"ends_at,omitzero"`
-	Salable  int64       `json:"salable"` // over the shards that answered
-	Shards   []ShardView `json:"shards"`
-	Now      time.Time   `json:"now"` // the server's clock, for countdowns
+	ID       string    `json:"id"`
+	Title    string    `json:"title,omitempty"`
+	Stock    int64     `json:"stock"`
+	StartsAt time.Time `json:"starts_at,omitzero"`
+	EndsAt   time.Time `json:"ends_at,omitzero"`
+	Salable  int64     `json:"salable"` // over the shards that answered
+	// Locked are the units reserved and not yet paid or given back, over
+	// the shards that answered (for the waiting rooms' "held"; not shown).
+	Locked int64       `json:"-"`
+	Shards []ShardView `json:"shards"`
+	Now    time.Time   `json:"now"` // the server's clock, for countdowns
 }
 
 // Stock returns product id's live stock from the shared snapshot.
@@ -123,6 +126,7 @@ func (s *Views) Stock(ctx context.Context, id string) (*StockView, error) {
 		if c, ok := sh.Products[id]; ok && sv.Up && c.Known {
 			sv.Salable, sv.Alloc = &c.Salable, &c.Alloc
 			v.Salable += c.Salable
+			v.Locked += c.Locked
 		}
 		v.Shards = append(v.Shards, sv)
 	}

@@ -55,11 +55,18 @@ type Products interface {
 	Product(ctx context.Context, id string) (*shardstock.Product, error)
 }
 
-// Stock is the units of product a buyer can still get on the shards that
-// answer (inventory.Views).
-// complete: every shard answered with its count (else left is a lower
-// bound: the units on the shards that answered).
-type Stock func(ctx context.Context, product string) (left int64, complete bool, err error)
+// Stock counts the units of product on the shards that answer
+// (inventory.Views).
+type Stock func(ctx context.Context, product string) (Units, error)
+
+// Units are a product's units a buyer can get now (Salable) and those held
+// by reservations that may yet come back (Locked), over the shards that
+// answered; Complete: every shard answered with its counts (else both are
+// lower bounds).
+type Units struct {
+	Salable, Locked int64
+	Complete        bool
+}
 
 // Config wires a Room. Store and Products are required.
 type Config struct {
@@ -107,7 +114,7 @@ type Room struct {
 type state struct {
 	lines   map[string]shardstock.QueueLine
 	revoked map[string]map[string]bool
-	left    map[string]int64 // units left per queued product, when known
+	left    map[string]Units // units per queued product, when every shard answered
 }
 
 // New returns a Room; Start loads it.
@@ -186,16 +193,16 @@ func (r *Room) Refresh(ctx context.Context) error {
 		return err
 	}
 	now := r.cfg.Now()
-	left := map[string]int64{}
+	left := map[string]Units{}
 	changed := false
 	known := r.clockKnown()
 	for id, l := range lines {
 		var units stock
 		if r.cfg.Stock != nil {
-			if n, complete, err := r.cfg.Stock(ctx, id); err == nil {
-				units = stock{n: n, known: true, complete: complete}
-				if complete {
-					left[id] = n
+			if u, err := r.cfg.Stock(ctx, id); err == nil {
+				units = stock{n: u.Salable, known: true, complete: u.Complete}
+				if u.Complete {
+					left[id] = u
 				}
 			}
 		}
@@ -469,8 +476,10 @@ func notAdmitted(msg string) error {
 
 // Place is a buyer's view of their place (the body of QueuePath's answers).
 // Status: "waiting", "admitted", "passed" (the turn went by unused),
-// "sold_out" (no unit left to wait for), "revoked", "lobby" (a draw's
-// place, given at the start), or "not_joined".
+// "held" (every unit is reserved by others; some may come back),
+// "sold_out" (no unit left to wait for: none salable or reserved, every
+// shard answering), "revoked", "lobby" (a draw's place, given at the
+// start), or "not_joined".
 type Place struct {
 	Status        string    `json:"status"`
 	Mode          string    `json:"mode"`
@@ -554,6 +563,12 @@ func (r *Room) Look(ctx context.Context, product, buyer, token string) (Place, e
 		return Place{}, notAdmitted(err.Error())
 	}
 	q := t.QueuePlace
+	if q.Position == 0 && !l.Drawn && t.LineVersion <= l.Version && !r.revoked(product, buyer) {
+		// In a lobby not drawn yet: nothing to read (a look was a SQL
+		// read, and looks are many; issue 41, finding 3). A draw is seen
+		// here within a refresh, long before its first turn (DrawGrace).
+		return r.place(l, product, buyer, q, now)
+	}
 	if q.Position == 0 {
 		p, found, err := r.cfg.Store.QueuePlace(ctx, product, buyer)
 		if err != nil {
@@ -608,21 +623,26 @@ func (r *Room) place(l shardstock.QueueLine, product, buyer string, q shardstock
 		pace = min(pace, max(from.Sub(now), time.Second))
 	}
 	p.RetryAfter = pace
-	if left, known := r.left(product); known {
+	if u, known := r.left(product); known {
 		switch {
-		case left == 0:
+		case u.Salable == 0 && u.Locked == 0:
 			p.Status = "sold_out"
-		case float64(p.Ahead+1) > float64(left)*r.cfg.DropOut: // (those ahead and this buyer)
+		case u.Salable == 0:
+			// Reserved, not sold: a lapse or a cancel brings a unit back
+			// to the places next in line (invariant 7: never "sold out"
+			// while it may not be).
+			p.Status = "held"
+		case float64(p.Ahead+1) > float64(u.Salable)*r.cfg.DropOut: // (those ahead and this buyer)
 			p.Unlikely = true
 		}
 	}
 	return p, nil
 }
 
-func (r *Room) left(product string) (int64, bool) {
+func (r *Room) left(product string) (Units, bool) {
 	st := r.state.Load()
 	if st == nil {
-		return 0, false
+		return Units{}, false
 	}
 	n, ok := st.left[product]
 	return n, ok
@@ -830,9 +850,14 @@ func summary(l shardstock.QueueLine, now time.Time) Summary {
 }
 
 // EdgeLines are the waiting rooms for an edge that checks places before
-// the coordinators do (deploy/nginx/limiter.lua), one line each: "queue ID
-// N", where every place up to N may be admitted by now+ahead (the edge's copy
-// is up to a second or two old; the coordinator checks exactly).
+// the coordinators do (deploy/nginx/limiter.lua), one line each:
+//
+//	queue ID N         every place up to N may be admitted by now+ahead (the
+//	                   edge's copy is up to a second or two old; the
+//	                   coordinator checks exactly)
+//	passed ID P W      a place up to P whose buyer joined W ms or more
+//	                   before the edge's now has had its turn (PassedBefore)
+//	revoked ID BUYER   BUYER's place admits nobody
 func (r *Room) EdgeLines(now time.Time, ahead time.Duration) string {
 	st := r.state.Load()
 	if st == nil {
@@ -845,8 +870,54 @@ func (r *Room) EdgeLines(now time.Time, ahead time.Duration) string {
 			n += int64(math.Ceil(l.Rate * ahead.Seconds()))
 		}
 		fmt.Fprintf(&b, "queue %s %d\n", id, n)
+		if p, w := PassedBefore(&l, now); p > 0 {
+			fmt.Fprintf(&b, "passed %s %d %d\n", id, p, w.Milliseconds())
+		}
+		for buyer := range st.revoked[id] {
+			fmt.Fprintf(&b, "revoked %s %s\n", id, buyer)
+		}
 	}
 	return b.String()
+}
+
+// EdgeSkew is the clock difference between an edge and the coordinators
+// (and the age of the edge's copy of the lines) that PassedBefore allows
+// for: an edge whose clock runs up to this much ahead still never turns a
+// buyer away before their turn is over.
+const EdgeSkew = 5 * time.Second
+
+// PassedBefore is the turns' end an edge may judge by itself: every place
+// pos <= p whose buyer joined at j, with j + w <= the edge's now, had its
+// turn by now (p is 0 when none can be said to have). w is the line's
+// window and EdgeSkew.
+//
+// Why: a turn runs from max(TurnAt(pos), joined, a draw's DrawnAt +
+// DrawGrace) for Window (QueueLine.Turn). Let cut = now - Window -
+// EdgeSkew and p the lowest number served at any time from cut to now.
+// Then the number stood at pos or above all along since cut, so pos's
+// turn came by cut, and it is over once its buyer's own start (joined) is
+// a Window past. A rebase back that the edge's copy has not seen yet (a
+// second or two old) comes after now: its places were held by nobody then,
+// so a buyer holding one now joined after now, and j + w <= the edge's now
+// fails while the edge's clock and copy are within EdgeSkew. A place at or
+// below Expired is passed unless taken after the clock's start, and then
+// its turn starts when it was taken: j + w <= now covers both. A draw's
+// places wait for DrawnAt + DrawGrace: none is said passed until that is
+// before cut. (A window raised by an operator reaches the edge with its
+// next copy, a second or so later.)
+func PassedBefore(l *shardstock.QueueLine, now time.Time) (p int64, w time.Duration) {
+	w = l.Window + EdgeSkew
+	cut := now.Add(-w)
+	if l.Mode == shardstock.QueueDraw && (l.DrawnAt.IsZero() || l.DrawnAt.Add(shardstock.DrawGrace).After(cut)) {
+		return 0, w
+	}
+	p = l.Serving(cut)
+	for _, s := range l.Clock {
+		if s.At.After(cut) && !s.At.After(now) {
+			p = min(p, s.Base) // (within a stretch the number only grows)
+		}
+	}
+	return max(p, l.Expired), w
 }
 
 // Lines are every line's summary (metrics).

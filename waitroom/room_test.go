@@ -22,6 +22,7 @@ type memStore struct {
 	lines   map[string]shardstock.QueueLine
 	places  map[string]map[string]shardstock.QueuePlace
 	revoked map[string]map[string]bool
+	reads   int // QueuePlace calls
 }
 
 func newMemStore() *memStore {
@@ -85,6 +86,7 @@ func (m *memStore) JoinQueue(_ context.Context, product, buyer string, at time.T
 func (m *memStore) QueuePlace(_ context.Context, product, buyer string) (shardstock.QueuePlace, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.reads++
 	q, ok := m.places[product][buyer]
 	q.LineVersion = m.lines[product].Version
 	return q, ok, nil
@@ -158,28 +160,33 @@ type fixture struct {
 	store *memStore
 	now   time.Time
 	left  map[string]int64 // units left; absent: the shards do not answer
+	held  map[string]int64 // units reserved (locked)
 	items products
 	mu    sync.Mutex // guards left for the rooms' reads
 }
 
 // leftOf is a Stock that counts left[product] under mu, every shard
 // answering; a product absent from left is a count that failed.
-func leftOf(mu *sync.Mutex, left map[string]int64) Stock {
-	return func(_ context.Context, p string) (int64, bool, error) {
+func leftOf(mu *sync.Mutex, left map[string]int64, locked ...map[string]int64) Stock {
+	return func(_ context.Context, p string) (Units, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		n, ok := left[p]
 		if !ok {
-			return 0, false, shardstock.ErrUnavailable
+			return Units{}, shardstock.ErrUnavailable
 		}
-		return n, true, nil
+		u := Units{Salable: n, Complete: true}
+		for _, l := range locked {
+			u.Locked += l[p]
+		}
+		return u, nil
 	}
 }
 
 var saleStart = time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 
 func newFixture(t *testing.T, d api.QueueDefinition) *fixture {
-	f := &fixture{t: t, store: newMemStore(), now: saleStart.Add(-time.Hour), left: map[string]int64{"lamp": 100},
+	f := &fixture{t: t, store: newMemStore(), now: saleStart.Add(-time.Hour), left: map[string]int64{"lamp": 100}, held: map[string]int64{},
 		items: products{"lamp": {ID: "lamp", Stock: 100, StartsAt: saleStart}}}
 	f.room = f.another(f.store)
 	if _, err := f.room.Define(context.Background(), "lamp", d); err != nil {
@@ -193,7 +200,7 @@ func newFixture(t *testing.T, d api.QueueDefinition) *fixture {
 func (f *fixture) another(store Store) *Room {
 	r := New(Config{Store: store, Products: f.items,
 		Now: func() time.Time { return f.now }, DropOut: 2,
-		Stock: leftOf(&f.mu, f.left)})
+		Stock: leftOf(&f.mu, f.left, f.held)})
 	if err := r.Start(context.Background()); err != nil {
 		f.t.Fatal(err)
 	}
@@ -398,7 +405,15 @@ func TestWaitingBuyersLearnSoldOutAndUnlikelyButNotFromAnOutage(t *testing.T) {
 	if p := look(9); p.Status != "waiting" {
 		t.Errorf("an outage: %s, want waiting (never sold out)", p.Status)
 	}
-	f.left["lamp"] = 0
+	// Every unit reserved, none sold (issue 41, finding 5): a lapse or a
+	// cancel may bring one back, so a waiting buyer is told "held", not
+	// "sold_out" (honest buyers gave up, persistent ones got the units).
+	f.left["lamp"], f.held["lamp"] = 0, 2
+	f.at(650 * time.Millisecond)
+	if p := look(9); p.Status != "held" {
+		t.Errorf("every unit reserved, none sold: %s, want held", p.Status)
+	}
+	f.held["lamp"] = 0
 	f.at(700 * time.Millisecond)
 	if p := look(9); p.Status != "sold_out" {
 		t.Errorf("nothing left: %s, want sold_out", p.Status)
@@ -469,6 +484,16 @@ func TestALobbyTokenGetsItsPlaceAtTheDraw(t *testing.T) {
 	tok := f.join("ann").Token
 	if err := f.room.Admit("lamp", "ann", tok, f.now); code(err) != "not_admitted" {
 		t.Fatalf("a lobby token before the start: %v", err)
+	}
+	// Looks in the lobby before the draw are answered from memory (issue
+	// 41, finding 3: each was a SQL read).
+	for range 10 {
+		if p, err := f.room.Look(context.Background(), "lamp", "ann", tok); err != nil || p.Status != "lobby" {
+			t.Fatalf("a look in the lobby: %+v %v", p, err)
+		}
+	}
+	if f.store.reads != 0 {
+		t.Fatalf("10 looks in the lobby read the store %d times, want none", f.store.reads)
 	}
 	f.at(time.Second) // drawn now, and the line's first turns come the draw's grace later
 	p, err := f.room.Look(context.Background(), "lamp", "ann", tok)

@@ -383,7 +383,7 @@ func (r *crowdRun) follow(b *crowdBuyer, p client.Place) nextMove {
 		return leave(outcomeSoldOut)
 	case "passed", "revoked":
 		return leave(p.Status)
-	case "waiting", "lobby":
+	case "waiting", "lobby", "held": // (held: every unit reserved; some may come back)
 		if p.Unlikely && r.c.leaveUnlikely {
 			return leave(outcomeUnlikely)
 		}

@@ -31,8 +31,8 @@ func crowdSale(t *testing.T, m *Main, product string, stock int, startIn time.Du
 	// shows none of it, which the room takes for a sell-out and tells the
 	// buyers who join then. Start once the room has the units.
 	waitFor(t, 5*time.Second, "the room knows the units of "+product, func() (bool, string) {
-		n, complete, err := m.unitsLeft(context.Background(), product)
-		return err == nil && complete && n == int64(stock), fmt.Sprint(n, complete, err)
+		u, err := m.unitsLeft(context.Background(), product)
+		return err == nil && u.Complete && u.Salable == int64(stock), fmt.Sprint(u, err)
 	})
 	if err := m.room.Refresh(context.Background()); err != nil {
 		t.Fatal(err)

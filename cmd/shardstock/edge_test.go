@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -17,6 +18,7 @@ import (
 	"github.com/shardstock/shardstock/api"
 	"github.com/shardstock/shardstock/flashsale"
 	"github.com/shardstock/shardstock/shard/shardtest"
+	"github.com/shardstock/shardstock/waitroom"
 )
 
 // TestNginxEdge sends traffic through a real nginx (Debian's, with the Lua
@@ -300,6 +302,7 @@ func TestTheEdgeChecksQueuePlaces(t *testing.T) {
 		t.Fatalf("define the queue: %d %s", rep.status, rep.raw)
 	}
 	t.Setenv("SHARDSTOCK_QUEUE_SECRET", queueKey)
+	t.Setenv("SHARDSTOCK_HMAC_SECRET", string(secret))
 	dir, port := t.TempDir(), strings.Split(freeAddr(t), ":")[1]
 	runDeploy(t, "nginx.sh", "start", "--port", port, "--upstreams", strings.TrimPrefix(m.URL(), "http://"), "--dir", dir)
 	t.Cleanup(func() { runDeploy(t, "nginx.sh", "stop", "--dir", dir) })
@@ -337,7 +340,166 @@ func TestTheEdgeChecksQueuePlaces(t *testing.T) {
 		rep := buy("ann", "qedge", first)
 		return rep.status == 200, rep.raw
 	})
-	if rep := buy("bob", "qedge", first); rep.status != 403 || strings.HasSuffix(rep.str("message"), "(edge)") {
-		t.Fatalf("bob with ann's admitted place: %d %s, want 403 from the coordinator (the edge does not know the buyer)", rep.status, rep.raw)
+	// The edge knows the buyer (issue 41, finding 1): another's admitted
+	// place, a revoked place and a place whose turn is over are turned
+	// away there, before they count against the product's budget.
+	if rep := buy("bob", "qedge", first); rep.status != 403 || !strings.HasSuffix(rep.str("message"), "(edge)") {
+		t.Fatalf("bob with ann's admitted place: %d %s, want 403 from the edge", rep.status, rep.raw)
+	}
+	if rep := adminDo(t, "POST", m.URL()+"/admin/v1/products/qedge/queue/revoke", `{"user":"bob"}`); rep.status != 200 {
+		t.Fatalf("revoke bob: %d %s", rep.status, rep.raw)
+	}
+	waitFor(t, 5*time.Second, "the edge turns bob's revoked place away itself", func() (bool, string) {
+		rep := buy("bob", "qedge", second)
+		return rep.status == 403 && rep.str("error") == "revoked" && strings.HasSuffix(rep.str("message"), "(edge)"), rep.raw
+	})
+	// A line whose turns last a second: dan's turn comes at once and is
+	// over a second later; the edge says so once its margin for clocks
+	// (waitroom.EdgeSkew) has passed too.
+	putProduct(t, m.URL(), "brief", `{"stock":10}`)
+	if rep := adminDo(t, "PUT", m.URL()+"/admin/v1/products/brief/queue", `{"mode":"fifo","rate":100,"lead_seconds":600,"window_seconds":1}`); rep.status != 200 {
+		t.Fatalf("define the brief queue: %d %s", rep.status, rep.raw)
+	}
+	var dan string
+	waitFor(t, 5*time.Second, "dan joins the brief line", func() (bool, string) {
+		rep := do(t, "POST", edge+"/api/v1/products/brief/queue", "", "Authorization", bearer("dan"))
+		dan = rep.str("token")
+		return rep.status == 200, rep.raw
+	})
+	joined := time.Now()
+	waitFor(t, 20*time.Second, "the edge says dan's turn is over", func() (bool, string) {
+		rep := buy("dan", "brief", dan)
+		if rep.status == 403 && rep.str("error") == "not_admitted" && strings.Contains(rep.str("message"), "passed") {
+			if strings.HasSuffix(rep.str("message"), "(edge)") {
+				return true, ""
+			}
+			if d := time.Since(joined); d < time.Second+waitroom.EdgeSkew {
+				return false, rep.raw // the coordinator's word, before the edge's margin is up
+			}
+		}
+		return false, rep.raw
+	})
+	if d := time.Since(joined); d < time.Second+waitroom.EdgeSkew-500*time.Millisecond {
+		t.Fatalf("the edge ended dan's one-second turn %v after he joined, within its margin for clocks (%v)", d, waitroom.EdgeSkew)
+	}
+}
+
+// TestOneAnonymousClientCannotShutASaleAtTheEdge (issue 41, finding 1): a
+// flood of purchases with no token from one address, and another from one
+// buyer with a valid token, each from its own address, spend their own
+// allowances at the edge: every one of 20 buyers with valid tokens, from a
+// third address, still reserves. Before, the edge counted every purchase
+// against the product's one-second budget before knowing who sent it, and
+// the flood took the budget (2 of 20 buyers reserved).
+func TestOneAnonymousClientCannotShutASaleAtTheEdge(t *testing.T) {
+	r := shardtest.Start(t, 3)
+	secret := []byte(strings.Repeat("s", 32))
+	m := startServer(t, r.URLs(), func(c *Config) {
+		c.Limits = flashsale.Limits{Product: 30, User: 100}
+		c.UserAuth, c.HMACSecret = "hmac", secret
+	})
+	putProduct(t, m.URL(), "flood", `{"stock":100,"per_user_limit":1}`)
+	t.Setenv("SHARDSTOCK_HMAC_SECRET", string(secret))
+	dir, port := t.TempDir(), strings.Split(freeAddr(t), ":")[1]
+	runDeploy(t, "nginx.sh", "start", "--port", port, "--upstreams", strings.TrimPrefix(m.URL(), "http://"), "--dir", dir)
+	t.Cleanup(func() { runDeploy(t, "nginx.sh", "stop", "--dir", dir) })
+	url := "http://127.0.0.1:" + port + "/api/v1/products/flood/purchase"
+	from := func(ip string) *http.Client { // a client at its own loopback address (Linux routes all of 127/8 there)
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: time.Second}
+		return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: 8}}
+	}
+	bearer := func(user string) string {
+		tok, _ := flashsale.MintToken(secret, user, time.Hour, time.Now())
+		return "Bearer " + tok
+	}
+	post := func(cl *http.Client, auth string) (int, string) {
+		req, _ := http.NewRequest("POST", url, nil)
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := cl.Do(req)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := post(from("127.0.0.2"), bearer("warmup")); code != 200 { // (the edge fetches the limits)
+		t.Fatalf("a first purchase: %d %s", code, body)
+	}
+	time.Sleep(1100 * time.Millisecond)
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	flood := map[string]int{}
+	for _, f := range []struct{ ip, auth string }{{"127.0.0.9", ""}, {"127.0.0.10", bearer("mallory")}} {
+		cl := from(f.ip)
+		for range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					code, _ := post(cl, f.auth)
+					mu.Lock()
+					flood[fmt.Sprintf("%s %d", f.ip, code)]++
+					mu.Unlock()
+				}
+			}()
+		}
+	}
+	buyers, got := from("127.0.0.2"), map[int]int{}
+	for k := range 20 {
+		time.Sleep(100 * time.Millisecond)
+		code, body := post(buyers, bearer(fmt.Sprintf("buyer%d", k)))
+		got[code]++
+		if code != 200 {
+			t.Logf("buyer%d: %d %s", k, code, body)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	t.Logf("the floods' answers: %v; the 20 buyers': %v", flood, got)
+	if got[200] != 20 {
+		t.Fatalf("%d of 20 buyers with valid tokens reserved during the floods, want all 20", got[200])
+	}
+	for k, n := range flood {
+		ip, code, _ := strings.Cut(k, " ")
+		switch {
+		case ip == "127.0.0.9" && code != "401" && code != "429":
+			t.Errorf("the anonymous flood got %d answers %s: want only 401 or 429 from the edge", n, code)
+		case ip == "127.0.0.10" && code == "200" && n > 1:
+			t.Errorf("mallory reserved %d units, limit 1", n)
+		}
+	}
+	if flood["127.0.0.9 401"]+flood["127.0.0.9 429"] < 50 || flood["127.0.0.10 429"] < 10 {
+		t.Fatalf("the floods were too thin to test anything: %v", flood)
+	}
+	// Looks at a waiting room's place take the same rates at the edge
+	// (finding 3: 2,200 looks a second went through it).
+	looks := map[int]int{}
+	cl := from("127.0.0.11")
+	for range 30 {
+		req, _ := http.NewRequest("GET", "http://127.0.0.1:"+port+"/api/v1/products/flood/queue", nil)
+		req.Header.Set("Authorization", bearer("peeker"))
+		resp, err := cl.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		looks[resp.StatusCode]++
+		if resp.StatusCode == 429 && !strings.Contains(string(b), "(edge)") {
+			t.Fatalf("a look past the buyer's rate: 429 from the coordinator, want the edge's: %s", b)
+		}
+	}
+	if looks[429] < 20 {
+		t.Fatalf("30 looks at once by one buyer through the edge (5 a second): %v, want most answered 429 there", looks)
 	}
 }

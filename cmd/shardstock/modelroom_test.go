@@ -83,7 +83,7 @@ func (h *history) purchase(c int, user string, p *mproduct, patient bool) modelR
 	for deadline := time.Now().Add(patience); ; time.Sleep(100 * time.Millisecond) {
 		look := h.call(c, "GET", "/api/v1/products/"+p.id+"/queue", "", "X-User-ID", user, api.QueueTokenHeader, token)
 		status := look.str("status")
-		waits := patient && (status == "waiting" || status == "sold_out") && h.salable(p) > 0
+		waits := patient && (status == "waiting" || status == "held" || status == "sold_out") && h.salable(p) > 0
 		if look.status != 200 || (status != "admitted" && !waits) {
 			return rep // passed, revoked, sold out, waiting, or no answer: the 403 stands
 		}

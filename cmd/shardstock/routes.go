@@ -76,11 +76,11 @@ func (m *Main) mount(e *echo.Echo) {
 	e.POST(api.PurchasePath, buyers.PostPurchase)
 	e.GET(api.TicketPath, buyers.GetTicket)
 	e.GET(api.StockPath, inv.GetStock)
-	e.GET(api.OrderPath, orders.Get)
-	e.POST(api.PayPath, orders.PostPay)
-	e.POST(api.CancelPath, orders.PostCancel)
+	e.GET(api.OrderPath, orders.Get, buyers.LimitBuyer) // (order calls cost the buyer's tokens, as purchases do)
+	e.POST(api.PayPath, orders.PostPay)                 // (signed: the payment centre is not held to a buyer's rate)
+	e.POST(api.CancelPath, orders.PostCancel, buyers.LimitBuyer)
 	e.POST(api.QueuePath, queue.PostQueue, buyers.LimitBuyer)
-	e.GET(api.QueuePath, queue.GetQueue)
+	e.GET(api.QueuePath, queue.GetQueue, buyers.LimitLooks)
 
 	// Pages, for anyone; the operators' page reads the admin API.
 	e.GET("/", pages.Index)

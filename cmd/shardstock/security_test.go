@@ -1,10 +1,18 @@
 package main
 
 import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"net/http"
 	"net/netip"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/shardstock/shardstock/flashsale"
 	"github.com/shardstock/shardstock/shard/shardtest"
@@ -100,5 +108,109 @@ func TestMadeUpProductsAreLimitedBeforeSQL(t *testing.T) {
 	}
 	if statuses[200] != 20 {
 		t.Fatalf("buyers of a real product: %v", statuses)
+	}
+}
+
+// TestAMadeUpOrderIDCostsAFewCommands (issue 41, finding 2): a GET of a
+// made-up order id stamped now looked for its hold in every product on
+// every shard (with 100 products, 300 Redis commands a look-up), with no
+// rate limit. It looks only in the products whose sale was open when the
+// id was stamped (here one of 41: 3 commands), and order calls take the
+// buyer's rate limit.
+func TestAMadeUpOrderIDCostsAFewCommands(t *testing.T) {
+	r := shardtest.Start(t, 3)
+	m := startServer(t, r.URLs(), func(c *Config) { c.Limits = flashsale.Limits{User: 5} })
+	tomorrow := time.Now().Add(24 * time.Hour).UTC().Format(time.RFC3339)
+	for k := range 40 {
+		putProduct(t, m.URL(), fmt.Sprintf("later%d", k), fmt.Sprintf(`{"stock":10,"starts_at":%q}`, tomorrow))
+	}
+	putProduct(t, m.URL(), "open", `{"stock":10}`)
+	hgets := func() int64 {
+		var n int64
+		for _, u := range r.URLs() {
+			opt, _ := redis.ParseURL(u)
+			c := redis.NewClient(opt)
+			info, err := c.Info(context.Background(), "commandstats").Result()
+			c.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, line := range strings.Split(info, "\n") {
+				if rest, ok := strings.CutPrefix(line, "cmdstat_hget:calls="); ok {
+					v, _ := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
+					n += v
+				}
+			}
+		}
+		return n
+	}
+	madeUp := func() string { return ulid.MustNew(ulid.Timestamp(time.Now()), rand.Reader).String() }
+	before := hgets()
+	if o := do(t, "GET", m.URL()+"/api/v1/orders/"+madeUp(), "", "X-User-ID", "mallory"); o.status != 404 {
+		t.Fatalf("a made-up order id: %d %s", o.status, o.raw)
+	}
+	if n := hgets() - before; n > 3 {
+		t.Fatalf("a made-up order id stamped now cost %d HGETs on the shards, want at most 3 (the one open product, on each shard)", n)
+	}
+	// Its own order is still found while it has no row: a reservation's
+	// look-up finds its hold in the open product.
+	rep := purchase(t, m.URL(), "open", "alice")
+	if rep.status != 200 {
+		t.Fatalf("a purchase: %d %s", rep.status, rep.raw)
+	}
+	if o := do(t, "GET", m.URL()+"/api/v1/orders/"+rep.str("order_id"), "", "X-User-ID", "alice"); o.status != 200 {
+		t.Fatalf("alice's order: %d %s", o.status, o.raw)
+	}
+	limited := 0
+	for range 20 {
+		if o := do(t, "GET", m.URL()+"/api/v1/orders/"+madeUp(), "", "X-User-ID", "mallory"); o.status == 429 {
+			limited++
+		}
+	}
+	if limited < 10 {
+		t.Fatalf("20 look-ups at once by one buyer (limit 5 a second): %d answered 429, want most", limited)
+	}
+}
+
+// TestLooksAtAPlaceAreLimited (issue 41, finding 3): one buyer's looks at
+// their place are held to a budget (429 with Retry-After past it), and
+// another buyer's look is answered meanwhile.
+func TestLooksAtAPlaceAreLimited(t *testing.T) {
+	r := shardtest.Start(t, 3)
+	m := startServer(t, r.URLs(), func(c *Config) { c.Limits = flashsale.Limits{User: 100} })
+	putProduct(t, m.URL(), "peek", fmt.Sprintf(`{"stock":10,"starts_at":%q}`, time.Now().Add(time.Hour).UTC().Format(time.RFC3339)))
+	if rep := adminDo(t, "PUT", m.URL()+"/admin/v1/products/peek/queue", `{"mode":"fifo","rate":1,"lead_seconds":7200,"window_seconds":60}`); rep.status != 200 {
+		t.Fatalf("define the queue: %d %s", rep.status, rep.raw)
+	}
+	join := func(user string) string {
+		rep := do(t, "POST", m.URL()+"/api/v1/products/peek/queue", "", "X-User-ID", user)
+		if rep.status != 200 {
+			t.Fatalf("%s joins: %d %s", user, rep.status, rep.raw)
+		}
+		return rep.str("token")
+	}
+	tok, other := join("peeker"), join("patient")
+	limited := 0
+	for range 20 {
+		req, _ := http.NewRequest("GET", m.URL()+"/api/v1/products/peek/queue", nil)
+		req.Header.Set("X-User-ID", "peeker")
+		req.Header.Set("X-Queue-Token", tok)
+		resp, err := testHTTP.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode == 429 {
+			limited++
+			if resp.Header.Get("Retry-After") == "" {
+				t.Fatal("a look past the budget: 429 without Retry-After")
+			}
+		}
+	}
+	if limited < 10 {
+		t.Fatalf("20 looks at once by one buyer: %d answered 429, want most", limited)
+	}
+	if rep := do(t, "GET", m.URL()+"/api/v1/products/peek/queue", "", "X-User-ID", "patient", "X-Queue-Token", other); rep.status != 200 {
+		t.Fatalf("another buyer's look: %d %s", rep.status, rep.raw)
 	}
 }

@@ -28,19 +28,20 @@ func (m *Main) queueFigures() []metrics.QueueFigures {
 	return out
 }
 
-// unitsLeft is the units of product salable on the shards that answer and
-// hold it; complete when every shard did (an outage, or a shard that lost
-// the product before its resync, is never taken for a sell-out).
-func (m *Main) unitsLeft(ctx context.Context, product string) (int64, bool, error) {
+// unitsLeft are the units of product salable and reserved on the shards
+// that answer and hold it; complete when every shard did (an outage, or a
+// shard that lost the product before its resync, is never taken for a
+// sell-out).
+func (m *Main) unitsLeft(ctx context.Context, product string) (waitroom.Units, error) {
 	v, err := m.inv.views.Stock(ctx, product)
 	if err != nil {
-		return 0, false, err
+		return waitroom.Units{}, err
 	}
-	complete := true
+	u := waitroom.Units{Salable: v.Salable, Locked: v.Locked, Complete: true}
 	for _, sh := range v.Shards {
 		if !sh.Up || sh.Salable == nil {
-			complete = false
+			u.Complete = false
 		}
 	}
-	return v.Salable, complete, nil
+	return u, nil
 }

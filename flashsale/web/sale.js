@@ -108,6 +108,7 @@
         (p.wait_seconds ? " · about " + fmt(p.wait_seconds * 1000) : "") + (p.unlikely ? " · unlikely to get one" : ""),
       admitted: "It is your turn: buy before " + (p.admitted_until ? when(p.admitted_until) : "it passes"),
       passed: "Your turn passed",
+      held: "Your place: " + num.format(p.position) + " · every unit is reserved; some may come back if not paid — stay in line",
       sold_out: "Sold out",
       revoked: "Your place was revoked",
     }[p.status] || p.status;
