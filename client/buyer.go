@@ -38,7 +38,7 @@ func (c *Client) Purchase(ctx context.Context, product, user string) (int, error
 // LookQueue answer it. Status is "waiting", "admitted", "passed",
 // "sold_out", "revoked", "lobby" (a draw's place, given at the start) or,
 // looked at without a token, "not_joined" (the line's public face: Mode,
-// Serving, Difficulty, OpensAt). Token is the place to send with the next
+// Serving, Difficulty, Challenge, OpensAt). Token is the place to send with the next
 // look and the purchase: a look may answer a new one (a drawn place).
 type Place struct {
 	Status        string    `json:"status"`
@@ -50,6 +50,7 @@ type Place struct {
 	AdmittedUntil time.Time `json:"admitted_until"`
 	Unlikely      bool      `json:"unlikely"`
 	Difficulty    int       `json:"difficulty"` // the proof of work a join needs, in leading zero bits
+	Challenge     string    `json:"challenge"`  // what the work hashes with (waitroom.WorkInput), told once the room opens
 	OpensAt       time.Time `json:"opens_at"`
 	Token         string    `json:"token"`
 	// RetryAfter is when the server asks to be looked at again (its

@@ -333,7 +333,7 @@ func (p *Pages) Publish(ctx context.Context, dir string, ids []string) error {
 			return err
 		}
 	}
-	for _, name := range []string{"sale.js", "index.js", "style.css"} {
+	for _, name := range []string{"sale.js", "work.js", "index.js", "style.css"} {
 		b, err := web.ReadFile("web/" + name)
 		if err != nil {
 			return err

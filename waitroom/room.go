@@ -490,8 +490,11 @@ type Place struct {
 	AdmittedUntil time.Time `json:"admitted_until,omitzero"`
 	Unlikely      bool      `json:"unlikely,omitempty"` // more buyers ahead than units left can serve
 	Difficulty    int       `json:"difficulty,omitempty"`
-	OpensAt       time.Time `json:"opens_at,omitzero"`
-	Token         string    `json:"token,omitempty"`
+	// Challenge is what a join's proof of work hashes with (WorkInput),
+	// told once the room is open; it changes every WorkSlot.
+	Challenge string    `json:"challenge,omitempty"`
+	OpensAt   time.Time `json:"opens_at,omitzero"`
+	Token     string    `json:"token,omitempty"`
 	// RetryAfter is when to look again (the Retry-After header).
 	RetryAfter time.Duration `json:"-"`
 }
@@ -511,9 +514,11 @@ func (r *Room) Join(ctx context.Context, product, buyer, work string) (Place, er
 		return Place{}, &shardstock.Error{Code: shardstock.ErrQueueNotOpen.Code,
 			Message: "the waiting room opens at " + opens.UTC().Format(time.RFC3339)}
 	}
-	if !WorkOK(product, buyer, work, l.Difficulty) {
+	if ch := challenge(r.signer.secret, product, now); !WorkOK(product, buyer, ch, work, l.Difficulty) &&
+		!WorkOK(product, buyer, challenge(r.signer.secret, product, now.Add(-WorkSlot)), work, l.Difficulty) {
 		return Place{}, &shardstock.Error{Code: shardstock.ErrWorkRequired.Code, Message: fmt.Sprintf(
-			"send {\"work\": nonce} where SHA-256 of %q + nonce begins with %d zero bits", WorkInput(product, buyer), l.Difficulty)}
+			"send {\"work\": nonce} where SHA-256 of %q + nonce begins with %d zero bits (the challenge changes every minute: look at the line for the latest)",
+			WorkInput(product, buyer, ch), l.Difficulty)}
 	}
 	if p, err := r.cfg.Products.Product(ctx, product); err != nil {
 		return Place{}, err
@@ -555,8 +560,12 @@ func (r *Room) Look(ctx context.Context, product, buyer, token string) (Place, e
 	}
 	now := r.cfg.Now()
 	if token == "" {
-		return Place{Status: "not_joined", Mode: string(l.Mode), Serving: l.Serving(now), Difficulty: l.Difficulty,
-			OpensAt: l.SaleStarts().Add(-l.Lead), RetryAfter: time.Second}, nil
+		p := Place{Status: "not_joined", Mode: string(l.Mode), Serving: l.Serving(now), Difficulty: l.Difficulty,
+			OpensAt: l.SaleStarts().Add(-l.Lead), RetryAfter: time.Second}
+		if l.Difficulty > 0 && !now.Before(p.OpensAt) {
+			p.Challenge = challenge(r.signer.secret, product, now) // (only once the room is open)
+		}
+		return p, nil
 	}
 	t, err := r.signer.verify(token, product, buyer)
 	if err != nil {

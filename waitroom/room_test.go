@@ -431,15 +431,64 @@ func TestProofOfWork(t *testing.T) {
 	if _, err := f.room.Join(context.Background(), "lamp", "ann", ""); code(err) != "work_required" {
 		t.Fatalf("join without work: %v, want work_required", err)
 	}
-	bobs := Solve("lamp", "bob", 12)
-	if WorkOK("lamp", "ann", bobs, 12) {
+	face, err := f.room.Look(context.Background(), "lamp", "ann", "")
+	if err != nil || face.Challenge == "" {
+		t.Fatalf("the line's face once open: %+v %v, want a challenge", face, err)
+	}
+	ch := face.Challenge
+	bobs := Solve("lamp", "bob", ch, 12)
+	if WorkOK("lamp", "ann", ch, bobs, 12) {
 		t.Fatalf("bob's work %q is ann's too (1 in 4096): pick another buyer", bobs)
 	}
 	if _, err := f.room.Join(context.Background(), "lamp", "ann", bobs); code(err) != "work_required" {
 		t.Fatalf("join with another buyer's work: %v, want work_required", err)
 	}
-	if _, err := f.room.Join(context.Background(), "lamp", "ann", Solve("lamp", "ann", 12)); err != nil {
+	if _, err := f.room.Join(context.Background(), "lamp", "ann", Solve("lamp", "ann", ch, 12)); err != nil {
 		t.Fatalf("join with work: %v", err)
+	}
+}
+
+// TestProofOfWorkCannotBeDoneInAdvance (issue 41, finding 4): the work's
+// input was only the product and the buyer, so a bot did it before the
+// room opened and joined first. Now it hashes a challenge the room tells
+// only once it is open, which changes every minute: work on any other
+// input (none, a guess, a challenge two slots old) is refused, and the
+// last slot's is still taken (a buyer who got it late in its slot has a
+// slot more to finish).
+func TestProofOfWorkCannotBeDoneInAdvance(t *testing.T) {
+	d := fifo
+	d.Difficulty = 10
+	f := newFixture(t, d)
+	opens := saleStart.Add(-time.Duration(d.LeadSeconds) * time.Second)
+	f.now = opens.Add(-time.Minute)
+	if face, _ := f.room.Look(context.Background(), "lamp", "bot", ""); face.Challenge != "" {
+		t.Fatalf("the line's face before the room opens: challenge %q, want none", face.Challenge)
+	}
+	early := []string{Solve("lamp", "bot", "", 10), Solve("lamp", "bot", "guess", 10)}
+	f.now = opens
+	face, err := f.room.Look(context.Background(), "lamp", "bot", "")
+	if err != nil || face.Challenge == "" {
+		t.Fatalf("the line's face as it opens: %+v %v", face, err)
+	}
+	for _, w := range early {
+		if WorkOK("lamp", "bot", face.Challenge, w, 10) {
+			continue // (1 in 1024: this work happens to fit the challenge too)
+		}
+		if _, err := f.room.Join(context.Background(), "lamp", "bot", w); code(err) != "work_required" {
+			t.Fatalf("work done before the room opened: %v, want work_required", err)
+		}
+	}
+	late := Solve("lamp", "ann", face.Challenge, 10)
+	f.now = opens.Add(WorkSlot) // the next slot: the last one's challenge still taken
+	if _, err := f.room.Join(context.Background(), "lamp", "ann", late); err != nil {
+		t.Fatalf("work on the last slot's challenge: %v", err)
+	}
+	stale := Solve("lamp", "cat", face.Challenge, 10)
+	f.now = opens.Add(2 * WorkSlot)
+	if next, _ := f.room.Look(context.Background(), "lamp", "cat", ""); !WorkOK("lamp", "cat", next.Challenge, stale, 10) {
+		if _, err := f.room.Join(context.Background(), "lamp", "cat", stale); code(err) != "work_required" {
+			t.Fatalf("work on a challenge two slots old: %v, want work_required", err)
+		}
 	}
 }
 

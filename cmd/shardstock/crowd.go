@@ -68,6 +68,7 @@ type crowdRun struct {
 	buyers     []crowdBuyer
 	mode       string       // the line's, from its public face
 	difficulty atomic.Int64 // the line's proof of work, as last learned
+	challenge  atomic.Value // (string) what the work hashes with, as last learned (told once the room opens)
 	bar        *progressbar.ProgressBar
 
 	mu   sync.Mutex    // guards next
@@ -172,6 +173,9 @@ func (r *crowdRun) open(ctx context.Context) error {
 	if !sleepUntil(ctx, face.OpensAt) {
 		return fmt.Errorf("the waiting room of %s opens at %s, after --duration", r.c.product, face.OpensAt.Format(time.RFC3339))
 	}
+	if face.Difficulty > 0 && face.Challenge == "" {
+		r.learn(ctx) // the challenge, told now that the room is open
+	}
 	return nil
 }
 
@@ -182,6 +186,7 @@ func (r *crowdRun) learn(ctx context.Context) (client.Place, error) {
 	r.t.count(err)
 	if err == nil {
 		r.difficulty.Store(int64(face.Difficulty))
+		r.challenge.Store(face.Challenge)
 	}
 	return face, err
 }
@@ -307,7 +312,7 @@ func (r *crowdRun) join(ctx context.Context, i, batch int) {
 		var refused *client.Error
 		switch {
 		case errors.As(err, &refused) && refused.Code == shardstock.ErrWorkRequired.Code:
-			r.learn(ctx) // the line asks for (more) work than last known
+			r.learn(ctx) // the line asks for (more) work than last known, or has a new challenge
 			continue
 		case errors.As(err, &refused) && !passing(refused) && refused.Code != shardstock.ErrQueueNotOpen.Code:
 			r.settle(i, leave("refused:"+refused.Code))
@@ -332,7 +337,8 @@ func (r *crowdRun) solve(b *crowdBuyer) string {
 		return ""
 	}
 	t0 := time.Now()
-	nonce := waitroom.Solve(r.c.product, b.user, d)
+	ch, _ := r.challenge.Load().(string)
+	nonce := waitroom.Solve(r.c.product, b.user, ch, d)
 	b.solve = time.Since(t0)
 	return nonce
 }

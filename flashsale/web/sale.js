@@ -142,20 +142,16 @@
       if (!state.bought && root.dataset.phase !== "ended") lookLater(Number(r.headers.get("Retry-After")) || 2);
     } catch (e) { lookLater(5); }
   }
-  // work finds a nonce whose SHA-256, after the line's input, begins with
-  // difficulty zero bits (the server checks it with one hash).
-  async function work(difficulty) {
-    const enc = new TextEncoder(), input = "shardstock-queue:" + id + ":" + buyer + ":";
-    for (let i = 0; ; i++) {
-      const h = new Uint8Array(await crypto.subtle.digest("SHA-256", enc.encode(input + i)));
-      let bits = 0;
-      for (const x of h) {
-        if (x === 0) { bits += 8; continue; }
-        bits += Math.clz32(x) - 24;
-        break;
-      }
-      if (bits >= difficulty) return String(i);
-    }
+  // work finds a nonce whose SHA-256, after the line's input and the
+  // challenge the room told, begins with difficulty zero bits (the server
+  // checks it with one hash), in a Worker (static/work.js).
+  function work(challenge, difficulty) {
+    return new Promise(function (resolve, reject) {
+      const w = new Worker("/static/work.js");
+      w.onmessage = function (e) { w.terminate(); e.data.error ? reject(new Error(e.data.error)) : resolve(e.data.nonce); };
+      w.onerror = function (e) { w.terminate(); reject(e); };
+      w.postMessage({ input: "shardstock-queue:" + id + ":" + buyer + ":" + challenge + ":", difficulty: difficulty });
+    });
   }
   document.getElementById("join").addEventListener("click", async function () {
     const note = document.getElementById("queue-note");
@@ -165,7 +161,7 @@
       const face = await probe.json();
       if (face.difficulty > 0) {
         note.textContent = "Proving you are not a bot…";
-        body = JSON.stringify({ work: await work(face.difficulty) });
+        body = JSON.stringify({ work: await work(face.challenge || "", face.difficulty) });
       }
       const r = await fetch("/api/v1/products/" + id + "/queue", { method: "POST", body: body,
         headers: { "X-User-ID": buyer, "Content-Type": "application/json" } });
