@@ -35,8 +35,8 @@ func (c *Client) Purchase(ctx context.Context, product, user string) (int, error
 }
 
 // Place is a buyer's place in a product's waiting room, as JoinQueue and
-// LookQueue answer it. Status is "waiting", "admitted", "passed",
-// "sold_out", "revoked", "lobby" (a draw's place, given at the start) or,
+// LookQueue answer it. Status is "waiting", "admitted", "passed", "held"
+// (every unit reserved; some may come back), "sold_out", "revoked", "lobby" (a draw's place, given at the start) or,
 // looked at without a token, "not_joined" (the line's public face: Mode,
 // Serving, Difficulty, Challenge, OpensAt). Token is the place to send with the next
 // look and the purchase: a look may answer a new one (a drawn place).

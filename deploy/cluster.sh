@@ -34,7 +34,7 @@
 # The hosts (NET is a /24, its .1 is this machine on the bridge):
 #   edge      NET.2   nginx, the buyers' way in, on port 8000
 #   prom      NET.3   Prometheus on 9090, scraping the coordinators
-#   db        NET.4   MariaDB on 3406 (TLS; its users may log in from NET.% only)
+#   db        NET.4   MariaDB on 3406 (TLS; its user may log in from the coordinators' hosts only)
 #   mq        NET.5   RocketMQ: the NameServer on 9876 and the Broker on 10911
 #   coordK    NET.1K  coordinator K on 8080 (K = 1..9)
 #   shardK    NET.2K  Redis master K on 6479 (K = 1..9; AOF, appendfsync always, ACL)
@@ -152,7 +152,10 @@ secret() {
 
 # The scripts of the parts, each with its host's directories and address.
 redis() { local h=$1; shift; in_host "$h" env SHARDSTOCK_REDIS_DIR="$dir/$h/redis" SHARDSTOCK_REDIS_PORTS=6479 SHARDSTOCK_REDIS_HOST="$(addr "$h")" "$here/redis.sh" "$@"; }
-mariadb() { in_host db env SHARDSTOCK_MARIADB_DIR="$dir/db/mariadb" SHARDSTOCK_MARIADB_HOST="$(addr db)" SHARDSTOCK_MARIADB_CLIENTS="$net.%" "$here/mariadb.sh" "$@"; }
+# The database's users log in from the coordinators' hosts only, and the
+# tests' user is not made here.
+coordinator_addrs() { local k out=""; for ((k = 1; k <= coords; k++)); do out="${out:+$out,}$(addr "coord$k")"; done; echo "$out"; }
+mariadb() { in_host db env SHARDSTOCK_MARIADB_DIR="$dir/db/mariadb" SHARDSTOCK_MARIADB_HOST="$(addr db)" SHARDSTOCK_MARIADB_CLIENTS="$(coordinator_addrs)" SHARDSTOCK_MARIADB_TEST_USER=0 "$here/mariadb.sh" "$@"; }
 rocketmq() { in_host mq env SHARDSTOCK_RMQ_DIR="$dir/mq/rocketmq" SHARDSTOCK_RMQ_BIND="$(addr mq)" "$here/rocketmq.sh" "$@"; }
 nginx() { in_host edge "$here/nginx.sh" "$@" --dir "$dir/edge/nginx"; }
 prometheus() { in_host prom "$here/prometheus.sh" "$@" --dir "$dir/prom/prometheus"; }
@@ -302,7 +305,10 @@ start_part() {
     mq) rocketmq start ;;
     shard*) redis "$1" start ;;
     coord*) start_coordinator "$1" ;;
-    edge) nginx start --listen "$(addr edge)" --port 8000 --upstreams "$(coordinator_urls)" --ops-allow "$net.1/32" ;;
+    # The edge verifies buyers' tokens with the coordinators' key; the load
+    # of this machine's load generator comes from one address (NET.1),
+    # which the per-address rate would hold to a trickle.
+    edge) SHARDSTOCK_HMAC_SECRET="$(secret hmac)" nginx start --listen "$(addr edge)" --port 8000 --upstreams "$(coordinator_urls)" --ops-allow "$net.1/32" --rate-per-ip 100000 ;;
     prom) prometheus start --listen "$(addr prom)" --targets "$(coordinator_urls)" ;;
   esac
 }

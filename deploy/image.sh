@@ -8,10 +8,12 @@
 #
 #   deploy/image.sh install               install buildah, podman and runc from Debian if missing
 #   deploy/image.sh build [--tag T]       build the image; prints its ID on stdout
-#   deploy/image.sh run   [--tag T] [--name N] [--volume V]
+#   deploy/image.sh run   [--tag T] [--name N] [--volume V] [--port P]
 #                                         start a coordinator from the image, detached, on the
 #                                         host's network, with every SHARDSTOCK_* variable of
-#                                         this environment; prints the container's ID
+#                                         this environment (the secrets as podman secrets, below);
+#                                         it listens on 127.0.0.1:P (8080) unless SHARDSTOCK_HTTP_ADDR
+#                                         says otherwise; prints the container's ID
 #   deploy/image.sh stop  [--name N]      stop it (SIGTERM: in-flight requests finish) and remove it;
 #                                         fails when it exited non-zero. Its volume stays
 #
@@ -31,7 +33,15 @@
 #   SHARDSTOCK_DB=sqlite:/data/orders.db  SHARDSTOCK_SPOOL_DIR=/data/spool
 # and everything else (SHARDSTOCK_SHARDS, the admin token, the secrets) is
 # the deployment's to set. run starts the container with a read-only root
-# file system, no capabilities and no-new-privileges.
+# file system, no capabilities and no-new-privileges. On the host's network
+# 0.0.0.0 would be every interface of the host: run sets
+# SHARDSTOCK_HTTP_ADDR=127.0.0.1:P (--port, 8080) unless the caller sets it. The
+# secrets (the admin token, the HMAC, payment and queue keys, the broker's
+# credentials, and SHARDSTOCK_SHARDS and SHARDSTOCK_DB, whose URLs carry
+# passwords) go in as podman secrets mounted as files under /tmp/secrets
+# for the coordinator's --*-file flags: none is in `podman inspect` or the
+# container's configuration. Each is named N-VARIABLE (lower case) and
+# removed by stop.
 #
 # Storage is podman's and buildah's (/var/lib/containers as root); set
 # STORAGE_DRIVER=vfs where overlay cannot be mounted. run works around two
@@ -47,6 +57,7 @@ root=$(cd "$here/.." && pwd)
 tag=${SHARDSTOCK_IMAGE_TAG:-shardstock:dev}
 name=${SHARDSTOCK_IMAGE_NAME:-shardstock}
 volume=${SHARDSTOCK_IMAGE_VOLUME:-}
+port=8080
 # The image's user: 65532 is the usual "nonroot" id of static images, far
 # from the host's system and human users.
 uid=65532
@@ -60,6 +71,7 @@ while [ $# -gt 0 ]; do
     --tag) tag=$2; shift 2 ;;
     --name) name=$2; shift 2 ;;
     --volume) volume=$2; shift 2 ;;
+    --port) port=$2; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) die "unknown option $1 (see --help)" ;;
   esac
@@ -106,11 +118,13 @@ build() {
   printf 'root:x:0:0:root:/root:/sbin/nologin\nshardstock:x:%s:%s:shardstock:/data:/sbin/nologin\n' "$uid" "$uid" >"$stage/root/etc/passwd"
   printf 'root:x:0:\nshardstock:x:%s:\n' "$uid" >"$stage/root/etc/group"
   mkdir -m 1777 "$stage/root/tmp"
+  # (where run mounts the secrets: the root file system is read-only)
+  mkdir -p -m 0755 "$stage/root/run/secrets"
   chmod 0755 "$stage/root/usr/local/bin/shardstock"
   chmod 0644 "$stage/root/etc/ssl/certs/ca-certificates.crt" "$stage/root/etc/passwd" "$stage/root/etc/group"
   chmod 0700 "$stage/data/data"
   # (the tops by name, not ".": a "./" entry would give / the 0700 of mktemp)
-  tar -C "$stage/root" --numeric-owner --owner=0 --group=0 -cf "$stage/root.tar" etc usr tmp
+  tar -C "$stage/root" --numeric-owner --owner=0 --group=0 -cf "$stage/root.tar" etc usr tmp run
   tar -C "$stage/data" --numeric-owner --owner="$uid" --group="$uid" -cf "$stage/data.tar" data
   ctr=$(buildah from scratch)
   buildah add --quiet "$ctr" "$stage/root.tar" / >/dev/null
@@ -155,13 +169,42 @@ run() {
   [ "$nofile" != unlimited ] || nofile=1048576
   opts+=(--ulimit "nofile=$nofile:$nofile" --ulimit nproc=4096:4096)
   # The host's network: the coordinator reaches the shards where the
-  # caller does, and listens where SHARDSTOCK_HTTP_ADDR says.
+  # caller does, and listens where SHARDSTOCK_HTTP_ADDR says (loopback
+  # unless the caller says otherwise).
+  [[ $port =~ ^[0-9]+$ ]] || die "--port must be a port number, not '$port'"
+  [ -n "${SHARDSTOCK_HTTP_ADDR:-}" ] || opts+=(--env "SHARDSTOCK_HTTP_ADDR=127.0.0.1:$port")
+  local var flag sec args=()
+  for var in $(compgen -e | grep '^SHARDSTOCK_' || true); do
+    sec="$name-$(echo "${var#SHARDSTOCK_}" | tr 'A-Z_' 'a-z-')"
+    flag=${file_flags[$var]:-}
+    if [ -n "$flag" ]; then
+      put_secret "$sec" "${!var}"
+      opts+=(--secret "$sec,type=mount,target=/tmp/secrets/$sec,uid=$uid,gid=$uid,mode=0400")
+      args+=("--$flag-file" "/tmp/secrets/$sec")
+    else
+      opts+=(--env "$var")
+    fi
+  done
   podman run --detach --name "$name" --network host \
     --read-only --cap-drop ALL --security-opt no-new-privileges \
     --volume "$volume:/data" \
-    --env 'SHARDSTOCK_*' \
-    "${opts[@]}" "$tag"
+    "${opts[@]}" "$tag" serve "${args[@]}"
 }
+
+# put_secret NAME VALUE: the podman secret NAME holds VALUE (podman 4.3
+# has no secret create --replace).
+put_secret() {
+  podman secret rm "$1" >/dev/null 2>&1 || true
+  printf '%s' "$2" | podman secret create "$1" - >/dev/null
+}
+
+# file_flags: the settings that are or may carry secrets (the shards' and
+# the database's URLs hold passwords) and the coordinator's flag that reads
+# each from a file.
+declare -A file_flags=([SHARDSTOCK_ADMIN_TOKEN]=admin-token [SHARDSTOCK_HMAC_SECRET]=hmac-secret
+  [SHARDSTOCK_PAYMENT_SECRET]=payment-secret [SHARDSTOCK_PAYMENT_SECRET_PREVIOUS]=payment-secret-previous
+  [SHARDSTOCK_QUEUE_SECRET]=queue-secret [SHARDSTOCK_MQ_CREDENTIALS]=mq-credentials
+  [SHARDSTOCK_SHARDS]=shards [SHARDSTOCK_DB]=db)
 
 stop() {
   need podman
@@ -172,6 +215,8 @@ stop() {
   podman stop --time 30 "$name" >/dev/null
   rc=$(podman inspect --format '{{.State.ExitCode}}' "$name")
   podman rm "$name" >/dev/null
+  local sec
+  for sec in $(podman secret ls --format '{{.Name}}' | grep "^$name-" || true); do podman secret rm "$sec" >/dev/null; done
   # (a coordinator that failed its shutdown says so: its logs went with it)
   [ "$rc" = 0 ] || die "$name exited with status $rc"
 }

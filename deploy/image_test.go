@@ -10,6 +10,7 @@ import (
 	"io"
 	"io/fs"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -86,18 +87,18 @@ func TestImageRunsACoordinator(t *testing.T) {
 		t.Errorf("/bin/sh ran in the image: %s", out)
 	}
 
-	// A coordinator from the image. It listens on every interface (as the
-	// image's default does, on a free port instead of 8080, which a
-	// `make run` on this host may hold) and believes X-User-ID from
-	// loopback, where the test is.
+	// A coordinator from the image, on the host's network. It listens on
+	// loopback only (image.sh's default there, on a free port instead of
+	// 8080, which a `make run` on this host may hold) and believes
+	// X-User-ID from loopback, where the test is.
 	port := shardtest.FreePort(t)
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 	const token = "image-test-admin-token-0123456789"
+	paySecret := strings.Repeat("p", 32)
 	env := []string{
-		"SHARDSTOCK_HTTP_ADDR=0.0.0.0:" + fmt.Sprint(port),
 		"SHARDSTOCK_SHARDS=" + strings.Join(r.URLs(), ","),
 		"SHARDSTOCK_ADMIN_TOKEN=" + token,
-		"SHARDSTOCK_PAYMENT_SECRET=" + strings.Repeat("p", 32),
+		"SHARDSTOCK_PAYMENT_SECRET=" + paySecret,
 	}
 	volume := name + "-data"
 	t.Cleanup(func() {
@@ -108,13 +109,14 @@ func TestImageRunsACoordinator(t *testing.T) {
 		imgQuiet("podman", "rm", "--force", "--time", "0", name)
 		imgQuiet("podman", "volume", "rm", "--force", volume)
 	})
-	imgRun(t, env, "bash", filepath.Join(root, "deploy", "image.sh"), "run", "--tag", tag, "--name", name, "--volume", volume)
+	imgRun(t, env, "bash", filepath.Join(root, "deploy", "image.sh"), "run", "--tag", tag, "--name", name, "--volume", volume, "--port", fmt.Sprint(port))
 
 	for _, path := range []string{"/healthz", "/readyz"} {
 		if status, body := imgWaitFor(t, base+path, 200, 30*time.Second); status != 200 {
 			t.Fatalf("GET %s: %d %s", path, status, body)
 		}
 	}
+	imgKeepsToItself(t, name, port, token, paySecret, r.URLs()[0])
 	if status, body := imgDo(t, "GET", base+"/", "", nil); status != 200 || !strings.Contains(strings.ToLower(body), "<html") {
 		t.Errorf("GET / (the embedded sale page): %d %.200s", status, body)
 	}
@@ -354,5 +356,44 @@ func imgWaitFor(t *testing.T, url string, want int, within time.Duration) (int, 
 			return status, body
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// imgKeepsToItself (issue 41, finding 7): a container on the host's
+// network listened on every interface of the host (/metrics, /edge/limits
+// and /openapi.yaml answered from its other addresses), and every secret
+// was in `podman inspect` and the container's OCI configuration. It
+// listens on loopback only, and the secrets (the admin token, the payment
+// key, the shards' URLs with their passwords) are in neither.
+func imgKeepsToItself(t *testing.T, name string, port int, secrets ...string) {
+	t.Helper()
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		ip, ok := a.(*net.IPNet)
+		if !ok || ip.IP.IsLoopback() || ip.IP.To4() == nil {
+			continue
+		}
+		c, err := net.DialTimeout("tcp", net.JoinHostPort(ip.IP.String(), fmt.Sprint(port)), time.Second)
+		if err == nil {
+			c.Close()
+			t.Errorf("the coordinator answers on the host's address %s: it should listen on loopback only", ip.IP)
+		}
+	}
+	inspect := imgRun(t, nil, "podman", "inspect", name)
+	oci := ""
+	if dir := strings.TrimSpace(imgRun(t, nil, "podman", "inspect", "--format", "{{.StaticDir}}", name)); dir != "" {
+		b, _ := os.ReadFile(filepath.Join(dir, "config.json"))
+		oci = string(b)
+	}
+	if oci == "" {
+		t.Error("no OCI configuration found for the container: nothing checked there")
+	}
+	for i, s := range secrets {
+		if strings.Contains(inspect, s) {
+			t.Errorf("secret %d is in podman inspect", i)
+		}
+		if strings.Contains(oci, s) {
+			t.Errorf("secret %d is in the container's OCI configuration", i)
+		}
 	}
 }

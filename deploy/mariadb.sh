@@ -17,9 +17,13 @@
 #   SHARDSTOCK_MARIADB_DIR   data dir  (default ./run/mariadb)
 #   SHARDSTOCK_MARIADB_HOST  the address it listens on, its certificate
 #                            names and dsn prints (default 127.0.0.1)
-#   SHARDSTOCK_MARIADB_CLIENTS  where its users may log in from: an address or
-#                            a MariaDB host pattern such as 10.77.0.% (default
-#                            the host's own address: only from this host)
+#   SHARDSTOCK_MARIADB_CLIENTS  where its users may log in from: addresses or
+#                            MariaDB host patterns such as 10.77.0.%, comma-
+#                            separated (default the host's own address: only
+#                            from this host); a user of an address no longer
+#                            listed is dropped at start
+#   SHARDSTOCK_MARIADB_TEST_USER  1 (default): make the tests' user
+#                            shardstock_test; 0: none (and drop it)
 #
 # Least privilege: run as root, it starts mariadbd as the system user
 # shardstock-db (created once), never as root; otherwise as you. Reads and
@@ -56,6 +60,9 @@ umask 077
 port=${SHARDSTOCK_MARIADB_PORT:-3406}
 host=${SHARDSTOCK_MARIADB_HOST:-127.0.0.1}
 clients=${SHARDSTOCK_MARIADB_CLIENTS:-$host}
+testuser=${SHARDSTOCK_MARIADB_TEST_USER:-1}
+[[ $clients =~ ^[0-9.%,]+$ ]] || { echo "mariadb.sh: SHARDSTOCK_MARIADB_CLIENTS must be addresses or patterns of [0-9.%], comma-separated, not '$clients'" >&2; exit 1; }
+[[ $testuser =~ ^[01]$ ]] || { echo "mariadb.sh: SHARDSTOCK_MARIADB_TEST_USER must be 0 or 1, not '$testuser'" >&2; exit 1; }
 [[ $host =~ ^[0-9.]+$ ]] && [ "$host" != 0.0.0.0 ] || { echo "mariadb.sh: SHARDSTOCK_MARIADB_HOST must be one IPv4 address of this host, not '$host'" >&2; exit 1; }
 [[ $clients =~ ^[0-9.%_]+$ ]] || { echo "mariadb.sh: SHARDSTOCK_MARIADB_CLIENTS must be an IPv4 address or pattern (digits, dots, % and _), not '$clients'" >&2; exit 1; }
 dir=${SHARDSTOCK_MARIADB_DIR:-./run/mariadb}
@@ -164,6 +171,38 @@ earlier_layout() {
   echo "mariadb.sh: moved the database from $dir/data to $db/data"
 }
 
+# grants is the SQL that makes the users, each only from the clients
+# listed: the application's (TLS only) and, unless SHARDSTOCK_MARIADB_TEST_USER=0,
+# the tests'; users of addresses no longer listed (or the tests' user,
+# when not wanted) are dropped first.
+grants() {
+  local app=$1 test=$2 c keep="" sql=""
+  IFS=, read -r -a list <<<"$clients"
+  for c in "${list[@]}"; do keep="$keep${keep:+,}'$c'"; done
+  # (the users of other hosts, and the tests' user when not wanted: dropped)
+  sql="SET @drop = (SELECT GROUP_CONCAT(CONCAT(QUOTE(User), '@', QUOTE(Host))) FROM mysql.user
+         WHERE (User = 'shardstock' AND Host NOT IN ($keep)) OR (User = 'shardstock_test' AND ($testuser = 0 OR Host NOT IN ($keep))));
+       SET @s = IF(@drop IS NULL, 'DO 0', CONCAT('DROP USER ', @drop)); PREPARE d FROM @s; EXECUTE d; DEALLOCATE PREPARE d;
+       DROP USER IF EXISTS '${user:-nobody-here}'@'localhost';
+       CREATE DATABASE IF NOT EXISTS shardstock;"
+  for c in "${list[@]}"; do
+    sql="$sql
+       CREATE USER IF NOT EXISTS 'shardstock'@'$c' IDENTIFIED BY '$app';
+       ALTER USER 'shardstock'@'$c' IDENTIFIED BY '$app';
+       REVOKE ALL PRIVILEGES, GRANT OPTION FROM 'shardstock'@'$c';
+       GRANT ALL ON shardstock.* TO 'shardstock'@'$c';
+       ALTER USER 'shardstock'@'$c' REQUIRE SSL;"
+    [ "$testuser" = 1 ] || continue
+    sql="$sql
+       CREATE USER IF NOT EXISTS 'shardstock_test'@'$c' IDENTIFIED BY '$test';
+       ALTER USER 'shardstock_test'@'$c' IDENTIFIED BY '$test';
+       REVOKE ALL PRIVILEGES, GRANT OPTION FROM 'shardstock_test'@'$c';
+       GRANT ALL ON \`t\\_%\`.* TO 'shardstock_test'@'$c';
+       GRANT ALL ON \`e2e\\_%\`.* TO 'shardstock_test'@'$c';"
+  done
+  echo "$sql"
+}
+
 start() {
   install
   if alive; then echo "mariadb already running on :$port (pid $(pid))"; return; fi
@@ -189,19 +228,7 @@ start() {
   [ ! -L "$dir/db" ] || where=": ${user:-you} cannot reach $dir, so $dir/db links there"
   for _ in $(seq 1 120); do
     if mariadb-admin --no-defaults --socket="$sock" -u"$(admin_login)" ping >/dev/null 2>&1; then
-      mariadb --no-defaults --socket="$sock" -u"$(admin_login)" -e "
-        DROP USER IF EXISTS '${user:-nobody-here}'@'localhost';
-        CREATE DATABASE IF NOT EXISTS shardstock;
-        CREATE USER IF NOT EXISTS 'shardstock'@'$clients' IDENTIFIED BY '$app';
-        ALTER USER 'shardstock'@'$clients' IDENTIFIED BY '$app';
-        REVOKE ALL PRIVILEGES, GRANT OPTION FROM 'shardstock'@'$clients';
-        GRANT ALL ON shardstock.* TO 'shardstock'@'$clients';
-        ALTER USER 'shardstock'@'$clients' REQUIRE SSL;
-        CREATE USER IF NOT EXISTS 'shardstock_test'@'$clients' IDENTIFIED BY '$test';
-        ALTER USER 'shardstock_test'@'$clients' IDENTIFIED BY '$test';
-        REVOKE ALL PRIVILEGES, GRANT OPTION FROM 'shardstock_test'@'$clients';
-        GRANT ALL ON \`t\\_%\`.* TO 'shardstock_test'@'$clients';
-        GRANT ALL ON \`e2e\\_%\`.* TO 'shardstock_test'@'$clients';"
+      mariadb --no-defaults --socket="$sock" -u"$(admin_login)" -e "$(grants "$app" "$test")"
       echo "mariadb up on $host:$port (pid $(pid), as ${user:-$(id -un)}, data $db/data$where)"; return
     fi
     running "$launched" || { tail -20 "$db/error.log" >&2; die "mariadbd exited during start"; }

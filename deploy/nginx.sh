@@ -20,8 +20,10 @@
 # stream proxy on --port counts the first and hands each connection on,
 # with the client's address in the PROXY protocol, to the http server on a
 # unix socket in a directory only nginx's workers reach: as root,
-# /run/shardstock-edge.XXXXXX, owned by nobody, the workers' user;
-# otherwise DIR/edge.XXXXXX. stop removes it.
+# /run/shardstock-edge.XXXXXX, owned by the workers' user, the system user
+# shardstock-edge (made once; no other process runs as it, and the workers
+# are not dumpable: none reads their keys); otherwise DIR/edge.XXXXXX. stop
+# removes it.
 #
 # The edge serves buyers only: the operators' paths (/admin, /metrics,
 # /edge/limits, /openapi.yaml) answer 403 except from the --ops-allow
@@ -89,7 +91,7 @@ sockets() {
   local s
   if [ "$(id -u)" = 0 ]; then
     s=$(mktemp -d /run/shardstock-edge.XXXXXX)
-    chown nobody:nogroup "$s"
+    chown "$edge_user:$(id -gn "$edge_user")" "$s"
   else
     s=$(mktemp -d "$dir/edge.XXXXXX")
   fi
@@ -115,19 +117,20 @@ answers() {
 
 start() {
   install
+  edge_user=$(service_user shardstock-edge) # ("" unless root)
   local p; p=$(nginx_pid)
   if [ -n "$p" ] && running "$p"; then die "nginx already runs from $dir (pid $p): stop it first"; fi
   remove_sockets # a killed nginx's
   local sock user="" lua=$here/nginx sdir; sdir=$(sockets); sock=$sdir/http.sock
   if [ "$(id -u)" = 0 ]; then
-    # The workers (nobody) load the limiter when the first purchase comes:
+    # The workers (shardstock-edge) load the limiter when they start:
     # from a checkout they may not reach (a parent closed to others, as a
     # test's temporary directory is) every purchase would be a 500. They
     # get a copy in their own directory.
-    command install -o nobody -g nogroup -m 0400 "$here"/nginx/*.lua "$sdir"/ # (install alone: the function above)
+    command install -o "$edge_user" -g "$(id -gn "$edge_user")" -m 0400 "$here"/nginx/*.lua "$sdir"/ # (install alone: the function above)
     lua=$sdir
   fi
-  [ "$(id -u)" != 0 ] || user="user nobody nogroup;"
+  [ "$(id -u)" != 0 ] || user="user $edge_user $(id -gn "$edge_user");"
   local ups=""
   IFS=, read -r -a list <<<"$upstreams"
   for u in "${list[@]}"; do ups="$ups    server $u max_fails=1 fail_timeout=2s;"$'\n'; done

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/oklog/ulid/v2"
-
 	"github.com/shardstock/shardstock"
 )
 
@@ -29,15 +27,32 @@ type HoldFinder interface {
 type HoldSearch struct {
 	Finder   HoldFinder
 	Products Products
+	// Now is the sale's clock (the one windows are judged by); nil: every
+	// product that is not archived is searched.
+	Now func() time.Time
+	// Keep is how long a reservation may stay without its order row
+	// (twice the fail-fast age: older ids are not searched for at all).
+	Keep time.Duration
 }
 
 // FindHold is Finder's, or ErrUnavailable (and Permanent) when the hold
-// may be on a shard this coordinator lacks. It looks only among the
-// products that may hold reservation id (MayHold): a made-up id stamped
-// now looked at every product on every shard (issue 41, finding 2).
+// may be on a shard this coordinator lacks. It searches only the products
+// that may hold a reservation still without its order row (MayHold): a
+// made-up id looked at every product on every shard (issue 41, finding 2).
+// A product whose catalog entry cannot be read is searched all the same.
 func (h HoldSearch) FindHold(ctx context.Context, products []string, id string) (string, string, int, bool, error) {
-	var cands []*shardstock.Product
+	cands := make([]string, 0, len(products))
 	for _, pid := range products {
+		p, err := h.Products.Product(ctx, pid)
+		if err != nil || h.Now == nil || MayHold(p, h.Now(), h.Keep) {
+			cands = append(cands, pid)
+		}
+	}
+	product, user, shard, found, err := h.Finder.FindHold(ctx, cands, id)
+	if found || err != nil {
+		return product, user, shard, found, err
+	}
+	for _, pid := range cands {
 		p, err := h.Products.Product(ctx, pid)
 		switch {
 		case errors.Is(err, shardstock.ErrNotFound):
@@ -45,20 +60,7 @@ func (h HoldSearch) FindHold(ctx context.Context, products []string, id string) 
 		case err != nil:
 			return "", "", -1, false, err
 		}
-		if MayHold(p, id) {
-			cands = append(cands, p)
-		}
-	}
-	ids := make([]string, len(cands))
-	for i, p := range cands {
-		ids[i] = p.ID
-	}
-	product, user, shard, found, err := h.Finder.FindHold(ctx, ids, id)
-	if found || err != nil {
-		return product, user, shard, found, err
-	}
-	for _, p := range cands {
-		if p.Moved != "" {
+		if p.Moved != "" && !p.Archived {
 			// Permanent for this process, until it restarts on the whole
 			// list: a message consumer parks it, for a coordinator with
 			// the whole list to claim once it has idled ClaimIdle (retried
@@ -69,27 +71,28 @@ func (h HoldSearch) FindHold(ctx context.Context, products []string, id string) 
 	return "", "", -1, false, nil
 }
 
-// holdSkew is the clock difference between the coordinator that made a
-// reservation's id and the shards that judged its sale open that MayHold
-// allows for.
+// holdSkew is the margin MayHold leaves around a window for the sale's
+// clock here and the shards' that judged it.
 const holdSkew = time.Minute
 
-// MayHold reports whether p may hold a hold of reservation id. An id is a
-// ULID stamped when its purchase was made, and a purchase is made only
-// while its sale is open: a product whose window (as defined: no operator
-// ever changed it) did not contain that time holds none, nor does an
-// archived one (its shard keys are gone). A window an operator changed, or
-// a session's (which an operator may move), may have been open then and
-// not now, so such a product may hold any; so may any product for an id
-// that is not a ULID.
-func MayHold(p *shardstock.Product, id string) bool {
-	if p.Archived {
+// MayHold reports whether p may hold, at now (the sale's clock), a
+// reservation still without its order row, which is at most keep old: a
+// purchase is made only while its sale is open, so a product whose window
+// (as defined: no operator ever changed it) has not started yet, or ended
+// more than keep ago, holds none; nor does an archived one (its shard keys
+// are gone). A window an operator changed, or a session's (which an
+// operator may move), may have been open then and not now, so such a
+// product may hold one whatever its window says.
+func MayHold(p *shardstock.Product, now time.Time, keep time.Duration) bool {
+	switch {
+	case p.Archived:
+		return false
+	case p.WindowVersion != 0 || p.SessionWindow:
+		return true
+	case !p.StartsAt.IsZero() && p.StartsAt.After(now.Add(holdSkew)):
+		return false
+	case keep > 0 && !p.EndsAt.IsZero() && p.EndsAt.Add(keep+holdSkew).Before(now):
 		return false
 	}
-	u, err := ulid.ParseStrict(id)
-	if err != nil || p.WindowVersion != 0 || p.SessionWindow {
-		return true
-	}
-	t := ulid.Time(u.Time())
-	return (p.StartsAt.IsZero() || !t.Before(p.StartsAt.Add(-holdSkew))) && (p.EndsAt.IsZero() || !t.After(p.EndsAt.Add(holdSkew)))
+	return true
 }

@@ -2,12 +2,10 @@ package inventory
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
-
-	"github.com/oklog/ulid/v2"
 
 	"github.com/shardstock/shardstock"
 )
@@ -41,31 +39,69 @@ func TestAHoldSearchOnTheOldShardListCannotTell(t *testing.T) {
 }
 
 // TestAHoldIsLookedForOnlyWhereItsSaleWasOpen (issue 41, finding 2): a
-// reservation id is a ULID stamped when its purchase was made, so its hold
-// can be only in a product whose sale was open then, unless an operator
-// changed the window since; never in an archived product.
+// reservation without its order row is at most keep old and was made
+// while its sale was open, so its hold can be only in a product whose
+// sale has started and did not end more than keep ago (by the sale's
+// clock), unless an operator changed the window since or it is a
+// session's; never in an archived product.
 func TestAHoldIsLookedForOnlyWhereItsSaleWasOpen(t *testing.T) {
 	now := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
-	id := ulid.MustNew(ulid.Timestamp(now), rand.Reader).String()
+	const keep = time.Hour
 	for _, tc := range []struct {
 		name string
 		p    shardstock.Product
 		want bool
 	}{
 		{"no window", shardstock.Product{}, true},
-		{"open then", shardstock.Product{StartsAt: now.Add(-time.Hour), EndsAt: now.Add(time.Hour)}, true},
-		{"opening within the clocks' skew", shardstock.Product{StartsAt: now.Add(30 * time.Second)}, true},
+		{"open", shardstock.Product{StartsAt: now.Add(-time.Hour), EndsAt: now.Add(time.Hour)}, true},
+		{"opening within the clocks' margin", shardstock.Product{StartsAt: now.Add(30 * time.Second)}, true},
 		{"opening tomorrow", shardstock.Product{StartsAt: now.Add(24 * time.Hour)}, false},
-		{"ended an hour before", shardstock.Product{EndsAt: now.Add(-time.Hour)}, false},
-		{"ended an hour before, window changed since", shardstock.Product{EndsAt: now.Add(-time.Hour), WindowVersion: 3}, true},
-		{"ended an hour before, in a session's window (it may move)", shardstock.Product{EndsAt: now.Add(-time.Hour), SessionWindow: true}, true},
+		{"ended within keep", shardstock.Product{EndsAt: now.Add(-30 * time.Minute)}, true},
+		{"ended a day ago", shardstock.Product{EndsAt: now.Add(-24 * time.Hour)}, false},
+		{"opening tomorrow, window changed", shardstock.Product{StartsAt: now.Add(24 * time.Hour), WindowVersion: 3}, true},
+		{"ended a day ago, in a session's window (it may move)", shardstock.Product{EndsAt: now.Add(-24 * time.Hour), SessionWindow: true}, true},
 		{"archived", shardstock.Product{Archived: true}, false},
 	} {
-		if got := MayHold(&tc.p, id); got != tc.want {
+		if got := MayHold(&tc.p, now, keep); got != tc.want {
 			t.Errorf("%s: MayHold %v, want %v", tc.name, got, tc.want)
 		}
 	}
-	if !MayHold(&shardstock.Product{StartsAt: now.Add(24 * time.Hour)}, "not-a-ulid") {
-		t.Error("an id that is not a ULID: MayHold false, want true (its time is unknown)")
+}
+
+// asked is a HoldFinder that records the products it is asked about and
+// holds id in held.
+type asked struct {
+	products []string
+	held     string
+}
+
+func (a *asked) FindHold(_ context.Context, products []string, id string) (string, string, int, bool, error) {
+	a.products = append(a.products, products...)
+	for _, p := range products {
+		if p == a.held {
+			return p, "alice", 0, true, nil
+		}
+	}
+	return "", "", -1, false, nil
+}
+
+// TestAHoldSearchAsksOnlyWhereTheHoldMayBe: the search asks the shards
+// about the products that may hold the reservation and finds a hold there;
+// a product this coordinator cannot read is asked about all the same.
+func TestAHoldSearchAsksOnlyWhereTheHoldMayBe(t *testing.T) {
+	f := newFixture(t)
+	f.define("open", 30, 0)
+	ctx := context.Background()
+	if _, err := f.catalog.Define(ctx, shardstock.Product{ID: "later", Stock: 30, PerUserLimit: 1, StartsAt: time.Now().Add(24 * time.Hour).UTC()}); err != nil {
+		t.Fatal(err)
+	}
+	finder := &asked{held: "open"}
+	h := HoldSearch{Finder: finder, Products: f.catalog, Now: time.Now, Keep: time.Hour}
+	product, _, _, found, err := h.FindHold(ctx, []string{"open", "later", "unknown"}, "r1")
+	if err != nil || !found || product != "open" {
+		t.Fatalf("the hold in the open product: %s %v %v", product, found, err)
+	}
+	if got := fmt.Sprint(finder.products); got != "[open unknown]" {
+		t.Fatalf("the shards were asked about %s, want [open unknown] (not the sale that opens tomorrow)", got)
 	}
 }

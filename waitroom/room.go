@@ -889,10 +889,11 @@ func (r *Room) EdgeLines(now time.Time, ahead time.Duration) string {
 	return b.String()
 }
 
-// EdgeSkew is the clock difference between an edge and the coordinators
-// (and the age of the edge's copy of the lines) that PassedBefore allows
-// for: an edge whose clock runs up to this much ahead still never turns a
-// buyer away before their turn is over.
+// EdgeSkew is the clock difference between an edge and the sale's clock
+// and the age of the edge's copy of the lines, together, that
+// PassedBefore allows for: an edge whose copy is at most 2 s old (it keeps
+// a passed line 2 s past its last fetch) and whose clock runs at most 3 s
+// ahead never turns a buyer away before their turn is over.
 const EdgeSkew = 5 * time.Second
 
 // PassedBefore is the turns' end an edge may judge by itself: every place

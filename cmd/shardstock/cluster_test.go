@@ -124,6 +124,41 @@ func (c *cluster) run(args ...string) string {
 	return string(out)
 }
 
+// databaseTakesOnlyTheCoordinators (issue 41, finding 9): MariaDB granted
+// the whole subnet (NET.%), so the application's user logged in from the
+// edge's host, and the tests' user from anywhere, without TLS. The
+// application's user logs in from a coordinator's host (over TLS) and
+// from no other; there is no tests' user.
+func (c *cluster) databaseTakesOnlyTheCoordinators() {
+	c.t.Helper()
+	dsn := c.env["SHARDSTOCK_DB"] // mysql://shardstock:PASS@tcp(HOST:PORT)/shardstock?tls=true
+	pass := dsn[strings.Index(dsn, "shardstock:")+len("shardstock:") : strings.Index(dsn, "@tcp(")]
+	hostPort := dsn[strings.Index(dsn, "@tcp(")+len("@tcp(") : strings.Index(dsn, ")/")]
+	host, port, _ := strings.Cut(hostPort, ":")
+	testPass, err := os.ReadFile(filepath.Join(c.args[1], "db", "mariadb", "shardstock_test.password"))
+	if err != nil {
+		c.t.Fatalf("the tests' user's password (mariadb.sh keeps one): %v", err)
+	}
+	passOf := map[string]string{"shardstock": pass, "shardstock_test": strings.TrimSpace(string(testPass))}
+	login := func(from, user string) (string, error) {
+		cmd := exec.Command(c.script, append(append([]string{}, c.args...), "exec", from, "mariadb", "--no-defaults", "-h", host, "-P", port,
+			"-u", user, "-p"+passOf[user], "--ssl", "--ssl-verify-server-cert=0", "-N", "-e", "SELECT 1")...)
+		cmd.Env = clusterEnviron()
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := login("coord1", "shardstock"); err != nil {
+		c.t.Fatalf("the application's user from coordinator 1's host: %v %s", err, out)
+	}
+	for _, from := range []string{"edge", "prom", "shard1"} {
+		for _, user := range []string{"shardstock", "shardstock_test"} {
+			if out, err := login(from, user); err == nil {
+				c.t.Errorf("%s logged in to the order database from the %s host: %s", user, from, out)
+			}
+		}
+	}
+}
+
 // chaos runs the operators' chaos script on the cluster and keeps its lines.
 func (c *cluster) chaos(args ...string) {
 	c.t.Helper()
@@ -217,6 +252,7 @@ func TestClusterSaleAcrossHostsWithPartitions(t *testing.T) {
 		}
 	}
 	t.Logf("listening: %v", listening)
+	c.databaseTakesOnlyTheCoordinators()
 	edge := c.env["SHARDSTOCK_CLUSTER_EDGE"]
 	hmac := []byte(c.env["SHARDSTOCK_HMAC_SECRET"])
 	token := func(user string) string {

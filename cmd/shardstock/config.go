@@ -124,7 +124,7 @@ func (e *configError) Error() string { return e.name + ": " + e.problem }
 // and fills defaults. Its error names the bad setting. The flags' defaults
 // are the built-in ones, so --help never shows what the environment holds.
 func parseConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (*Config, error) {
-	flags := defineFlags(fs)
+	flags, files := defineFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -136,7 +136,7 @@ func parseConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (*
 	if err := refuseMQFlagCredentials(fs, given); err != nil {
 		return nil, err
 	}
-	vals, err := settingValues(flags, given, getenv)
+	vals, err := settingValues(flags, files, given, getenv)
 	if err != nil {
 		return nil, err
 	}
@@ -152,19 +152,21 @@ func parseConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (*
 	return c, nil
 }
 
-// defineFlags defines each setting's flag on fs (--FLAG-file for a secret)
-// and returns their values, by index in settings.
-func defineFlags(fs *flag.FlagSet) []*string {
-	flags := make([]*string, len(settings))
+// defineFlags defines each setting's flag on fs (--FLAG-file for a secret,
+// and beside the flag for a value that may carry passwords) and returns
+// their values, by index in settings: the flag's, and the file flag's.
+func defineFlags(fs *flag.FlagSet) (flags, files []*string) {
+	flags, files = make([]*string, len(settings)), make([]*string, len(settings))
 	for i, s := range settings {
-		if s.secret {
+		if s.secret || s.file {
 			short := strings.ToLower(strings.TrimPrefix(s.name, "SHARDSTOCK_"))
-			flags[i] = fs.String(s.flag+"-file", "", fmt.Sprintf("file holding %s (or set %s)", short, s.name))
-			continue
+			files[i] = fs.String(s.flag+"-file", "", fmt.Sprintf("file holding %s (or set %s)", short, s.name))
 		}
-		flags[i] = fs.String(s.flag, s.def, fmt.Sprintf("%s [%s]", s.help, s.name))
+		if !s.secret {
+			flags[i] = fs.String(s.flag, s.def, fmt.Sprintf("%s [%s]", s.help, s.name))
+		}
 	}
-	return flags
+	return flags, files
 }
 
 // refuseMQFlagCredentials refuses a --mq with user info: ps shows flags.
@@ -179,16 +181,16 @@ func refuseMQFlagCredentials(fs *flag.FlagSet, given map[string]bool) error {
 }
 
 // settingValues reads every setting's value, trimmed, by index in
-// settings: a secret's --FLAG-file, else the flag if given, else the
+// settings: its --FLAG-file if given, else the flag if given, else the
 // variable if not empty, else the built-in default. Its error names the
 // secret whose file could not be read.
-func settingValues(flags []*string, given map[string]bool, getenv func(string) string) ([]string, error) {
+func settingValues(flags, files []*string, given map[string]bool, getenv func(string) string) ([]string, error) {
 	vals := make([]string, len(settings))
 	for i, s := range settings {
 		v := getenv(s.name)
 		switch {
-		case s.secret && given[s.flag+"-file"]:
-			b, err := os.ReadFile(*flags[i])
+		case files[i] != nil && given[s.flag+"-file"]:
+			b, err := os.ReadFile(*files[i])
 			if err != nil {
 				return nil, &configError{s.name, fmt.Sprintf("--%s-file: %v", s.flag, err)}
 			}

@@ -8,10 +8,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -501,5 +503,60 @@ func TestOneAnonymousClientCannotShutASaleAtTheEdge(t *testing.T) {
 	}
 	if looks[429] < 20 {
 		t.Fatalf("30 looks at once by one buyer through the edge (5 a second): %v, want most answered 429 there", looks)
+	}
+}
+
+// TestTheEdgeWorkersKeepTheirKeys (issue 41, finding 10): the edge's
+// workers ran as the shared user nobody and were dumpable, so any process
+// running as nobody read SHARDSTOCK_QUEUE_SECRET (which mints places the
+// coordinators take) from a worker's environment. They run as their own
+// system user, and not dumpable: neither nobody nor that user can read a
+// worker's environment or memory.
+func TestTheEdgeWorkersKeepTheirKeys(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the edge drops to its own user only when started as root")
+	}
+	t.Setenv("SHARDSTOCK_QUEUE_SECRET", "edge-test-queue-key-0123456789abcdef")
+	dir, port := t.TempDir(), strings.Split(freeAddr(t), ":")[1]
+	runDeploy(t, "nginx.sh", "start", "--port", port, "--upstreams", "127.0.0.1:1", "--dir", dir)
+	t.Cleanup(func() { runDeploy(t, "nginx.sh", "stop", "--dir", dir) })
+	pid, err := os.ReadFile(filepath.Join(dir, "nginx.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("pgrep", "-P", strings.TrimSpace(string(pid))).Output()
+	if err != nil {
+		t.Fatalf("the workers of nginx %s: %v", pid, err)
+	}
+	workers := strings.Fields(string(out))
+	if len(workers) == 0 {
+		t.Fatal("no worker")
+	}
+	for _, w := range workers {
+		status, _ := os.ReadFile("/proc/" + w + "/status")
+		uid := ""
+		for _, line := range strings.Split(string(status), "\n") {
+			if f := strings.Fields(line); len(f) > 1 && f[0] == "Uid:" {
+				uid = f[1]
+			}
+		}
+		want, err := exec.Command("id", "-u", "shardstock-edge").Output()
+		if err != nil || uid != strings.TrimSpace(string(want)) {
+			t.Fatalf("worker %s runs as uid %s, want shardstock-edge's (%s, %v)", w, uid, strings.TrimSpace(string(want)), err)
+		}
+		// A process that is not dumpable has its /proc files owned by root
+		// (a dumpable one's are its own user's, open to any process of it).
+		for _, f := range []string{"environ", "mem"} {
+			var st syscall.Stat_t
+			if err := syscall.Stat("/proc/"+w+"/"+f, &st); err != nil || st.Uid != 0 {
+				t.Errorf("worker %s's /proc/%s/%s is uid %d's (%v), want root's: the worker is dumpable", w, w, f, st.Uid, err)
+			}
+		}
+		for _, user := range []string{"nobody", "shardstock-edge"} {
+			got, err := exec.Command("runuser", "-u", user, "--", "head", "-c", "64", "/proc/"+w+"/environ").CombinedOutput()
+			if err == nil {
+				t.Errorf("a process running as %s read worker %s's environment (%d bytes)", user, w, len(got))
+			}
+		}
 	}
 }

@@ -132,7 +132,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if m.mq, err = m.openTransport(ctx); err != nil {
 		return err
 	}
-	m.orders = order.NewService(order.Config{Store: m.store, Settler: m.mq, Holds: inventory.HoldSearch{Finder: set, Products: m.inv.catalog}, Claims: set, LateHolds: m.inv.resync, PayTimeout: m.cfg.PayTimeout,
+	m.orders = order.NewService(order.Config{Store: m.store, Settler: m.mq, Holds: inventory.HoldSearch{Finder: set, Products: m.inv.catalog, Now: m.clock.Now, Keep: 2 * m.cfg.FailFastAge}, Claims: set, LateHolds: m.inv.resync, PayTimeout: m.cfg.PayTimeout,
 		FailFastAge: m.cfg.FailFastAge, Rate: m.cfg.OrderRate, Now: m.cfg.Test.OrderClock, Logger: m.log, PaySecret: m.cfg.PaySecret, PayPrevious: m.cfg.PayPrevious,
 		Budget:   orderBudget{set: set, rate: m.cfg.OrderRate},
 		OnIngest: func(st shardstock.OrderStatus) { m.metrics.OrdersIngested.WithLabelValues(string(st)).Inc() }})

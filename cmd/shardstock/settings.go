@@ -28,7 +28,10 @@ import (
 type setting struct {
 	name, flag, def, help string
 	secret                bool
-	parse                 func(c *Config, v string) error
+	// file: a value that may carry passwords (URLs), so it may also come
+	// from a --FLAG-file (a container's secret), beside its flag.
+	file  bool
+	parse func(c *Config, v string) error
 }
 
 // settings are every SHARDSTOCK_* variable serve reads, parsed in this
@@ -40,7 +43,7 @@ var settings = []setting{
 		parse: parseHTTPAddr},
 	{name: "SHARDSTOCK_REDIS_CA_FILE", flag: "redis-ca-file", help: "PEM file of the CA that signs the rediss:// shards' certificates (default: the system's roots)",
 		parse: func(c *Config, v string) error { return readCAsInto(&c.RedisCAs, v) }},
-	{name: "SHARDSTOCK_SHARDS", flag: "shards", help: "comma-separated Redis master URLs, order = shard index (required)",
+	{name: "SHARDSTOCK_SHARDS", flag: "shards", file: true, help: "comma-separated Redis master URLs, order = shard index (required)",
 		parse: parseShards},
 	{name: "SHARDSTOCK_SHARD_TIMEOUT", flag: "shard-timeout", def: "250ms", help: "deadline of one call on one shard",
 		parse: parseShardTimeout},
@@ -76,7 +79,7 @@ var settings = []setting{
 		parse: func(c *Config, v string) error { c.mqCredentialsVar = v; return nil }},
 	{name: "SHARDSTOCK_DB_CA_FILE", flag: "db-ca-file", help: "PEM file of the CA that signs the MySQL/MariaDB server's certificate, for a DSN with ?tls=true (default: the system's roots)",
 		parse: func(c *Config, v string) error { return readCAsInto(&c.DBCAs, v) }},
-	{name: "SHARDSTOCK_DB", flag: "db", def: "sqlite:./data/orders.db", help: "order database: sqlite:PATH or mysql://user:pass@tcp(host:port)/db",
+	{name: "SHARDSTOCK_DB", flag: "db", file: true, def: "sqlite:./data/orders.db", help: "order database: sqlite:PATH or mysql://user:pass@tcp(host:port)/db",
 		parse: parseDB},
 
 	// Orders.

@@ -17,9 +17,9 @@
 --
 -- Every rate is a sliding window over the last second (this second's
 -- count plus the last second's, weighted by how much of it is still in
--- the window), shared by all workers, and a request turned away is not
--- counted: a flood spends its own address's or buyer's allowance, never
--- the budgets everyone shares. The coordinators still check everything
+-- the window), shared by all workers. A request turned away by a check is
+-- counted neither there nor by the checks after it: a flood spends its own
+-- address's or buyer's allowance, never the budgets everyone shares. The coordinators still check everything
 -- (the exact turn, the per-user limit, their own rates); the edge turns
 -- away what cannot pass, before it costs them anything.
 --
@@ -56,6 +56,7 @@ typedef struct evp_md_st EVP_MD;
 const EVP_MD *EVP_sha256(void);
 unsigned char *HMAC(const EVP_MD *evp_md, const void *key, int key_len,
                     const unsigned char *d, size_t n, unsigned char *md, unsigned int *md_len);
+int prctl(int option, unsigned long arg2, unsigned long arg3, unsigned long arg4, unsigned long arg5);
 ]]
 local crypto = ffi.C
 if not pcall(function() return crypto.EVP_sha256 end) then
@@ -78,7 +79,7 @@ end
 -- HS256 for audience aud, issued by the coordinators and not expired; nil
 -- for anything else. Only the coordinators hold key, and they write claims
 -- with Go's encoding/json: plain fields, read here by pattern.
-local LEEWAY = 5 -- seconds of clock difference allowed, as the coordinators do
+local LEEWAY = 30 -- seconds of clock difference allowed for tokens, as the coordinators allow
 local function claims(token, key, aud)
   if not token then return nil end
   local h, p, sig = string.match(token, "^([%w_-]+)%.([%w_-]+)%.([%w_-]+)$")
@@ -95,7 +96,9 @@ local function claims(token, key, aud)
   if not c then return nil end
   local exp = tonumber(string.match(c, '"exp":(%d+)'))
   if not exp or exp + LEEWAY < ngx.time() then return nil end
-  if not string.find(c, '"iss":"shardstock"', 1, true) or not string.find(c, '"' .. aud .. '"', 1, true) then return nil end
+  if not string.find(c, '"iss":"shardstock"', 1, true) then return nil end
+  -- (aud as Go's jwt writes it: a list, or one string)
+  if not string.find(c, '"aud":["' .. aud .. '"]', 1, true) and not string.find(c, '"aud":"' .. aud .. '"', 1, true) then return nil end
   return c
 end
 
@@ -160,12 +163,26 @@ local function refresh()
     elseif kind == "queue" and tonumber(b) then
       put("q:" .. a, tonumber(b), 10) -- gone with its line, 10 s after the last word of it
     elseif kind == "passed" and tonumber(b) and tonumber(c) then
-      put("x:" .. a, b .. " " .. c, 10)
+      -- Gone 2 s after the last word of it: the coordinators allow an
+      -- edge's copy and clock together 5 s (waitroom.EdgeSkew), so a copy
+      -- kept longer while fetches fail could end a turn early.
+      put("x:" .. a, b .. " " .. c, 2)
     elseif kind == "revoked" and b ~= "" then
       put("r:" .. a .. ":" .. b, true, 10)
     end
   end
   if not seen["global"] then config:delete("global") end
+end
+
+-- full says, at most once a second per worker, that the counters' store
+-- is evicting counts to make room (limits then reset early): raise
+-- lua_shared_dict shardstock_counts.
+local said = 0
+local function full()
+  if ngx.now() - said >= 1 then
+    said = ngx.now()
+    ngx.log(ngx.ERR, "shardstock edge: the counters' store is full and drops counts (raise lua_shared_dict shardstock_counts)")
+  end
 end
 
 -- take counts one request against key's sliding window of a second if it
@@ -176,11 +193,12 @@ local function take(key, limit)
   local now = ngx.now()
   local sec = math.floor(now)
   local this = key .. ":" .. sec
-  local n, err = counts:incr(this, 1, 0, 3)
+  local n, err, forcible = counts:incr(this, 1, 0, 3)
   if not n then
     ngx.log(ngx.ERR, "shardstock edge: counter: ", err)
     return true
   end
+  if forcible then full() end
   local last = counts:get(key .. ":" .. (sec - 1)) or 0
   if n + last * (1 - (now - sec)) > limit then
     counts:incr(this, -1)
@@ -229,6 +247,18 @@ end
 -- second through the edge).
 function M.queue(per_ip, per_buyer)
   gate(per_ip, per_buyer)
+end
+
+-- harden makes this worker not dumpable (init_worker_by_lua): nginx
+-- makes its workers dumpable again after it drops root, so any process of
+-- the workers' user could read their memory and environment, and with them
+-- the keys (SHARDSTOCK_QUEUE_SECRET mints places the coordinators take).
+-- Not dumpable, their /proc files are root's.
+local PR_SET_DUMPABLE = 4
+function M.harden()
+  if ffi.C.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) ~= 0 then
+    ngx.log(ngx.ERR, "shardstock edge: prctl(PR_SET_DUMPABLE, 0) failed: ", ffi.errno())
+  end
 end
 
 -- check admits a purchase of product or answers it here; per_ip and
