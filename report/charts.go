@@ -93,10 +93,20 @@ func timeChart(title, yName string, counts bool, secs []int64, names []string, v
 		return nil, err
 	}
 	// The legend sits between the title and the lines, where it hides none.
+	// Grid lines mark the cuts only (with none, go-chart would draw one at
+	// every other tick, which read as cuts).
+	grid := chart.Style{StrokeColor: chart.ColorAlternateGray, StrokeWidth: 1}
+	if len(ax.cuts) == 0 {
+		grid = chart.Hidden()
+	}
+	// go-chart spans the axis from the first tick to the last when ticks
+	// are given: unnamed ones at both ends keep every line inside it.
+	lo, hi := -0.5, max(ax.x[len(ax.x)-1]+0.5, 1)
+	ticks := append(append([]chart.Tick{{Value: lo}}, ax.ticks...), chart.Tick{Value: hi})
 	c := chart.Chart{Title: title, Width: 720, Height: 340, Font: f,
 		Background: chart.Style{Padding: chart.Box{Top: 100, Left: 10, Right: 10, Bottom: 40}},
-		XAxis: chart.XAxis{Ticks: ax.ticks, GridLines: ax.cuts, GridMajorStyle: chart.Style{StrokeColor: chart.ColorAlternateGray, StrokeWidth: 1},
-			Range: &chart.ContinuousRange{Min: -0.5, Max: max(ax.x[len(ax.x)-1]+0.5, 1)}},
+		XAxis: chart.XAxis{Ticks: ticks, GridLines: ax.cuts, GridMajorStyle: grid, GridMinorStyle: chart.Hidden(),
+			Range: &chart.ContinuousRange{Min: lo, Max: hi}},
 		YAxis:  chart.YAxis{Name: yName, ValueFormatter: intFormatter},
 		Series: series}
 	top := 0.0
@@ -221,9 +231,6 @@ func timeAxisOf(secs []int64) timeAxis {
 		}
 	}
 	slices.SortFunc(ax.ticks, func(a, b chart.Tick) int { return cmp.Compare(a.Value, b.Value) })
-	if len(ax.ticks) == 1 { // go-chart draws no axis from one tick
-		ax.ticks = append(ax.ticks, chart.Tick{Value: ax.ticks[0].Value + 1})
-	}
 	return ax
 }
 
