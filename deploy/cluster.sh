@@ -34,7 +34,7 @@
 # The hosts (NET is a /24, its .1 is this machine on the bridge):
 #   edge      NET.2   nginx, the buyers' way in, on port 8000
 #   prom      NET.3   Prometheus on 9090, scraping the coordinators
-#   db        NET.4   MariaDB on 3406 (TLS; its user may log in from the coordinators' hosts only)
+#   db        NET.4   MariaDB on 3406 (TLS; its user may log in from the coordinators' hosts and NET.1 only)
 #   mq        NET.5   RocketMQ: the NameServer on 9876 and the Broker on 10911
 #   coordK    NET.1K  coordinator K on 8080 (K = 1..9)
 #   shardK    NET.2K  Redis master K on 6479 (K = 1..9; AOF, appendfsync always, ACL)
@@ -152,10 +152,11 @@ secret() {
 
 # The scripts of the parts, each with its host's directories and address.
 redis() { local h=$1; shift; in_host "$h" env SHARDSTOCK_REDIS_DIR="$dir/$h/redis" SHARDSTOCK_REDIS_PORTS=6479 SHARDSTOCK_REDIS_HOST="$(addr "$h")" "$here/redis.sh" "$@"; }
-# The database's users log in from the coordinators' hosts only, and the
-# tests' user is not made here.
+# The database's user logs in from the coordinators' hosts and from this
+# machine (NET.1, the operators': reconciliation and audits read the
+# orders) only, and the tests' user is not made here.
 coordinator_addrs() { local k out=""; for ((k = 1; k <= coords; k++)); do out="${out:+$out,}$(addr "coord$k")"; done; echo "$out"; }
-mariadb() { in_host db env SHARDSTOCK_MARIADB_DIR="$dir/db/mariadb" SHARDSTOCK_MARIADB_HOST="$(addr db)" SHARDSTOCK_MARIADB_CLIENTS="$(coordinator_addrs)" SHARDSTOCK_MARIADB_TEST_USER=0 "$here/mariadb.sh" "$@"; }
+mariadb() { in_host db env SHARDSTOCK_MARIADB_DIR="$dir/db/mariadb" SHARDSTOCK_MARIADB_HOST="$(addr db)" SHARDSTOCK_MARIADB_CLIENTS="$(coordinator_addrs),$net.1" SHARDSTOCK_MARIADB_TEST_USER=0 "$here/mariadb.sh" "$@"; }
 rocketmq() { in_host mq env SHARDSTOCK_RMQ_DIR="$dir/mq/rocketmq" SHARDSTOCK_RMQ_BIND="$(addr mq)" "$here/rocketmq.sh" "$@"; }
 nginx() { in_host edge "$here/nginx.sh" "$@" --dir "$dir/edge/nginx"; }
 prometheus() { in_host prom "$here/prometheus.sh" "$@" --dir "$dir/prom/prometheus"; }

@@ -61,10 +61,9 @@ port=${SHARDSTOCK_MARIADB_PORT:-3406}
 host=${SHARDSTOCK_MARIADB_HOST:-127.0.0.1}
 clients=${SHARDSTOCK_MARIADB_CLIENTS:-$host}
 testuser=${SHARDSTOCK_MARIADB_TEST_USER:-1}
-[[ $clients =~ ^[0-9.%,]+$ ]] || { echo "mariadb.sh: SHARDSTOCK_MARIADB_CLIENTS must be addresses or patterns of [0-9.%], comma-separated, not '$clients'" >&2; exit 1; }
 [[ $testuser =~ ^[01]$ ]] || { echo "mariadb.sh: SHARDSTOCK_MARIADB_TEST_USER must be 0 or 1, not '$testuser'" >&2; exit 1; }
 [[ $host =~ ^[0-9.]+$ ]] && [ "$host" != 0.0.0.0 ] || { echo "mariadb.sh: SHARDSTOCK_MARIADB_HOST must be one IPv4 address of this host, not '$host'" >&2; exit 1; }
-[[ $clients =~ ^[0-9.%_]+$ ]] || { echo "mariadb.sh: SHARDSTOCK_MARIADB_CLIENTS must be an IPv4 address or pattern (digits, dots, % and _), not '$clients'" >&2; exit 1; }
+[[ $clients =~ ^[0-9.%_]+(,[0-9.%_]+)*$ ]] || { echo "mariadb.sh: SHARDSTOCK_MARIADB_CLIENTS must be IPv4 addresses or patterns (digits, dots, % and _), comma-separated, not '$clients'" >&2; exit 1; }
 dir=${SHARDSTOCK_MARIADB_DIR:-./run/mariadb}
 if [ "$(id -u)" = 0 ]; then
   (umask 066 && mkdir -p "$dir") # 0711: see "Where the files are"
