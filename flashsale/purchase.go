@@ -439,19 +439,10 @@ func (h *Handler) allow(w http.ResponseWriter, r *http.Request, p *shardstock.Pr
 // answers 429 past them: a waiting room's joins are counted with the
 // buyer's purchases.
 func (h *Handler) LimitBuyer(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		if !h.limiter.any() {
-			return next(c)
-		}
-		user, err := h.cfg.Identity(c.Request())
-		if err != nil {
-			return err
-		}
-		if _, ok, scope, retry := h.limiter.admitBuyer(user, h.clientIP(c.Request()), h.cfg.Now()); !ok {
-			return h.limited(c.Response(), scope, retry)
-		}
-		return next(c)
-	}
+	return h.perBuyer(next, func(user string, r *http.Request, now time.Time) (bool, string, time.Duration) {
+		_, ok, scope, retry := h.limiter.admitBuyer(user, h.clientIP(r), now)
+		return ok, scope, retry
+	})
 }
 
 // A buyer's looks at their place in a waiting room, with rate limits on:
@@ -467,6 +458,20 @@ const (
 // LimitLooks is echo middleware that holds each buyer to lookRate looks a
 // second (429 with Retry-After past it) while rate limits are on.
 func (h *Handler) LimitLooks(next echo.HandlerFunc) echo.HandlerFunc {
+	return h.perBuyer(next, func(user string, _ *http.Request, now time.Time) (bool, string, time.Duration) {
+		r := h.looks.get(user, lookRate, lookBurst, now).ReserveN(now, 1)
+		if d := r.DelayFrom(now); d > 0 {
+			r.CancelAt(now)
+			return false, "look", d
+		}
+		return true, "", 0
+	})
+}
+
+// perBuyer is echo middleware that, while rate limits are on, asks admit
+// about each request's buyer and answers 429 (scope, Retry-After) when it
+// says no.
+func (h *Handler) perBuyer(next echo.HandlerFunc, admit func(user string, r *http.Request, now time.Time) (ok bool, scope string, retry time.Duration)) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		if !h.limiter.any() {
 			return next(c)
@@ -475,11 +480,8 @@ func (h *Handler) LimitLooks(next echo.HandlerFunc) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		now := h.cfg.Now()
-		r := h.looks.get(user, lookRate, lookBurst, now).ReserveN(now, 1)
-		if d := r.DelayFrom(now); d > 0 {
-			r.CancelAt(now)
-			return h.limited(c.Response(), "look", d)
+		if ok, scope, retry := admit(user, c.Request(), h.cfg.Now()); !ok {
+			return h.limited(c.Response(), scope, retry)
 		}
 		return next(c)
 	}
