@@ -175,7 +175,8 @@ run() {
   [ -n "${SHARDSTOCK_HTTP_ADDR:-}" ] || opts+=(--env "SHARDSTOCK_HTTP_ADDR=127.0.0.1:$port")
   local var flag sec args=()
   for var in $(compgen -e | grep '^SHARDSTOCK_' || true); do
-    sec="$name-$(echo "${var#SHARDSTOCK_}" | tr 'A-Z_' 'a-z-')"
+    [ -n "${!var}" ] || continue # (empty: the setting's default; podman refuses an empty secret)
+    sec=$(secret_name "$var")
     flag=${file_flags[$var]:-}
     if [ -n "$flag" ]; then
       put_secret "$sec" "${!var}"
@@ -190,6 +191,9 @@ run() {
     --volume "$volume:/data" \
     "${opts[@]}" "$tag" serve "${args[@]}"
 }
+
+# secret_name VAR: the podman secret of setting VAR for container N.
+secret_name() { echo "$name-$(echo "${1#SHARDSTOCK_}" | tr 'A-Z_' 'a-z-')"; }
 
 # put_secret NAME VALUE: the podman secret NAME holds VALUE (podman 4.3
 # has no secret create --replace).
@@ -208,15 +212,17 @@ declare -A file_flags=([SHARDSTOCK_ADMIN_TOKEN]=admin-token [SHARDSTOCK_HMAC_SEC
 
 stop() {
   need podman
-  podman container exists "$name" || return 0
-  local rc
-  # The coordinator drains for up to 15 s on SIGTERM (Main.Close), then
-  # closes the spool and the database: 30 s before SIGKILL.
-  podman stop --time 30 "$name" >/dev/null
-  rc=$(podman inspect --format '{{.State.ExitCode}}' "$name")
-  podman rm "$name" >/dev/null
-  local sec
-  for sec in $(podman secret ls --format '{{.Name}}' | grep "^$name-" || true); do podman secret rm "$sec" >/dev/null; done
+  local rc=0 var
+  if podman container exists "$name"; then
+    # The coordinator drains for up to 15 s on SIGTERM (Main.Close), then
+    # closes the spool and the database: 30 s before SIGKILL.
+    podman stop --time 30 "$name" >/dev/null
+    rc=$(podman inspect --format '{{.State.ExitCode}}' "$name")
+    podman rm "$name" >/dev/null
+  fi
+  # Its secrets, by name (another container's, N-2's say, stay), also
+  # those of a run that failed or a container removed by hand.
+  for var in "${!file_flags[@]}"; do podman secret rm "$(secret_name "$var")" >/dev/null 2>&1 || true; done
   # (a coordinator that failed its shutdown says so: its logs went with it)
   [ "$rc" = 0 ] || die "$name exited with status $rc"
 }

@@ -108,6 +108,7 @@ func TestImageRunsACoordinator(t *testing.T) {
 		}
 		imgQuiet("podman", "rm", "--force", "--time", "0", name)
 		imgQuiet("podman", "volume", "rm", "--force", volume)
+		imgQuiet("bash", filepath.Join(root, "deploy", "image.sh"), "stop", "--name", name) // (its podman secrets, with no container left)
 	})
 	imgRun(t, env, "bash", filepath.Join(root, "deploy", "image.sh"), "run", "--tag", tag, "--name", name, "--volume", volume, "--port", fmt.Sprint(port))
 

@@ -227,7 +227,7 @@ start() {
   [ ! -L "$dir/db" ] || where=": ${user:-you} cannot reach $dir, so $dir/db links there"
   for _ in $(seq 1 120); do
     if mariadb-admin --no-defaults --socket="$sock" -u"$(admin_login)" ping >/dev/null 2>&1; then
-      mariadb --no-defaults --socket="$sock" -u"$(admin_login)" -e "$(grants "$app" "$test")"
+      grants "$app" "$test" | mariadb --no-defaults --socket="$sock" -u"$(admin_login)" # (stdin: ps shows argv, and the SQL holds the passwords)
       echo "mariadb up on $host:$port (pid $(pid), as ${user:-$(id -un)}, data $db/data$where)"; return
     fi
     running "$launched" || { tail -20 "$db/error.log" >&2; die "mariadbd exited during start"; }

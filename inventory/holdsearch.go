@@ -28,7 +28,7 @@ type HoldSearch struct {
 	Finder   HoldFinder
 	Products Products
 	// Now is the sale's clock (the one windows are judged by); nil: every
-	// product that is not archived is searched.
+	// product is searched.
 	Now func() time.Time
 	// Keep is how long a reservation may stay without its order row
 	// (twice the fail-fast age: older ids are not searched for at all).

@@ -66,9 +66,12 @@ type crowdRun struct {
 	c          loadConfig
 	cl         *client.Client
 	buyers     []crowdBuyer
-	mode       string       // the line's, from its public face
-	difficulty atomic.Int64 // the line's proof of work, as last learned
-	challenge  atomic.Value // (string) what the work hashes with, as last learned (told once the room opens)
+	mode       string         // the line's, from its public face
+	difficulty atomic.Int64   // the line's proof of work, as last learned
+	pays       sync.WaitGroup // payments of --pay on their way
+	challenge  atomic.Value   // (string) what the work hashes with, as last learned (told once the room opens)
+	learnMu    sync.Mutex     // one join at a time reads a stale challenge again
+	learnedAt  atomic.Int64   // when the challenge was learned (unix ns)
 	bar        *progressbar.ProgressBar
 
 	mu   sync.Mutex    // guards next
@@ -151,6 +154,7 @@ func runCrowd(ctx context.Context, c loadConfig, stderr io.Writer) (*loadReport,
 			waiting = true
 		}
 	}
+	r.pays.Wait()
 	rep := r.report(ctx, time.Since(start))
 	if waiting && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		rep.Crowd.Cut = c.duration.Seconds()
@@ -187,8 +191,27 @@ func (r *crowdRun) learn(ctx context.Context) (client.Place, error) {
 	if err == nil {
 		r.difficulty.Store(int64(face.Difficulty))
 		r.challenge.Store(face.Challenge)
+		r.learnedAt.Store(time.Now().UnixNano())
 	}
 	return face, err
+}
+
+// fresh reads the challenge again when it is older than 45 s (it changes
+// every minute, and the last one is still taken): a solve begun on it then
+// is still good when its join arrives. One join reads it; the others wait
+// for that read and use it.
+func (r *crowdRun) fresh(ctx context.Context) {
+	stale := func() bool {
+		return r.difficulty.Load() > 0 && time.Since(time.Unix(0, r.learnedAt.Load())) > 45*time.Second
+	}
+	if !stale() {
+		return
+	}
+	r.learnMu.Lock()
+	defer r.learnMu.Unlock()
+	if stale() {
+		r.learn(ctx)
+	}
 }
 
 // dispatch hands each buyer to a worker when its look is due, until every
@@ -300,6 +323,7 @@ func (r *crowdRun) join(ctx context.Context, i, batch int) {
 	b := &r.buyers[i]
 	b.batch = batch
 	for range maxTries {
+		r.fresh(ctx)
 		work := r.solve(b)
 		sent := time.Now()
 		p, err := r.cl.JoinQueue(context.WithoutCancel(ctx), r.c.product, b.user, work)
@@ -424,6 +448,21 @@ func (r *crowdRun) pace(b *crowdBuyer, p client.Place) time.Duration {
 	return after
 }
 
+// pay pays order id of user, again while the order is not written yet
+// (409) or the server cannot take it (5xx), for up to 15 s.
+func (r *crowdRun) pay(ctx context.Context, id, user string) {
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		err := r.cl.PayOrder(ctx, id, user, true)
+		var refused *client.Error
+		if err == nil || !errors.As(err, &refused) || (refused.Status != http.StatusConflict && refused.Status < 500) || time.Now().After(deadline) {
+			if err != nil {
+				r.t.count(err)
+			}
+			return
+		}
+	}
+}
+
 // buy sends b's purchase with its place: the outcome, or when to look
 // again (the look then says what became of the place).
 func (r *crowdRun) buy(ctx context.Context, b *crowdBuyer) nextMove {
@@ -434,6 +473,11 @@ func (r *crowdRun) buy(ctx context.Context, b *crowdBuyer) nextMove {
 	switch {
 	case err == nil && a.Status == http.StatusOK:
 		b.buySent, b.bought = sent, time.Now()
+		if r.c.pay && a.OrderID != "" {
+			// A unit reserved and never paid comes back: the line cannot
+			// tell those still waiting that it sold out until it is paid.
+			r.pays.Go(func() { r.pay(context.WithoutCancel(ctx), a.OrderID, b.user) })
+		}
 		return leave(outcomeBought)
 	case err == nil && a.Status == http.StatusGone:
 		b.soldOut = time.Now()

@@ -39,7 +39,7 @@ func crowdSale(t *testing.T, m *Main, product string, stock int, startIn time.Du
 	}
 	var stdout, stderr bytes.Buffer
 	code := run(append([]string{"loadgen", "--mode", "crowd", "--url", m.URL(), "--product", product, "--admin-token", testToken,
-		"--conns", "32", "--duration", "25s", "--json", "--progress=false"}, args...), env(nil), &stdout, &stderr)
+		"--conns", "32", "--duration", "25s", "--json", "--progress=false", "--pay"}, args...), env(nil), &stdout, &stderr)
 	var rep loadReport
 	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil || code != 0 || rep.Crowd == nil {
 		t.Fatalf("exit %d, report %s %v; stderr %s", code, stdout.String(), err, stderr.String())

@@ -36,6 +36,7 @@ type loadConfig struct {
 	joinBatch     int           // joins sent at once
 	approach      time.Duration // looks in the last second before the turn (0: Retry-After alone)
 	leaveUnlikely bool          // a buyer told it is unlikely to get a unit leaves
+	pay           bool          // a buyer who bought pays (unsigned: a server without a payment secret)
 }
 
 // loadReport is loadgen's result (printed, or as JSON with --json).
@@ -99,6 +100,7 @@ func loadgen(args []string, getenv func(string) string, stdout, stderr io.Writer
 	fs.IntVar(&c.joinBatch, "join-batch", 1, "crowd mode: joins sent at once (a batch is sent once the last one was answered)")
 	fs.DurationVar(&c.approach, "approach", 50*time.Millisecond, "crowd mode: look this often in the last second before the turn (0: at the Retry-After only)")
 	fs.BoolVar(&c.leaveUnlikely, "leave-unlikely", false, "crowd mode: a buyer told it is unlikely to get a unit leaves the line")
+	fs.BoolVar(&c.pay, "pay", false, "crowd mode: a buyer who bought pays at once, as the sale page's Pay button does (needs a server without a payment secret); until units are paid, waiting buyers are told they are held, not sold out")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, loadgenUsage, "\nFlags:\n")

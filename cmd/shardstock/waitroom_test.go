@@ -75,9 +75,11 @@ func TestAQueuedSaleThroughTwoCoordinators(t *testing.T) {
 		rep := lookQueue(t, b.URL(), "qlamp", "q0", tokens["q0"])
 		return rep.str("status") == "admitted", rep.raw
 	})
-	if rep := queuedPurchase(t, b.URL(), "qlamp", "q0", tokens["q0"]); rep.status != 200 {
-		t.Fatalf("q0, admitted, buys: %d %s", rep.status, rep.raw)
+	rep0 := queuedPurchase(t, b.URL(), "qlamp", "q0", tokens["q0"])
+	if rep0.status != 200 {
+		t.Fatalf("q0, admitted, buys: %d %s", rep0.status, rep0.raw)
 	}
+	orders := map[string]string{rep0.str("order_id"): "q0"}
 	// The operator revokes q1 and admits everyone; q5 waits behind a pause.
 	if rep := adminDo(t, "POST", a.URL()+api.AdminBase+api.Path(api.AdminQueueRevokePath, "qlamp"), `{"user":"q1"}`); rep.status != 200 {
 		t.Fatalf("revoke: %d %s", rep.status, rep.raw)
@@ -105,9 +107,23 @@ func TestAQueuedSaleThroughTwoCoordinators(t *testing.T) {
 		if rep.status != 200 {
 			t.Fatalf("%s, admitted, buys: %d %s", user, rep.status, rep.raw)
 		}
+		orders[rep.str("order_id")] = user
 		got++
 	}
-	waitFor(t, 5*time.Second, "q5, still waiting, is told the product sold out", func() (bool, string) {
+	// Every unit reserved and none paid: q5 is told they are held, and may
+	// come back (issue 41, finding 5: it was told sold_out); once all
+	// three are paid, that the product sold out.
+	waitFor(t, 5*time.Second, "q5, still waiting, is told every unit is held", func() (bool, string) {
+		rep := lookQueue(t, coords[1], "qlamp", "q5", tokens["q5"])
+		return rep.str("status") == "held", rep.raw
+	})
+	for id, user := range orders {
+		waitFor(t, 10*time.Second, "the order of "+user+" paid", func() (bool, string) {
+			rep := do(t, "POST", a.URL()+"/api/v1/orders/"+id+"/pay", `{"result":"success"}`, "X-User-ID", user, "Content-Type", "application/json")
+			return rep.status == 202, rep.raw
+		})
+	}
+	waitFor(t, 10*time.Second, "q5, still waiting, is told the product sold out", func() (bool, string) {
 		rep := lookQueue(t, coords[1], "qlamp", "q5", tokens["q5"])
 		return rep.str("status") == "sold_out", rep.raw
 	})

@@ -79,8 +79,9 @@ end
 -- HS256 for audience aud, issued by the coordinators and not expired; nil
 -- for anything else. Only the coordinators hold key, and they write claims
 -- with Go's encoding/json: plain fields, read here by pattern.
-local LEEWAY = 30 -- seconds of clock difference allowed for tokens, as the coordinators allow
-local function claims(token, key, aud)
+-- leeway: seconds of clock difference allowed, as the coordinators allow
+-- (buyers' tokens 30, places 5).
+local function claims(token, key, aud, leeway)
   if not token then return nil end
   local h, p, sig = string.match(token, "^([%w_-]+)%.([%w_-]+)%.([%w_-]+)$")
   if not h then return nil end
@@ -95,7 +96,7 @@ local function claims(token, key, aud)
   local c = unb64url(p)
   if not c then return nil end
   local exp = tonumber(string.match(c, '"exp":(%d+)'))
-  if not exp or exp + LEEWAY < ngx.time() then return nil end
+  if not exp or exp + leeway < ngx.time() then return nil end
   if not string.find(c, '"iss":"shardstock"', 1, true) then return nil end
   -- (aud as Go's jwt writes it: a list, or one string)
   if not string.find(c, '"aud":["' .. aud .. '"]', 1, true) and not string.find(c, '"aud":"' .. aud .. '"', 1, true) then return nil end
@@ -108,10 +109,10 @@ end
 local function buyer()
   local auth = ngx.var.http_authorization
   local raw = auth and string.match(auth, "^[Bb][Ee][Aa][Rr][Ee][Rr] +(%S+)%s*$")
-  local c = claims(raw, buyer_key, "shardstock-buyers")
+  local c = claims(raw, buyer_key, "shardstock-buyers", 30)
   if not c then return nil end
   local iat, exp = tonumber(string.match(c, '"iat":(%d+)')), tonumber(string.match(c, '"exp":(%d+)'))
-  if not iat or iat > ngx.time() + LEEWAY or exp - iat > 86400 then return nil end
+  if not iat or iat > ngx.time() + 30 or exp - iat > 86400 then return nil end
   local sub = string.match(c, '"sub":"([%w_-]+)"')
   if not sub or #sub > 64 then return nil end
   return sub
@@ -122,7 +123,7 @@ end
 -- verified) only user's own place is taken; with none (no buyer key here)
 -- any buyer's, and the coordinator checks whose it is.
 local function place(token, product, user)
-  local c = claims(token, queue_key, "shardstock-queue")
+  local c = claims(token, queue_key, "shardstock-queue", 5)
   if not c or string.match(c, '"pid":"([^"]*)"') ~= product then return nil end
   local sub = string.match(c, '"sub":"([^"]*)"')
   if not sub or (user and sub ~= user) then return nil end

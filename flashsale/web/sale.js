@@ -156,16 +156,23 @@
   document.getElementById("join").addEventListener("click", async function () {
     const note = document.getElementById("queue-note");
     try {
-      let body = "{}";
-      const probe = await fetch("/api/v1/products/" + id + "/queue", { headers: { "X-User-ID": buyer }, cache: "no-store" });
-      const face = await probe.json();
-      if (face.difficulty > 0) {
-        note.textContent = "Proving you are not a bot…";
-        body = JSON.stringify({ work: await work(face.challenge || "", face.difficulty) });
+      // The work hashes a challenge the room tells once it is open (no
+      // work before: the join says when it opens); a challenge that
+      // changed while the work was done (work_required) is fetched again.
+      let r, b;
+      for (let tries = 0; tries < 2; tries++) {
+        let body = "{}";
+        const probe = await fetch("/api/v1/products/" + id + "/queue", { headers: { "X-User-ID": buyer }, cache: "no-store" });
+        const face = await probe.json();
+        if (face.difficulty > 0 && face.challenge) {
+          note.textContent = "Proving you are not a bot…";
+          body = JSON.stringify({ work: await work(face.challenge, face.difficulty) });
+        }
+        r = await fetch("/api/v1/products/" + id + "/queue", { method: "POST", body: body,
+          headers: { "X-User-ID": buyer, "Content-Type": "application/json" } });
+        b = await r.json();
+        if (!(r.status === 403 && b.error === "work_required" && face.challenge)) break;
       }
-      const r = await fetch("/api/v1/products/" + id + "/queue", { method: "POST", body: body,
-        headers: { "X-User-ID": buyer, "Content-Type": "application/json" } });
-      const b = await r.json();
       if (!r.ok) { note.textContent = say(b); return; }
       note.textContent = "";
       queue.token = b.token;
