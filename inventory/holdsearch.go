@@ -42,8 +42,12 @@ type HoldSearch struct {
 // A product whose catalog entry cannot be read is searched all the same.
 func (h HoldSearch) FindHold(ctx context.Context, products []string, id string) (string, string, int, bool, error) {
 	cands := make([]string, 0, len(products))
+	read := make(map[string]*shardstock.Product, len(products)) // (for the look at Moved below: one catalog read each)
 	for _, pid := range products {
 		p, err := h.Products.Product(ctx, pid)
+		if err == nil {
+			read[pid] = p
+		}
 		if err != nil || h.Now == nil || MayHold(p, h.Now(), h.Keep) {
 			cands = append(cands, pid)
 		}
@@ -53,12 +57,14 @@ func (h HoldSearch) FindHold(ctx context.Context, products []string, id string) 
 		return product, user, shard, found, err
 	}
 	for _, pid := range cands {
-		p, err := h.Products.Product(ctx, pid)
-		switch {
-		case errors.Is(err, shardstock.ErrNotFound):
-			continue
-		case err != nil:
-			return "", "", -1, false, err
+		p, ok := read[pid]
+		if !ok {
+			var err error
+			if p, err = h.Products.Product(ctx, pid); errors.Is(err, shardstock.ErrNotFound) {
+				continue
+			} else if err != nil {
+				return "", "", -1, false, err
+			}
 		}
 		if p.Moved != "" && !p.Archived {
 			// Permanent for this process, until it restarts on the whole
