@@ -1823,7 +1823,7 @@ func (h *history) currentStock(p *mproduct) int64 {
 
 // stockBound is the most p's stock can be now: currentStock and the units
 // of additions under way (recorded, perhaps on their shard already: they
-// finish by themselves, or are reversed only when their shard lost the
+// finish by themselves, and count as made when their shard lost the
 // product). Removals under way still count: their units are off sale,
 // which errs the safe way.
 func (h *history) stockBound(p *mproduct) int64 {
