@@ -110,4 +110,5 @@ bench: ## side-by-side benchmark (HTTP and Redis ceilings vs the purchase path; 
 
 clean: ## delete the build output and the test runs' data (not the quick start's: see make reset)
 	[ ! -d run/test/mariadb ] || SHARDSTOCK_MARIADB_DIR=run/test/mariadb deploy/mariadb.sh remove
+	[ ! -d run/test/rocketmq ] || SHARDSTOCK_RMQ_DIR=run/test/rocketmq deploy/rocketmq.sh remove
 	rm -rf bin run/test run/bench

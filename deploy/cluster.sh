@@ -39,6 +39,14 @@
 #   coordK    NET.1K  coordinator K on 8080 (K = 1..9)
 #   shardK    NET.2K  Redis master K on 6479 (K = 1..9; AOF, appendfsync always, ACL)
 #
+# Each host's packet filter (nftables, in its namespace) takes connections on its
+# ports only from the peers that need them, and refuses anyone else's at once (a TCP
+# reset); replies and loopback pass, and what a host sends out is not filtered.
+# NET.1, this machine (the operators, the tests, a payment centre), reaches every port:
+#   edge 8000 from anyone (the buyers); coordK 8080 from the edge, prom and NET.1;
+#   shardK 6479 and db 3406 from the coordinators and NET.1; mq 9876, 10909, 10911 and
+#   10912 from the coordinators, the broker itself and NET.1; prom 9090 from NET.1.
+#
 # options (or the environment variable in brackets):
 #   --shards 3           [SHARDSTOCK_CLUSTER_SHARDS]        Redis masters, one per host (1-9)
 #   --coordinators 2     [SHARDSTOCK_CLUSTER_COORDINATORS]  coordinators, one per host (1-9)
@@ -55,7 +63,8 @@
 # SHARDSTOCK_* setting in the environment of `up` reaches them too (for
 # example SHARDSTOCK_PAY_TIMEOUT or SHARDSTOCK_LOG_LEVEL). Each coordinator
 # runs as the system user shardstock-coordinator from DIR/coordK, which is
-# its user's alone; MariaDB, Redis and nginx drop root as their scripts do.
+# its user's alone; MariaDB, Redis, RocketMQ, Prometheus and nginx's workers
+# drop root as their scripts do, each to a system user of its own.
 set -Eeuo pipefail
 source "$(dirname "$0")/lib.sh"
 umask 077
@@ -201,6 +210,38 @@ remove_network() {
 nowhere=02:00:5e:00:53:ff
 cut_link() { ip -n "$(ns "$1")" neigh replace "$(addr "$2")" lladdr "$nowhere" nud permanent dev eth0; }
 uncut_link() { ip -n "$(ns "$1")" neigh del "$(addr "$2")" dev eth0 2>/dev/null || true; }
+
+# firewall HOST: HOST's packet filter, as the top says.
+firewall() {
+  local h=$1 ports from coordinators saddr
+  coordinators=$(coordinator_addrs)
+  case "$h" in
+    edge) ports=8000 from="" ;;
+    coord*) ports=8080 from="$(addr edge),$(addr prom),$net.1" ;;
+    shard*) ports=6479 from="$coordinators,$net.1" ;;
+    db) ports=3406 from="$coordinators,$net.1" ;;
+    mq) ports="9876, 10909, 10911, 10912" from="$coordinators,$(addr mq),$net.1" ;;
+    prom) ports=9090 from="$net.1" ;;
+  esac
+  saddr=""
+  [ -z "$from" ] || saddr="ip saddr { ${from//,/, } }"
+  in_host "$h" nft -f - <<NFT
+table inet shardstock
+delete table inet shardstock
+table inet shardstock {
+  chain input {
+    type filter hook input priority filter; policy drop;
+    iif lo accept
+    ct state established,related accept
+    ct state invalid drop
+    meta l4proto { icmp, ipv6-icmp } accept
+    tcp dport { $ports } $saddr accept
+    meta l4proto tcp counter reject with tcp reset
+    counter reject
+  }
+}
+NFT
+}
 
 partition() {
   known "$cut_host"
@@ -411,10 +452,13 @@ up() {
   SHARDSTOCK_RMQ_DIR="$dir/install/rocketmq" "$here/rocketmq.sh" fetch
   "$here/nginx.sh" install --dir "$dir/install/nginx"
   "$here/prometheus.sh" install --dir "$dir/install/prometheus"
+  command -v nft >/dev/null || apt_install -- nftables
   rm -rf "$dir/install"
   make_network
   say "$((shards + coords + 4)) hosts on bridge $(bridge) ($net.1 is this machine)"
   local h
+  for h in $(hosts); do firewall "$h"; done
+  say "each host takes connections on its ports only from the peers that need them (nftables; deploy/cluster.sh --help)"
   for h in $(hosts); do say "starting $h ($(addr "$h"))"; start_part "$h"; done
   trap - EXIT
   write_env
@@ -438,6 +482,7 @@ down() {
   if [ -n "$purge" ]; then
     # MariaDB's files may live outside DIR (mariadb.sh: "Where the files are").
     [ ! -d "$dir/db/mariadb" ] || SHARDSTOCK_MARIADB_DIR="$dir/db/mariadb" "$here/mariadb.sh" remove >/dev/null
+    [ ! -d "$dir/mq/rocketmq" ] || SHARDSTOCK_RMQ_DIR="$dir/mq/rocketmq" "$here/rocketmq.sh" remove >/dev/null # (likewise)
     rm -rf "$dir"
     say "down: every part stopped, hosts and bridge $(bridge) removed, and every part's data deleted ($dir)"
     return

@@ -8,6 +8,9 @@
 #   deploy/prometheus.sh stop  [--dir DIR]
 #
 # defaults: targets 127.0.0.1:8080, port 9090 on 127.0.0.1 (--listen: this host's address), dir ./run/prometheus
+# As root (CI), Prometheus runs as the system user shardstock-prometheus (made once),
+# from DIR with relative paths: its time series in DIR/data are that user's alone; its
+# configuration, log and pid file are root's (the configuration readable by the user).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 here=$(cd "$(dirname "$0")" && pwd)
@@ -49,12 +52,25 @@ scrape_configs:
   - job_name: shardstock
     static_configs: [{targets: [$list]}]
 CONF
-  nohup prometheus --config.file="$dir/prometheus.yml" --storage.tsdb.path="$dir/data" \
-    --web.listen-address="$listen:$port" >"$dir/prometheus.log" 2>&1 &
-  echo $! >"$dir/prometheus.pid"
+  local user drop=() group
+  user=$(service_user shardstock-prometheus) # ("" unless root)
+  mkdir -p "$dir/data"
+  if [ -n "$user" ]; then
+    group=$(id -gn "$user")
+    drop=(setpriv --reuid="$user" --regid="$(id -g "$user")" --clear-groups --no-new-privs)
+    chown root:"$group" "$dir" "$dir/prometheus.yml" "$dir/rules.yml"
+    chmod 0710 "$dir"; chmod 0640 "$dir/prometheus.yml" "$dir/rules.yml"
+    chown -R "$user:$group" "$dir/data"; chmod -R go-rwx "$dir/data" # (chown -R follows no symbolic link)
+  fi
+  # From DIR, by relative paths: a directory on the way to DIR may be
+  # closed to the user.
+  (cd "$dir" || exit
+    "${drop[@]}" nohup prometheus --config.file=prometheus.yml --storage.tsdb.path=data \
+      --web.listen-address="$listen:$port" </dev/null >"$dir/prometheus.log" 2>&1 &
+    echo $! >"$dir/prometheus.pid")
   for _ in $(seq 1 120); do
     if curl -sf "http://$listen:$port/-/ready" >/dev/null 2>&1; then
-      echo "prometheus up on $listen:$port scraping $targets every $interval"; return
+      echo "prometheus up on $listen:$port scraping $targets every $interval, as ${user:-$(id -un)}"; return
     fi
     running "$(cat "$dir/prometheus.pid")" || break
     sleep 0.25

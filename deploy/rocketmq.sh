@@ -8,6 +8,7 @@
 #                                (--wait: until they exited); a start waits for a previous one
 #   deploy/rocketmq.sh stop-broker / start-broker    the Broker alone, stopped before it returns (outage drills)
 #   deploy/rocketmq.sh status    print what runs
+#   deploy/rocketmq.sh remove    stop both, then delete DIR and the JVMs' directory (wherever it is)
 #   deploy/rocketmq.sh credentials coordinator|payment|admin
 #                                print that role's USER:SECRET (SHARDSTOCK_MQ_CREDENTIALS)
 #   deploy/rocketmq.sh credentials-file coordinator|payment|admin
@@ -43,10 +44,18 @@
 #   SHARDSTOCK_RMQ_ACL    on (default) or off: no authentication at all (to see what the ACL stops)
 #   SHARDSTOCK_RMQ_NAMESPACE  the namespace of SHARDSTOCK_MQ whose payments topic the
 #                         payment centre may publish to (default none)
+# As root (CI), the NameServer and the Broker run as the system user shardstock-mq
+# (made once), in DIR/data: their logs, home, store and NameServer state in
+# DIR/data/{logs,home,store,namesrv} are that user's alone; the jars (a copy in
+# DIR/data/lib) and the configuration are root's, readable by the user; the pid files
+# and DIR/acl (the credentials) are root's alone. When the user cannot reach DIR (a
+# directory on the way is closed to others), DIR/data links to
+# /var/lib/shardstock/rocketmq-XXXXXX, which remove deletes with DIR.
 # Ports: NameServer 9876, Broker 10911 (plus 10909 and 10912, which the Broker derives),
 # all on SHARDSTOCK_RMQ_BIND (127.0.0.1): the HA port 10912 through
 # rocketmq/LoopbackHAService.java, which fetch compiles into a jar beside the others.
 set -euo pipefail
+source "$(dirname "$0")/lib.sh"
 # Everything written here (data, logs, pid files) is its owner's alone: the
 # order table, the AOF and the logs name buyers and orders.
 umask 077
@@ -63,6 +72,9 @@ case "$acl" in on|off) ;; *) echo "rocketmq.sh: SHARDSTOCK_RMQ_ACL must be on or
 payments_topic=${SHARDSTOCK_RMQ_NAMESPACE:+${SHARDSTOCK_RMQ_NAMESPACE}_}shardstock_payments
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
+user=$(service_user shardstock-mq) # ("" unless root)
+drop=()
+[ -z "$user" ] || drop=(setpriv --reuid="$user" --regid="$(id -g "$user")" --clear-groups --no-new-privs)
 
 usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
 die() { echo "rocketmq.sh: $*" >&2; exit 1; }
@@ -121,43 +133,121 @@ user_of() { cut -d: -f1 "$(credentials "$1")"; }
 # apply_acl: the users and their grants, as the admin (see the top).
 apply_acl() {
   [ "$acl" = on ] || return 0
-  java -Xmx128m -Drocketmq.client.logRoot="$dir/logs" -Duser.home="$dir" -cp "$cache/*" io.shardstock.rocketmq.AclSetup \
+  java -Xmx128m -Drocketmq.client.logRoot="$dir/acl/logs" -Duser.home="$dir/acl" -cp "$cache/*" io.shardstock.rocketmq.AclSetup \
     "$namesrv" "$host:10911" "$(credentials admin)" \
     --user "$(credentials coordinator)" --grant 'Topic:*' Pub,Sub,Create,Get --grant 'Group:*' Sub,Get \
     --user "$(credentials payment)" --grant "Topic:$payments_topic" Pub \
-    >"$dir/logs/acl.out" 2>&1 || { tail -20 "$dir/logs/acl.out" >&2; die "could not set the Broker's users and ACLs"; }
-  sed 's/^/rocketmq.sh: /' "$dir/logs/acl.out" | grep 'acl:' || true
+    >"$dir/acl/acl.out" 2>&1 || { tail -20 "$dir/acl/acl.out" >&2; die "could not set the Broker's users and ACLs"; }
+  sed 's/^/rocketmq.sh: /' "$dir/acl/acl.out" | grep 'acl:' || true
 }
 
 running() { kill -0 "$1" 2>/dev/null && ! grep -q '^[0-9]* ([^)]*) Z' "/proc/$1/stat" 2>/dev/null; }
 pid_of() { [ -f "$dir/$1.pid" ] && cat "$dir/$1.pid" || true; }
 alive() { local p; p=$(pid_of "$1"); [ -n "$p" ] && running "$p"; }
 
+# layout: the JVMs' directory DIR/data, made and owned as the top says, and
+# data set to its real path. When the user cannot reach DIR (a directory on
+# the way is closed to others: the JVM opens its jars by their full path),
+# DIR/data links to /var/lib/shardstock/rocketmq-XXXXXX. What an earlier
+# layout kept in DIR itself moves in, and becomes the user's (chown -R
+# follows no symbolic link); from here on root writes nothing in the
+# user's directories, where the JVMs could have planted links.
+layout() {
+  local d group=""
+  if [ ! -e "$dir/data" ] && [ ! -L "$dir/data" ]; then
+    if [ -n "$user" ]; then chmod 0711 "$dir"; fi
+    if [ -z "$user" ] || runuser -u "$user" -- test -x "$dir"; then
+      mkdir "$dir/data"
+    else
+      [ -d /var/lib/shardstock ] || mkdir -m 711 /var/lib/shardstock
+      ln -s "$(mktemp -d /var/lib/shardstock/rocketmq-XXXXXX)" "$dir/data"
+    fi
+  fi
+  [ -d "$dir/data" ] || die "$dir/data links to $(readlink "$dir/data"), which is gone: delete $dir/data to start an empty broker"
+  data=$(readlink -f "$dir/data")
+  for d in logs home store namesrv; do
+    [ ! -d "$dir/$d" ] || [ -e "$data/$d" ] || mv "$dir/$d" "$data/$d" # (the layout before DIR/data)
+    mkdir -p "$data/$d"
+  done
+  if [ -n "$user" ]; then
+    group=$(id -gn "$user")
+    chown "root:$group" "$data"; chmod 0710 "$data"
+    for d in logs home store namesrv; do chown -R "$user:$group" "$data/$d"; chmod -R go-rwx "$data/$d"; done
+    runuser -u "$user" -- test -x "$data" || die "$user cannot reach $data (a directory on the way is closed to others)"
+  fi
+  copy_jars "$group"
+}
+
+# copy_jars GROUP: data/lib, the jars the JVMs run (the cache may sit where
+# the user cannot read, such as root's home), copied again when they change.
+copy_jars() {
+  local stamp; stamp=$(cd "$cache" && ls -l --time-style=+%s -- *.jar | sha256sum | cut -d' ' -f1)
+  [ "$(cat "$data/lib/.stamp" 2>/dev/null)" = "$stamp" ] && return
+  rm -rf "$data/lib.new" && mkdir -m 0750 "$data/lib.new"
+  cp -p "$cache"/*.jar "$data/lib.new/"
+  if [ -n "$1" ]; then chgrp -R "$1" "$data/lib.new"; chmod 0640 "$data/lib.new"/*.jar; fi
+  echo "$stamp" >"$data/lib.new/.stamp"
+  rm -rf "$data/lib" && mv "$data/lib.new" "$data/lib"
+}
+
+# remove: stop, then delete DIR and the JVMs' directory (wherever it is).
+remove() {
+  signal_stop broker; signal_stop namesrv; wait_gone broker; wait_gone namesrv
+  local t=""
+  if [ -L "$dir/data" ]; then
+    t=$(readlink "$dir/data")
+    case "$t" in
+      /var/lib/shardstock/rocketmq-*) rm -rf -- "$t" ;;
+      *) die "$dir/data links to $t, which this script did not make: delete it yourself" ;;
+    esac
+  fi
+  rm -rf -- "$dir"
+  echo "deleted $dir${t:+ and $t}"
+}
+
+# as_user CMD...: CMD as the user ("": as we are).
+as_user() { "${drop[@]}" "$@"; }
+
+# jvm starts a JVM as the user, in data (every path it is given is full: the
+# JVM reads its working directory wrongly as another user), its output in
+# logs/NAME.out, opened as the user; the pid file holds the JVM's own pid
+# (each program execs the next).
 jvm() { # name heap main-class log-config args...
   local name=$1 heap=$2 main=$3 logconf=$4; shift 4
-  mkdir -p "$dir/home" "$dir/logs"
-  nohup java -server -Xms"$heap" -Xmx"$heap" -XX:+UseG1GC -XX:-OmitStackTraceInFastThrow \
-    -Drocketmq.home.dir="$dir/home" -Duser.home="$dir" \
+  (cd "$data" || exit
+    "${drop[@]}" nohup sh -c 'out=$1; shift; exec "$@" >"$out" 2>&1' sh "logs/$name.out" \
+    java -server -Xms"$heap" -Xmx"$heap" -XX:+UseG1GC -XX:-OmitStackTraceInFastThrow \
+    -Drocketmq.home.dir="$data/home" -Duser.home="$data" \
     -Drmq.logback.configurationFile="$logconf" -Dshardstock.ha.bind="$bind" \
-    -cp "$cache/*" "$main" "$@" >"$dir/logs/$name.out" 2>&1 &
-  echo $! >"$dir/$name.pid"
+    -cp "$data/lib/*" "$main" "$@" </dev/null >/dev/null 2>&1 &
+    echo $! >"$dir/$name.pid")
 }
+
+# log NAME: the JVM's output so far, read as its user (a link it planted
+# in its logs shows root's files to no one).
+log() { (cd "$data" && as_user cat -- "logs/$1.out" 2>/dev/null) || true; }
 
 wait_boot() { # name
   for _ in $(seq 1 240); do
-    if grep -q "boot success" "$dir/logs/$1.out" 2>/dev/null; then
-      echo "$1 up (pid $(pid_of "$1"), log $dir/logs/$1.out)"; return
+    if log "$1" | grep -q "boot success"; then
+      echo "$1 up (pid $(pid_of "$1"), as ${user:-$(id -un)}, log $data/logs/$1.out)"; return
     fi
-    alive "$1" || { tail -20 "$dir/logs/$1.out" >&2; die "$1 exited during start"; }
+    alive "$1" || { log "$1" | tail -20 >&2; die "$1 exited during start"; }
     sleep 0.25
   done
-  tail -20 "$dir/logs/$1.out" >&2
+  log "$1" | tail -20 >&2
   die "$1 did not boot within 60 s"
 }
 
+# private_conf FILE: a configuration file the JVMs read and only root writes.
+private_conf() {
+  : >"$1"
+  [ -z "$user" ] || { chgrp "$(id -gn "$user")" "$1"; chmod 0640 "$1"; }
+}
+
 write_broker_conf() {
-  mkdir -p "$dir/store/commitlog" "$dir/store/consumequeue" "$dir/store/index"
-  cat >"$dir/broker.conf" <<CONF
+  private_conf "$data/broker.conf"
+  cat >"$data/broker.conf" <<CONF
 # written by deploy/rocketmq.sh
 brokerClusterName=DefaultCluster
 brokerName=broker-a
@@ -169,10 +259,10 @@ namesrvAddr=$namesrv
 listenPort=10911
 bindAddress=$bind
 autoCreateTopicEnable=true
-storePathRootDir=$dir/store
-storePathCommitLog=$dir/store/commitlog
-storePathConsumeQueue=$dir/store/consumequeue
-storePathIndex=$dir/store/index
+storePathRootDir=$data/store
+storePathCommitLog=$data/store/commitlog
+storePathConsumeQueue=$data/store/consumequeue
+storePathIndex=$data/store/index
 mappedFileSizeCommitLog=67108864
 mappedFileSizeConsumeQueue=300000
 deleteWhen=04
@@ -180,7 +270,7 @@ fileReservedTime=24
 CONF
   if [ "$acl" = on ]; then
     local admin; admin=$(user_of admin)
-    cat >>"$dir/broker.conf" <<CONF
+    cat >>"$data/broker.conf" <<CONF
 authenticationEnabled=true
 authenticationProvider=org.apache.rocketmq.auth.authentication.provider.DefaultAuthenticationProvider
 authenticationMetadataProvider=org.apache.rocketmq.auth.authentication.provider.LocalAuthenticationMetadataProvider
@@ -191,29 +281,27 @@ initAuthenticationUser={"username":"$admin","password":"$(secret_of admin)"}
 innerClientAuthenticationCredentials={"accessKey":"$admin","secretKey":"$(secret_of admin)"}
 CONF
   fi
-  write_tools_yml
 }
 
 # write_tools_yml: RocketMQ's admin tool reads the admin's credentials from
-# its home's conf/tools.yml (mqadmin below).
+# its home's conf/tools.yml (mqadmin below; its home is root's, in acl/).
 write_tools_yml() {
-  mkdir -p "$dir/home/conf"
-  printf 'accessKey: %s\nsecretKey: %s\n' "$(user_of admin)" "$(secret_of admin)" >"$dir/home/conf/tools.yml"
+  mkdir -p "$dir/acl/home/conf"
+  printf 'accessKey: %s\nsecretKey: %s\n' "$(user_of admin)" "$(secret_of admin)" >"$dir/acl/home/conf/tools.yml"
 }
 
 start_namesrv() {
   if alive namesrv; then echo "namesrv already running (pid $(pid_of namesrv))"; return; fi
-  : >"$dir/logs/namesrv.out" 2>/dev/null || true
-  printf '# written by deploy/rocketmq.sh\nlistenPort=9876\nbindAddress=%s\n' "$bind" >"$dir/namesrv.conf"
-  jvm namesrv 256m org.apache.rocketmq.namesrv.NamesrvStartup rmq.namesrv.logback.xml -c "$dir/namesrv.conf"
+  private_conf "$data/namesrv.conf"
+  printf '# written by deploy/rocketmq.sh\nlistenPort=9876\nbindAddress=%s\n' "$bind" >"$data/namesrv.conf"
+  jvm namesrv 256m org.apache.rocketmq.namesrv.NamesrvStartup rmq.namesrv.logback.xml -c "$data/namesrv.conf"
   wait_boot namesrv
 }
 
 start_broker() {
   if alive broker; then echo "broker already running (pid $(pid_of broker))"; return; fi
   write_broker_conf
-  : >"$dir/logs/broker.out" 2>/dev/null || true
-  jvm broker "$heap" org.apache.rocketmq.broker.BrokerStartup rmq.broker.logback.xml -c "$dir/broker.conf"
+  jvm broker "$heap" org.apache.rocketmq.broker.BrokerStartup rmq.broker.logback.xml -c "$data/broker.conf"
   wait_boot broker
   apply_acl
 }
@@ -238,18 +326,19 @@ wait_gone() {
 
 case "${1:-}" in
   fetch) fetch ;;
-  start) fetch; mkdir -p "$dir/logs"; wait_gone broker; wait_gone namesrv; start_namesrv; start_broker ;;
+  start) fetch; wait_gone broker; wait_gone namesrv; layout; start_namesrv; start_broker ;;
   stop) signal_stop broker; signal_stop namesrv
         if [ "${2:-}" = --wait ]; then wait_gone broker; wait_gone namesrv; fi ;;
-  start-broker) fetch; mkdir -p "$dir/logs"; wait_gone broker; start_broker ;;
+  start-broker) fetch; wait_gone broker; layout; start_broker ;;
   stop-broker) signal_stop broker; wait_gone broker ;;
+  remove) remove ;;
   credentials) [ -n "${2:-}" ] || die "credentials: which role? coordinator, payment or admin"; cat "$(credentials "$2")" ;;
   credentials-file) [ -n "${2:-}" ] || die "credentials-file: which role? coordinator, payment or admin"; credentials "$2" ;;
   url) r=${2:-coordinator}; [ "$r" != admin ] || die "url: coordinator or payment"
        echo "rocketmq://$(cat "$(credentials "$r")")@$namesrv" ;;
   mqadmin) shift; fetch >/dev/null; write_tools_yml
-           exec java -Xmx256m -Drocketmq.home.dir="$dir/home" -Duser.home="$dir" -cp "$cache/*" org.apache.rocketmq.tools.command.MQAdminStartup "$@" ;;
-  status) for n in namesrv broker; do if alive $n; then echo "$n up pid $(pid_of $n)"; else echo "$n down"; fi; done ;;
+           exec java -Xmx256m -Drocketmq.home.dir="$dir/acl/home" -Duser.home="$dir/acl" -cp "$cache/*" org.apache.rocketmq.tools.command.MQAdminStartup "$@" ;;
+  status) for n in namesrv broker; do if alive $n; then echo "$n up pid $(pid_of $n) as ${user:-$(id -un)}"; else echo "$n down"; fi; done ;;
   ""|-h|--help|help) usage ;;
   *) die "unknown command $1 (see --help)" ;;
 esac

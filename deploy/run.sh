@@ -174,6 +174,7 @@ reset() {
   stop_all --wait
   # MariaDB's own files may be outside run/ (deploy/mariadb.sh: "Where the files are").
   [ ! -d run/rocketmq/mariadb ] || with_mode rocketmq deploy/mariadb.sh remove >/dev/null
+  [ ! -d run/rocketmq/rocketmq ] || with_mode rocketmq deploy/rocketmq.sh remove >/dev/null # (likewise the broker's)
   rm -rf run/streams run/rocketmq
   echo "deleted run/streams and run/rocketmq"
 }

@@ -7,15 +7,19 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -159,6 +163,101 @@ func (c *cluster) databaseTakesOnlyTheCoordinators() {
 	}
 }
 
+// portsTakeOnlyTheirPeers (issue 41, finding 8): every host reached every
+// port of every other host (the NameServer, which has no authentication, the
+// masters, the database, Prometheus). Each port now takes connections only
+// from the peers that need it (cluster.sh's packet filter) and this machine
+// (NET.1); a connection from any other host is refused. ports: each host's
+// listening ports.
+func (c *cluster) portsTakeOnlyTheirPeers(ports map[string][]string) {
+	c.t.Helper()
+	needs := func(target, from string) bool {
+		switch {
+		case target == "edge" || from == "":
+			return true // the buyers, and this machine
+		case strings.HasPrefix(target, "coord"):
+			return from == "edge" || from == "prom"
+		case strings.HasPrefix(target, "shard"), target == "db":
+			return strings.HasPrefix(from, "coord")
+		case target == "mq":
+			return strings.HasPrefix(from, "coord")
+		}
+		return false
+	}
+	var targets []string // ADDR/PORT, as bash's /dev/tcp names them
+	hostOf := map[string]string{}
+	for h, ps := range ports {
+		for _, p := range ps {
+			t := c.hostAddr[h] + "/" + p
+			targets = append(targets, t)
+			hostOf[t] = h
+		}
+	}
+	slices.Sort(targets)
+	// One bash per source host tries every target and says which it reached.
+	probe := `for t in "$@"; do if timeout 2 bash -c "exec 3<>/dev/tcp/$t" 2>/dev/null; then echo "$t open"; else echo "$t shut"; fi; done`
+	var wrong []string
+	checked := 0
+	for from := range c.hostAddr {
+		out := c.run(append([]string{"exec", from, "bash", "-c", probe, "probe"}, targets...)...)
+		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+			t, state, _ := strings.Cut(l, " ")
+			if hostOf[t] == from {
+				continue // a host reaches itself over loopback
+			}
+			checked++
+			if want := needs(hostOf[t], from); (state == "open") != want {
+				wrong = append(wrong, fmt.Sprintf("%s -> %s (%s): %s, want %s", from, hostOf[t], t, state, map[bool]string{true: "open", false: "shut"}[want]))
+			}
+		}
+	}
+	for _, t := range targets {
+		addr := strings.Replace(t, "/", ":", 1)
+		conn, err := net.DialTimeout("tcp", addr, 2*time.Second)
+		if err != nil {
+			wrong = append(wrong, fmt.Sprintf("this machine -> %s (%s): %v, want open", hostOf[t], addr, err))
+			continue
+		}
+		conn.Close()
+		checked++
+	}
+	if len(wrong) > 0 {
+		c.t.Fatalf("%d of %d connections between the hosts went against the packet filter's table:\n%s", len(wrong), checked, strings.Join(wrong, "\n"))
+	}
+	c.t.Logf("%d connections between the hosts, each open or shut as the packet filter's table says", checked)
+}
+
+// partsRunAsTheirOwnUsers (issue 41, finding 8): RocketMQ and Prometheus ran
+// as root. Every process on the broker's host and on Prometheus's runs as
+// that part's own system user.
+func (c *cluster) partsRunAsTheirOwnUsers() {
+	c.t.Helper()
+	for host, want := range map[string]string{"mq": "shardstock-mq", "prom": "shardstock-prometheus"} {
+		out, err := exec.Command("ip", "netns", "pids", c.args[3]+"-"+host).Output()
+		if err != nil {
+			c.t.Fatalf("the processes on %s: %v", host, err)
+		}
+		pids := strings.Fields(string(out))
+		if len(pids) == 0 {
+			c.t.Fatalf("nothing runs on %s", host)
+		}
+		u, err := user.Lookup(want)
+		if err != nil {
+			c.t.Fatalf("the user of %s: %v", host, err)
+		}
+		for _, pid := range pids {
+			st, err := os.Stat("/proc/" + pid) // (owned by the process's user)
+			if err != nil {
+				continue // (gone meanwhile)
+			}
+			if got := fmt.Sprint(st.Sys().(*syscall.Stat_t).Uid); got != u.Uid {
+				cmd, _ := os.ReadFile("/proc/" + pid + "/comm")
+				c.t.Errorf("%s on %s runs as uid %s, want %s (%s)", strings.TrimSpace(string(cmd)), host, got, u.Uid, want)
+			}
+		}
+	}
+}
+
 // chaos runs the operators' chaos script on the cluster and keeps its lines.
 func (c *cluster) chaos(args ...string) {
 	c.t.Helper()
@@ -238,6 +337,7 @@ func TestClusterSaleAcrossHostsWithPartitions(t *testing.T) {
 	// loopback (unreachable from the other hosts, and a part that advertises
 	// it sends its clients to themselves), not on every interface.
 	var listening []string
+	ports := map[string][]string{} // host -> the ports it listens on
 	for h, a := range c.hostAddr {
 		out := c.run("exec", h, "ss", "-ltnH")
 		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
@@ -248,11 +348,14 @@ func TestClusterSaleAcrossHostsWithPartitions(t *testing.T) {
 					t.Errorf("host %s (%s): something listens on %s", h, a, local)
 				}
 				listening = append(listening, h+" "+local)
+				ports[h] = append(ports[h], local[strings.LastIndex(local, ":")+1:])
 			}
 		}
 	}
 	t.Logf("listening: %v", listening)
 	c.databaseTakesOnlyTheCoordinators()
+	c.partsRunAsTheirOwnUsers()
+	c.portsTakeOnlyTheirPeers(ports)
 	edge := c.env["SHARDSTOCK_CLUSTER_EDGE"]
 	hmac := []byte(c.env["SHARDSTOCK_HMAC_SECRET"])
 	token := func(user string) string {

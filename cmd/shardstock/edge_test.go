@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -12,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -170,72 +168,29 @@ func TestEdgeBoundsHalfSentRequests(t *testing.T) {
 	addr := "127.0.0.1:" + port
 
 	const n, bound = 1000, 4 * 20
-	start := time.Now()
-	deadline := start.Add(3 * time.Second) // the header timeout (5 s) closes them all later anyway
-	var wg sync.WaitGroup
-	var closed, held, answered atomic.Int64
-	var slowest atomic.Int64 // the longest a refused connection stayed open, in ns
-	conns := make([]net.Conn, 0, n)
-	defer func() {
-		for _, c := range conns {
-			c.Close()
+	got := shardtest.SendHalfSent(t, addr, n, 3*time.Second, func() { // (the header timeout, 5 s, closes them all later anyway)
+		// Another client address (Linux routes all of 127/8 to loopback),
+		// while the first holds what it may.
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}, Timeout: time.Second}
+		cl := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DialContext: d.DialContext}}
+		asked := time.Now()
+		resp, err := cl.Get("http://" + addr + "/another")
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("another address while one holds half-sent requests: %v %v", resp, err)
 		}
-	}()
-	for k := range n { // from 127.0.0.1, each a request that never ends
-		c, err := net.DialTimeout("tcp", addr, 2*time.Second)
-		if err != nil {
-			t.Fatalf("connection %d: %v", k, err)
-		}
-		conns = append(conns, c)
-		dialed := time.Now()
-		part := "GET /healthz HTTP/1.1\r\nHost: edge\r\nUser-Agent: slow" // the headers never end
-		if k%2 == 1 {
-			part = "GET /heal" // the request line never ends
-		}
-		c.Write([]byte(part)) // (a refused connection may be closed already)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c.SetReadDeadline(deadline)
-			got, err := c.Read(make([]byte, 256))
-			switch {
-			case got > 0:
-				answered.Add(1)
-			case errors.Is(err, os.ErrDeadlineExceeded):
-				held.Add(1)
-			default: // EOF or reset: refused
-				closed.Add(1)
-				for d := int64(time.Since(dialed)); ; {
-					if s := slowest.Load(); d <= s || slowest.CompareAndSwap(s, d) {
-						break
-					}
-				}
-			}
-		}()
-	}
-	t.Logf("%d half-sent requests from 127.0.0.1 sent in %s", n, time.Since(start).Round(time.Millisecond))
-	// Another client address (Linux routes all of 127/8 to loopback), while
-	// the first holds what it may.
-	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}, Timeout: time.Second}
-	cl := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DialContext: d.DialContext}}
-	asked := time.Now()
-	resp, err := cl.Get("http://" + addr + "/another")
-	if err != nil || resp.StatusCode != 200 {
-		t.Fatalf("another address while one holds half-sent requests: %v %v", resp, err)
-	}
-	resp.Body.Close()
-	t.Logf("another address answered in %s", time.Since(asked).Round(time.Millisecond))
+		resp.Body.Close()
+		t.Logf("another address answered in %s", time.Since(asked).Round(time.Millisecond))
+	})
 	mu.Lock()
 	if got := forwardedFor["/another"]; got != "127.0.0.2" {
 		t.Errorf("the coordinator got X-Forwarded-For %q, want 127.0.0.2", got)
 	}
 	mu.Unlock()
-	wg.Wait()
-	t.Logf("within %s: %d closed (the slowest after %s), %d held, %d answered",
-		deadline.Sub(start), closed.Load(), time.Duration(slowest.Load()).Round(time.Millisecond), held.Load(), answered.Load())
-	if held.Load() > bound || closed.Load() < n-bound {
+	t.Logf("within 3s: %d closed (the slowest after %s), %d held, %d answered",
+		got.Closed, got.Slowest.Round(time.Millisecond), got.Held, got.Answered)
+	if got.Held > bound || got.Closed < n-bound {
 		t.Fatalf("one address held %d half-sent requests and %d were closed, want at most %d held and the rest closed at once",
-			held.Load(), closed.Load(), bound)
+			got.Held, got.Closed, bound)
 	}
 }
 
