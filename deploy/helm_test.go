@@ -45,6 +45,7 @@ type (
 	}
 	helmContainer struct {
 		Name           string
+		Image          string
 		Command, Args  []string
 		Env            []helmEnv
 		ReadinessProbe *helmProbe `yaml:"readinessProbe"`
@@ -100,10 +101,10 @@ func TestHelmChart(t *testing.T) {
 	helm := helmBinary(t)
 	root := shardtest.RepoRoot(t)
 	chart := filepath.Join(root, "deploy", "helm", "shardstock")
-	if out, err := exec.Command(helm, "lint", "--strict", chart).CombinedOutput(); err != nil {
+	if out, err := exec.Command(helm, append([]string{"lint", "--strict", chart}, helmPinned...)...).CombinedOutput(); err != nil {
 		t.Fatalf("helm lint: %v\n%s", err, out)
 	}
-	if out, err := exec.Command(helm, "lint", "--strict", chart, "--set", "shards.count=5").CombinedOutput(); err != nil {
+	if out, err := exec.Command(helm, append([]string{"lint", "--strict", chart, "--set", "shards.count=5"}, helmPinned...)...).CombinedOutput(); err != nil {
 		t.Fatalf("helm lint with 5 shards: %v\n%s", err, out)
 	}
 	for _, tc := range []struct {
@@ -134,11 +135,28 @@ func TestHelmChart(t *testing.T) {
 		{"--set", "shards.count=0"},
 		{"--set", "coordinator.terminationGracePeriodSeconds=20"},
 		{"--set", "secret.create=true"}, // (no DSN)
+		// An image by a tag its registry can move (issue 41, finding 6),
+		// each of the three, and the defaults, which name tags.
+		{"--set", "coordinator.image=shardstock:dev"},
+		{"--set", "edge.image=nginxinc/nginx-unprivileged:1.27-bookworm"},
+		{"--set", "shards.image=redis:7.2-bookworm"},
+		{"--set", "shards.image=redis:7.2-bookworm@sha256:1234"}, // (not a digest)
 	} {
-		if out, err := exec.Command(helm, "template", "shardstock", chart, bad[0], bad[1]).CombinedOutput(); err == nil {
+		if out, err := exec.Command(helm, append(append([]string{"template", "shardstock", chart}, helmPinned...), bad...)...).CombinedOutput(); err == nil {
 			t.Errorf("helm template %s rendered:\n%.300s", bad, out)
 		}
 	}
+	if out, err := exec.Command(helm, "template", "shardstock", chart).CombinedOutput(); err == nil || !strings.Contains(string(out), "by digest") {
+		t.Errorf("helm template with the default images (tags): %v\n%.300s", err, out)
+	}
+	helmRender(t, helm, chart, "--set", "images.allowTags=true", "--set", "coordinator.image=shardstock:dev") // (a trial)
+}
+
+// helmPinned gives each image by a digest: the chart refuses a tag alone.
+var helmPinned = []string{
+	"--set", "coordinator.image=shardstock:dev@sha256:" + strings.Repeat("1", 64),
+	"--set", "edge.image=nginxinc/nginx-unprivileged:1.27-bookworm@sha256:" + strings.Repeat("2", 64),
+	"--set", "shards.image=redis:7.2-bookworm@sha256:" + strings.Repeat("3", 64),
 }
 
 // helmCheckChart checks the rendered objects with shards masters.
@@ -152,8 +170,11 @@ func helmCheckChart(t *testing.T, objs []helmObject, shards int) {
 			shardSets = append(shardSets, o)
 		}
 		// No literal secret anywhere in a pod: every variable that names
-		// one comes from a secretKeyRef.
+		// one comes from a secretKeyRef. Every image by its digest.
 		for _, c := range o.Spec.Template.Spec.Containers {
+			if !regexp.MustCompile(`@sha256:[0-9a-f]{64}$`).MatchString(c.Image) {
+				t.Errorf("%s %s, container %s: image %q is not pinned by a digest", o.Kind, o.Metadata.Name, c.Name, c.Image)
+			}
 			for _, e := range c.Env {
 				if helmSecretName(e.Name) && (e.Value != nil || e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil) {
 					t.Errorf("%s %s, container %s: %s is not from a secretKeyRef", o.Kind, o.Metadata.Name, c.Name, e.Name)
@@ -332,9 +353,18 @@ func helmSecretName(name string) bool {
 	return n == "SHARDSTOCK_DB"
 }
 
-// helmRender runs helm template and decodes every object it renders.
+// helmRender runs helm template, the images pinned (helmPinned) unless
+// args say otherwise, and decodes every object it renders.
 func helmRender(t *testing.T, helm, chart string, args ...string) []helmObject {
 	t.Helper()
+	return helmDecode[helmObject](t, helmTemplate(t, helm, chart, args...))
+}
+
+// helmTemplate runs helm template (release shardstock) and returns what it
+// rendered; the images are pinned (helmPinned) unless args say otherwise.
+func helmTemplate(t *testing.T, helm, chart string, args ...string) []byte {
+	t.Helper()
+	args = append(append([]string{}, helmPinned...), args...)
 	cmd := exec.Command(helm, append([]string{"template", "shardstock", chart}, args...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -342,16 +372,22 @@ func helmRender(t *testing.T, helm, chart string, args ...string) []helmObject {
 	if err != nil {
 		t.Fatalf("helm template %s: %v\n%s", args, err, stderr.String())
 	}
-	var objs []helmObject
-	dec := yaml.NewDecoder(bytes.NewReader(out))
+	return out
+}
+
+// helmDecode decodes each rendered object into a T (those with a kind).
+func helmDecode[T interface{ kind() string }](t *testing.T, rendered []byte) []T {
+	t.Helper()
+	var objs []T
+	dec := yaml.NewDecoder(bytes.NewReader(rendered))
 	for {
-		var o helmObject
+		var o T
 		if err := dec.Decode(&o); errors.Is(err, io.EOF) {
 			break
 		} else if err != nil {
 			t.Fatalf("the rendered chart: %v", err)
 		}
-		if o.Kind != "" {
+		if o.kind() != "" {
 			objs = append(objs, o)
 		}
 	}
@@ -360,6 +396,8 @@ func helmRender(t *testing.T, helm, chart string, args ...string) []helmObject {
 	}
 	return objs
 }
+
+func (o helmObject) kind() string { return o.Kind }
 
 // helmBinary is the helm deploy/helm.sh built (deploy/helm.sh install);
 // without it the test skips, or fails under make test

@@ -55,3 +55,24 @@ capabilities:
       name: {{ include "shardstock.secretName" .root }}
       key: {{ .key }}
 {{- end -}}
+
+{{/* shardstock.image (dict "root" . "what" "VALUE" "image" IMAGE): IMAGE,
+     refused unless it is pinned by digest (NAME[:TAG]@sha256:...), which no
+     registry can move under a running sale, or images.allowTags is set. */}}
+{{- define "shardstock.image" -}}
+{{- if not (or (regexMatch "@sha256:[0-9a-f]{64}$" .image) .root.Values.images.allowTags) -}}
+{{- fail (printf "%s %q is pinned by a tag, which its registry can move to another image: give it by digest (%s@sha256:<64 hex digits>), or set images.allowTags=true for a trial" .what .image .image) -}}
+{{- end -}}
+{{- .image -}}
+{{- end -}}
+
+{{/* shardstock.dnsEgress: an egress rule to the cluster's DNS (port 53). */}}
+{{- define "shardstock.dnsEgress" -}}
+- to:
+    {{- toYaml .Values.networkPolicy.dns | nindent 4 }}
+  ports:
+    - port: 53
+      protocol: UDP
+    - port: 53
+      protocol: TCP
+{{- end -}}
