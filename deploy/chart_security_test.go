@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -74,49 +75,65 @@ func TestTheChartsNetworkPoliciesAllowOnlyTheFlowsASaleNeeds(t *testing.T) {
 		}
 	}
 	part := func(c string) npPod {
-		return npPod{ns, map[string]string{"app.kubernetes.io/instance": "shardstock", "app.kubernetes.io/component": c}}
+		return npPod{ns, map[string]string{"app.kubernetes.io/instance": "shardstock", "app.kubernetes.io/name": "shardstock", "app.kubernetes.io/component": c}}
 	}
+	// A sibling subchart of the same release (a database, say) shares the
+	// instance label and not the chart's name: no policy of ours is its.
+	sibling := npPod{ns, map[string]string{"app.kubernetes.io/instance": "shardstock", "app.kubernetes.io/name": "mariadb"}}
 	pods := map[string]npPod{
-		"edge": part("edge"), "coordinator": part("coordinator"), "shard": part("shard"),
-		"another pod":                {ns, map[string]string{"app": "other"}},
-		"a pod in another namespace": {"elsewhere", map[string]string{"app": "other"}},
-		"prometheus":                 {"monitoring", map[string]string{"app.kubernetes.io/name": "prometheus"}},
-		"dns":                        {"kube-system", map[string]string{"k8s-app": "kube-dns"}},
-		"a buyer":                    {}, "the database": {}, "the internet": {},
+		"edge":                          part("edge"),
+		"coordinator":                   part("coordinator"),
+		"shard":                         part("shard"),
+		"another pod":                   {ns, map[string]string{"app": "other"}},
+		"a pod in another namespace":    {"elsewhere", map[string]string{"app": "other"}},
+		"prometheus":                    {"monitoring", map[string]string{"app.kubernetes.io/name": "prometheus"}},
+		"dns":                           {"kube-system", map[string]string{"k8s-app": "kube-dns"}},
+		"a sibling subchart's database": sibling,
+		"a sibling subchart's pod":      sibling,
+		"a buyer":                       {},
+		"the database":                  {},
+		"the internet":                  {},
 	}
 	flows := []struct {
 		from, to string
 		port     int
 		want     bool
+		udp      bool
 	}{
-		{"a buyer", "edge", 8080, true},
-		{"another pod", "edge", 8080, true}, // (anyone may buy)
-		{"edge", "coordinator", 8080, true},
-		{"edge", "dns", 53, true},
-		{"edge", "shard", 6379, false},
-		{"edge", "the database", 3306, false},
-		{"edge", "the internet", 443, false},
-		{"coordinator", "shard", 6379, true},
-		{"coordinator", "the database", 3306, true},
-		{"coordinator", "dns", 53, true},
-		{"coordinator", "coordinator", 8080, false},
-		{"coordinator", "the internet", 443, false},
-		{"prometheus", "coordinator", 8080, true},
-		{"prometheus", "shard", 6379, false},
-		{"another pod", "coordinator", 8080, false},
-		{"another pod", "shard", 6379, false},
-		{"a pod in another namespace", "coordinator", 8080, false},
-		{"a pod in another namespace", "shard", 6379, false},
-		{"a buyer", "coordinator", 8080, false},
-		{"a buyer", "shard", 6379, false},
-		{"shard", "coordinator", 8080, false},
-		{"shard", "the internet", 443, false},
+		{"a buyer", "edge", 8080, true, false},
+		{"another pod", "edge", 8080, true, false}, // (anyone may buy)
+		{"edge", "coordinator", 8080, true, false},
+		{"edge", "dns", 53, true, false},
+		{"edge", "dns", 53, true, true},
+		{"coordinator", "dns", 53, true, true},
+		{"coordinator", "a sibling subchart's database", 3306, true, false},
+		{"a sibling subchart's pod", "a sibling subchart's database", 3306, true, false},
+		{"a sibling subchart's pod", "shard", 6379, false, false},
+		{"edge", "shard", 6379, false, false},
+		{"edge", "the database", 3306, false, false},
+		{"edge", "the internet", 443, false, false},
+		{"coordinator", "shard", 6379, true, false},
+		{"coordinator", "the database", 3306, true, false},
+		{"coordinator", "dns", 53, true, false},
+		{"coordinator", "coordinator", 8080, false, false},
+		{"coordinator", "the internet", 443, false, false},
+		{"prometheus", "coordinator", 8080, true, false},
+		{"prometheus", "shard", 6379, false, false},
+		{"another pod", "coordinator", 8080, false, false},
+		{"another pod", "shard", 6379, false, false},
+		{"a pod in another namespace", "coordinator", 8080, false, false},
+		{"a pod in another namespace", "shard", 6379, false, false},
+		{"a buyer", "coordinator", 8080, false, false},
+		{"a buyer", "shard", 6379, false, false},
+		{"shard", "coordinator", 8080, false, false},
+		{"shard", "the internet", 443, false, false},
 	}
 	wrong := 0
 	for _, f := range flows {
-		if got := npAllowed(nps, ns, pods[f.from], pods[f.to], f.port); got != f.want {
+		proto := map[bool]string{false: "TCP", true: "UDP"}[f.udp]
+		if got := npAllowed(nps, ns, pods[f.from], pods[f.to], f.port, proto); got != f.want {
 			wrong++
-			t.Errorf("%s -> %s:%d allowed %v, want %v", f.from, f.to, f.port, got, f.want)
+			t.Errorf("%s -> %s:%d/%s allowed %v, want %v", f.from, f.to, f.port, proto, got, f.want)
 		}
 	}
 	t.Logf("%d NetworkPolicies; %d of %d flows as a sale needs them", len(nps), len(flows)-wrong, len(flows))
@@ -128,16 +145,16 @@ func TestTheChartsNetworkPoliciesAllowOnlyTheFlowsASaleNeeds(t *testing.T) {
 	}
 }
 
-// npAllowed says whether a TCP connection from one peer to another's port
-// is allowed by the policies (all in namespace ns): the destination's
-// ingress and the source's egress must both let it through.
-func npAllowed(nps []networkPolicy, ns string, from, to npPod, port int) bool {
-	return npLets(nps, ns, "Ingress", to, from, port) && npLets(nps, ns, "Egress", from, to, port)
+// npAllowed says whether traffic (proto TCP or UDP) from one peer to
+// another's port is allowed by the policies (all in namespace ns): the
+// destination's ingress and the source's egress must both let it through.
+func npAllowed(nps []networkPolicy, ns string, from, to npPod, port int, proto string) bool {
+	return npLets(nps, ns, "Ingress", to, from, port, proto) && npLets(nps, ns, "Egress", from, to, port, proto)
 }
 
 // npLets: does every policy of kind (Ingress or Egress) that selects pod
 // leave it open, or does one of their rules admit the peer on port?
-func npLets(nps []networkPolicy, ns, kind string, pod, peer npPod, port int) bool {
+func npLets(nps []networkPolicy, ns, kind string, pod, peer npPod, port int, proto string) bool {
 	if pod.ns == "" {
 		return true // outside the cluster: no policy applies
 	}
@@ -158,7 +175,7 @@ func npLets(nps []networkPolicy, ns, kind string, pod, peer npPod, port int) boo
 			}
 			portOK := len(r.Ports) == 0
 			for _, rp := range r.Ports {
-				portOK = portOK || (rp.Port == port && (rp.Protocol == "" || rp.Protocol == "TCP"))
+				portOK = portOK || (rp.Port == port && (rp.Protocol == proto || rp.Protocol == "" && proto == "TCP"))
 			}
 			peerOK := len(peers) == 0
 			for _, pe := range peers {
@@ -228,20 +245,28 @@ func TestTheChartsEdgeBoundsHalfSentConnections(t *testing.T) {
 	if !strings.Contains(conf, "http {") {
 		t.Fatalf("no nginx.conf in the edge's ConfigMap:\n%s", conf)
 	}
-	coordinator := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) }))
+	var forwardedFor sync.Map // path -> the X-Forwarded-For the coordinator got
+	coordinator := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		forwardedFor.Store(r.URL.Path, r.Header.Get("X-Forwarded-For"))
+		w.Write([]byte("ok"))
+	}))
 	defer coordinator.Close()
 	dir := t.TempDir()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	freeAddr := func() string {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		return l.Addr().String()
 	}
-	addr := l.Addr().String()
-	l.Close()
+	addr, health := freeAddr(), freeAddr()
 	// What only the pod has: its /tmp, its port, the Service's name, and
 	// the official image's nginx with the stream module built in (Debian
 	// loads it) running as one user.
 	conf = strings.ReplaceAll(conf, "/tmp/", dir+"/")
 	conf = strings.Replace(conf, "listen 8080;", "listen "+addr+";", 1)
+	conf = strings.Replace(conf, "listen 8081;", "listen "+health+";", 1)
 	conf = regexp.MustCompile(`server \S+\.svc:8080;`).ReplaceAllString(conf, "server "+strings.TrimPrefix(coordinator.URL, "http://")+";")
 	conf = "load_module /usr/lib/nginx/modules/ngx_stream_module.so;\nuser root;\n" + conf
 	if err := os.WriteFile(filepath.Join(dir, "nginx.conf"), []byte(conf), 0o600); err != nil {
@@ -287,7 +312,16 @@ func TestTheChartsEdgeBoundsHalfSentConnections(t *testing.T) {
 		} else {
 			resp.Body.Close()
 		}
+		// The kubelet's probes, on a port of their own, answer too.
+		if resp, err := http.Get("http://" + health + "/_edge/healthz"); err != nil || resp.StatusCode != 200 {
+			t.Errorf("the health port while one address holds half-sent requests: %v %v", resp, err)
+		} else {
+			resp.Body.Close()
+		}
 	})
+	if got, _ := forwardedFor.Load("/api/v1/another"); got != "127.0.0.2" {
+		t.Errorf("the coordinator got X-Forwarded-For %q through the chart's edge, want the client's 127.0.0.2", got)
+	}
 	t.Logf("the chart's edge, within 3s: %d closed (the slowest after %s), %d held, %d answered",
 		got.Closed, got.Slowest.Round(time.Millisecond), got.Held, got.Answered)
 	if got.Held > bound || got.Closed < n-bound {

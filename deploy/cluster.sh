@@ -44,8 +44,10 @@
 # reset); replies and loopback pass, and what a host sends out is not filtered.
 # NET.1, this machine (the operators, the tests, a payment centre), reaches every port:
 #   edge 8000 from anyone (the buyers); coordK 8080 from the edge, prom and NET.1;
-#   shardK 6479 and db 3406 from the coordinators and NET.1; mq 9876, 10909, 10911 and
-#   10912 from the coordinators, the broker itself and NET.1; prom 9090 from NET.1.
+#   shardK 6479 and db 3406 from the coordinators and NET.1; mq 9876 and 10911 from the
+#   coordinators and NET.1 (the Broker's 10909 and its HA port 10912 from no host);
+#   prom 9090 from NET.1. NET.1 is every user of this machine: the filter tells hosts
+#   apart, not the users or processes of one.
 #
 # options (or the environment variable in brackets):
 #   --shards 3           [SHARDSTOCK_CLUSTER_SHARDS]        Redis masters, one per host (1-9)
@@ -220,7 +222,7 @@ firewall() {
     coord*) ports=8080 from="$(addr edge),$(addr prom),$net.1" ;;
     shard*) ports=6479 from="$coordinators,$net.1" ;;
     db) ports=3406 from="$coordinators,$net.1" ;;
-    mq) ports="9876, 10909, 10911, 10912" from="$coordinators,$(addr mq),$net.1" ;;
+    mq) ports="9876, 10911" from="$coordinators,$net.1" ;; # (not 10909 nor the HA port 10912, an unauthenticated copy of the log: no peer needs them)
     prom) ports=9090 from="$net.1" ;;
   esac
   saddr=""

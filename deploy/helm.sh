@@ -8,6 +8,9 @@
 #   deploy/helm.sh path                print the path of that helm
 #   deploy/helm.sh lint [ARGS...]      helm lint --strict the chart (ARGS: --set k=v, -f values.yaml)
 #   deploy/helm.sh template [ARGS...]  render the chart as release "shardstock" to stdout
+#                                      (the chart refuses images by a tag alone: give each by
+#                                      digest, --set shards.image=redis:7.2-bookworm@sha256:...,
+#                                      or try it with --set images.allowTags=true)
 #   deploy/helm.sh helm ARGS...        run that helm with ARGS (helm install, helm upgrade, ...)
 #
 # environment:

@@ -39,8 +39,17 @@ install() {
 
 running() { kill -0 "$1" 2>/dev/null && ! grep -q '^[0-9]* ([^)]*) Z' "/proc/$1/stat" 2>/dev/null; }
 
+# pid: Prometheus's pid on record, if its process is still the user's (a
+# stale pid file never makes root signal another process).
+pid() {
+  local p want; p=$(cat "$dir/prometheus.pid" 2>/dev/null) || return 0
+  want=$(id -u "$(service_user shardstock-prometheus)" 2>/dev/null || id -u)
+  [ -n "$p" ] && [ "$(stat -c %u "/proc/$p" 2>/dev/null)" = "$want" ] && running "$p" && echo "$p" || true
+}
+
 start() {
   install
+  if [ -n "$(pid)" ]; then echo "prometheus already running (pid $(pid))"; return; fi
   local list
   list=$(echo "$targets" | sed 's/[^,][^,]*/"&"/g')
   cp "$here/prometheus/rules.yml" "$dir/rules.yml"
@@ -54,18 +63,32 @@ scrape_configs:
 CONF
   local user drop=() group
   user=$(service_user shardstock-prometheus) # ("" unless root)
-  mkdir -p "$dir/data"
-  if [ -n "$user" ]; then
+  if [ -z "$user" ]; then
+    mkdir -p "$dir/data"
+  else
     group=$(id -gn "$user")
-    drop=(setpriv --reuid="$user" --regid="$(id -g "$user")" --clear-groups --no-new-privs)
-    chown root:"$group" "$dir" "$dir/prometheus.yml" "$dir/rules.yml"
-    chmod 0710 "$dir"; chmod 0640 "$dir/prometheus.yml" "$dir/rules.yml"
-    chown -R "$user:$group" "$dir/data"; chmod -R go-rwx "$dir/data" # (chown -R follows no symbolic link)
+    # DIR is root's alone (a link planted in it would send what follows
+    # elsewhere); its group lets the user in, to its files by name.
+    [ "$(stat -c %u "$dir")" = 0 ] && [ -z "$(find "$dir" -maxdepth 0 -perm /022)" ] ||
+      die "$dir must be root's and writable by root alone"
+    chgrp "$group" "$dir" "$dir/prometheus.yml" "$dir/rules.yml"
+    chmod g+x "$dir"; chmod 0640 "$dir/prometheus.yml" "$dir/rules.yml"
+    # The time series are the user's, made so once: root never walks them
+    # again (the user could have planted links or hard links there by
+    # then), but those a run as root wrote.
+    if [ ! -e "$dir/data" ]; then
+      command install -d -o "$user" -g "$group" -m 0700 "$dir/data" # (the program, not this script's install)
+    elif [ "$(stat -c %u "$dir/data")" = 0 ]; then
+      chown -R "$user:$group" "$dir/data"; chmod -R go-rwx "$dir/data"
+    fi
+    # (--reset-env: root's environment, its secrets among it, stays root's)
+    drop=(setpriv --reuid="$user" --regid="$(id -g "$user")" --clear-groups --no-new-privs --reset-env)
   fi
   # From DIR, by relative paths: a directory on the way to DIR may be
-  # closed to the user.
+  # closed to the user. In a session of its own: no terminal of the
+  # operator's to type into.
   (cd "$dir" || exit
-    "${drop[@]}" nohup prometheus --config.file=prometheus.yml --storage.tsdb.path=data \
+    "${drop[@]}" setsid nohup prometheus --config.file=prometheus.yml --storage.tsdb.path=data \
       --web.listen-address="$listen:$port" </dev/null >"$dir/prometheus.log" 2>&1 &
     echo $! >"$dir/prometheus.pid")
   for _ in $(seq 1 120); do
@@ -80,8 +103,8 @@ CONF
 }
 
 stop() {
-  local p; p=$(cat "$dir/prometheus.pid" 2>/dev/null || true)
-  [ -n "$p" ] && running "$p" || { echo "prometheus not running"; return; }
+  local p; p=$(pid)
+  [ -n "$p" ] || { echo "prometheus not running"; return; }
   kill "$p"
   for _ in $(seq 1 100); do running "$p" || { echo "prometheus stopped"; return; }; sleep 0.1; done
   kill -9 "$p"; echo "prometheus killed"

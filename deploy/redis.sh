@@ -229,11 +229,12 @@ cli() {
 # standard input (errors in it still show).
 quiet() { grep -v 'Reading config from stdin' || true; }
 
-# as_user USER CMD...: CMD as USER ("": as we are).
+# as_user USER CMD...: CMD as USER ("": as we are), without root's
+# environment (its secrets stay root's) and never to gain privileges.
 as_user() {
   local user=$1; shift
   if [ -z "$user" ]; then "$@"; return; fi
-  setpriv --reuid="$user" --regid="$(id -g "$user")" --clear-groups "$@"
+  setpriv --reuid="$user" --regid="$(id -g "$user")" --clear-groups --no-new-privs --reset-env "$@"
 }
 
 start_one() { # port

@@ -74,7 +74,9 @@ mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
 user=$(service_user shardstock-mq) # ("" unless root)
 drop=()
-[ -z "$user" ] || drop=(setpriv --reuid="$user" --regid="$(id -g "$user")" --clear-groups --no-new-privs)
+# (--reset-env: root's environment, its SHARDSTOCK_* secrets among it, stays root's)
+[ -z "$user" ] || drop=(setpriv --reuid="$user" --regid="$(id -g "$user")" --clear-groups --no-new-privs --reset-env)
+uid=$(id -u "${user:-$(id -un)}")
 
 usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
 die() { echo "rocketmq.sh: $*" >&2; exit 1; }
@@ -142,7 +144,12 @@ apply_acl() {
 }
 
 running() { kill -0 "$1" 2>/dev/null && ! grep -q '^[0-9]* ([^)]*) Z' "/proc/$1/stat" 2>/dev/null; }
-pid_of() { [ -f "$dir/$1.pid" ] && cat "$dir/$1.pid" || true; }
+# pid_of NAME: the pid on record, if its process is still the user's (a
+# stale pid file never makes root signal another process).
+pid_of() {
+  local p; p=$(cat "$dir/$1.pid" 2>/dev/null) || return 0
+  [ -n "$p" ] && [ "$(stat -c %u "/proc/$p" 2>/dev/null)" = "$uid" ] && echo "$p" || true
+}
 alive() { local p; p=$(pid_of "$1"); [ -n "$p" ] && running "$p"; }
 
 # layout: the JVMs' directory DIR/data, made and owned as the top says, and
@@ -154,25 +161,39 @@ alive() { local p; p=$(pid_of "$1"); [ -n "$p" ] && running "$p"; }
 # user's directories, where the JVMs could have planted links.
 layout() {
   local d group=""
+  if [ -n "$user" ]; then
+    group=$(id -gn "$user")
+    # DIR is root's alone: a link planted in it would send what follows
+    # (chown, the configuration with the admin's secret) elsewhere.
+    [ "$(stat -c %u "$dir")" = 0 ] && [ -z "$(find "$dir" -maxdepth 0 -perm /022)" ] ||
+      die "$dir must be root's and writable by root alone: it holds the credentials and the link to the broker's files"
+  fi
   if [ ! -e "$dir/data" ] && [ ! -L "$dir/data" ]; then
-    if [ -n "$user" ]; then chmod 0711 "$dir"; fi
     if [ -z "$user" ] || runuser -u "$user" -- test -x "$dir"; then
       mkdir "$dir/data"
     else
       [ -d /var/lib/shardstock ] || mkdir -m 711 /var/lib/shardstock
       ln -s "$(mktemp -d /var/lib/shardstock/rocketmq-XXXXXX)" "$dir/data"
     fi
+    if [ -n "$user" ]; then chown "root:$group" "$dir/data/"; chmod 0710 "$dir/data/"; fi
   fi
   [ -d "$dir/data" ] || die "$dir/data links to $(readlink "$dir/data"), which is gone: delete $dir/data to start an empty broker"
   data=$(readlink -f "$dir/data")
+  # The user's directories are made once; root never walks them again (the
+  # user could have planted links or hard links there by then).
   for d in logs home store namesrv; do
-    [ ! -d "$dir/$d" ] || [ -e "$data/$d" ] || mv "$dir/$d" "$data/$d" # (the layout before DIR/data)
-    mkdir -p "$data/$d"
+    [ ! -e "$data/$d" ] || continue
+    if [ -d "$dir/$d" ]; then
+      # (the layout before DIR/data, written by the JVMs as root: made the user's once)
+      mv "$dir/$d" "$data/$d"
+      if [ -n "$user" ]; then chown -R "$user:$group" "$data/$d"; chmod -R go-rwx "$data/$d"; fi
+    elif [ -n "$user" ]; then
+      install -d -o "$user" -g "$group" -m 0700 "$data/$d"
+    else
+      mkdir "$data/$d"
+    fi
   done
   if [ -n "$user" ]; then
-    group=$(id -gn "$user")
-    chown "root:$group" "$data"; chmod 0710 "$data"
-    for d in logs home store namesrv; do chown -R "$user:$group" "$data/$d"; chmod -R go-rwx "$data/$d"; done
     runuser -u "$user" -- test -x "$data" || die "$user cannot reach $data (a directory on the way is closed to others)"
   fi
   copy_jars "$group"
@@ -196,10 +217,9 @@ remove() {
   local t=""
   if [ -L "$dir/data" ]; then
     t=$(readlink "$dir/data")
-    case "$t" in
-      /var/lib/shardstock/rocketmq-*) rm -rf -- "$t" ;;
-      *) die "$dir/data links to $t, which this script did not make: delete it yourself" ;;
-    esac
+    [[ $t =~ ^/var/lib/shardstock/rocketmq-[A-Za-z0-9]{6}$ ]] ||
+      die "$dir/data links to $t, which this script did not make: delete it yourself"
+    rm -rf -- "$t"
   fi
   rm -rf -- "$dir"
   echo "deleted $dir${t:+ and $t}"
@@ -210,12 +230,13 @@ as_user() { "${drop[@]}" "$@"; }
 
 # jvm starts a JVM as the user, in data (every path it is given is full: the
 # JVM reads its working directory wrongly as another user), its output in
-# logs/NAME.out, opened as the user; the pid file holds the JVM's own pid
+# logs/NAME.out, opened as the user, in a session of its own (no terminal
+# of the operator's to type into); the pid file holds the JVM's own pid
 # (each program execs the next).
 jvm() { # name heap main-class log-config args...
   local name=$1 heap=$2 main=$3 logconf=$4; shift 4
   (cd "$data" || exit
-    "${drop[@]}" nohup sh -c 'out=$1; shift; exec "$@" >"$out" 2>&1' sh "logs/$name.out" \
+    "${drop[@]}" setsid nohup sh -c 'out=$1; shift; exec "$@" >"$out" 2>&1' sh "logs/$name.out" \
     java -server -Xms"$heap" -Xmx"$heap" -XX:+UseG1GC -XX:-OmitStackTraceInFastThrow \
     -Drocketmq.home.dir="$data/home" -Duser.home="$data" \
     -Drmq.logback.configurationFile="$logconf" -Dshardstock.ha.bind="$bind" \

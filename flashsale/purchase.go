@@ -118,7 +118,8 @@ type Config struct {
 	// (admission control): past it the purchase is answered 503 with
 	// Retry-After before it touches Redis — an overloaded coordinator
 	// sheds load instead of letting deadlines expire against healthy
-	// shards (which would open breakers and spool). Zero: 1024 and 50ms.
+	// shards (which would open breakers and spool). Zero:
+	// DefaultMaxInFlight and 50ms.
 	MaxInFlight int
 	QueueBudget time.Duration
 	// OrderOf, if set, reads an order row (nil when there is none): a
@@ -158,6 +159,10 @@ type Handler struct {
 }
 
 // NewHandler returns a Handler; see Config for defaults.
+// DefaultMaxInFlight is the purchases at the shards at once in a process
+// by default (SHARDSTOCK_MAX_INFLIGHT).
+const DefaultMaxInFlight = 1024
+
 func NewHandler(cfg Config) *Handler {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -169,7 +174,7 @@ func NewHandler(cfg Config) *Handler {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.MaxInFlight <= 0 {
-		cfg.MaxInFlight = 1024
+		cfg.MaxInFlight = DefaultMaxInFlight
 	}
 	if cfg.QueueBudget <= 0 {
 		cfg.QueueBudget = 50 * time.Millisecond
@@ -393,8 +398,6 @@ func (h *Handler) purchase(w http.ResponseWriter, r *http.Request, id string, fo
 	return http.StatusOK, nil
 }
 
-// allow applies the buyer-side rate limits: nil, or ErrRateLimited with
-// Retry-After set.
 // admit takes a place for a purchase at the shards, waiting at most the
 // queue budget; false: the coordinator is overloaded.
 func (h *Handler) admit() bool {
@@ -415,7 +418,9 @@ func (h *Handler) admit() bool {
 
 func (h *Handler) release() { <-h.inflight }
 
-// pre, when set, holds the buyer's tokens admitBuyer took already.
+// allow applies the buyer-side rate limits: nil, or ErrRateLimited with
+// Retry-After set. pre, when set, holds the buyer's tokens admitBuyer took
+// already.
 func (h *Handler) allow(w http.ResponseWriter, r *http.Request, p *shardstock.Product, user string, now time.Time, pre []*rate.Reservation) error {
 	if !h.limiter.any() {
 		return nil

@@ -4,7 +4,7 @@
 // is skipped by the purchase path (costing no time at all) until a probe
 // after the cooldown finds it answering again. Backoff is the one retry
 // wait of the app. It imports nothing of shardstock's: what an error means
-// is its caller's to say (Health.Answered).
+// is its caller's to say (HealthConfig.Answered).
 package ha
 
 import (

@@ -10,11 +10,17 @@
 //   - Stock: units added or taken back, rebalance, drain, and the transfers
 //     that carry them, finished by Resume (stock.go; the plans, pure, in
 //     plan.go);
+//   - Restarts: a restarted shard's fence, opened once its run is resynced,
+//     and an operator's resync or accept of a fenced one (restarts.go; the
+//     catch-up of orders written meanwhile, catchup.go);
 //   - Resync: a restarted shard brought back in line with SQL, and an
 //     operator's accept of one that disagrees (resync.go, accept.go);
 //   - Audit: reconcile the shards' counters with the orders (reconcile.go);
 //   - Settlements: pay results applied to the shard holding the unit
-//     (settle.go).
+//     (settle.go);
+//   - HoldSearch: where a reservation with no order row may hold its unit,
+//     asked only where its sale was open (holdsearch.go);
+//   - the operators' controls of a product: paused, throttled (controls.go).
 //
 // The admin API's handlers are in http.go. Ports are interfaces named in the
 // domain's types; the adapters (shard, sqlstore) satisfy them without this

@@ -109,6 +109,18 @@ type StockView struct {
 	Now    time.Time   `json:"now"` // the server's clock, for countdowns
 }
 
+// Complete says whether every shard answered with its counts: else
+// Salable and Locked are lower bounds (a waiting room says sold_out only on
+// a complete count).
+func (v *StockView) Complete() bool {
+	for _, sh := range v.Shards {
+		if !sh.Up || sh.Salable == nil {
+			return false
+		}
+	}
+	return true
+}
+
 // Stock returns product id's live stock from the shared snapshot.
 // Errors: ErrNotFound, ErrUnavailable.
 func (s *Views) Stock(ctx context.Context, id string) (*StockView, error) {

@@ -1,12 +1,14 @@
-// Package messaging moves shardstock's two kinds of message: reservations
-// (from the shards' outbox streams to the order service) and settlements
-// (pay results, from the order service to the shard holding the unit).
-// Two transports: Redis Streams consumer groups on the shards themselves,
-// and Apache RocketMQ. Delivery is at least once everywhere; every consumer
-// is idempotent. A new transport goes here, beside streams.go and
-// rocketmq.go (pipeline.go is RocketMQ's side of the order pipeline). It
-// imports the domain, ha (Backoff) and shard (stream key names, and what
-// a Redis error reply means: shard/replies.go reads them).
+// Package messaging moves shardstock's three kinds of message:
+// reservations (from the shards' outbox streams to the order service),
+// settlements (pay results, from the order service to the shard holding
+// the unit) and payment results (from the payment centre to the order
+// service). Two transports: Redis Streams consumer groups on the shards
+// themselves, and Apache RocketMQ. Delivery is at least once everywhere;
+// every consumer is idempotent. A new transport goes here, beside
+// streams.go and rocketmq.go (pipeline.go is RocketMQ's side of the order
+// pipeline). It imports the domain, ha (Backoff), lua (the ack script) and
+// shard (stream key names, and what a Redis error reply means:
+// shard/replies.go reads them).
 package messaging
 
 import (
@@ -68,7 +70,8 @@ type GroupReader struct {
 	// HandleBatch, if set, is used instead of Handle: each read's entries
 	// of one stream are passed to it together.
 	HandleBatch BatchHandler
-	// ClaimIdle: entries pending longer than this are taken over. Default 30s.
+	// ClaimIdle: entries pending longer than this are taken over. Default
+	// DefaultClaimIdle.
 	ClaimIdle time.Duration
 	// Block is how long one read waits for new entries. Default 500ms.
 	Block time.Duration
@@ -106,12 +109,15 @@ func (g *GroupReader) Run(ctx context.Context) {
 	wg.Wait()
 }
 
+// DefaultClaimIdle is GroupReader.ClaimIdle's default, and SHARDSTOCK_CLAIM_IDLE's.
+const DefaultClaimIdle = 30 * time.Second
+
 func (g *GroupReader) defaults() {
 	if g.Consumer == "" {
 		g.Consumer = ConsumerName()
 	}
 	if g.ClaimIdle <= 0 {
-		g.ClaimIdle = 30 * time.Second
+		g.ClaimIdle = DefaultClaimIdle
 	}
 	if g.Block <= 0 {
 		g.Block = 500 * time.Millisecond

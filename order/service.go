@@ -114,9 +114,9 @@ type Config struct {
 	// payment (and of every repeat of one) against its shard's last
 	// resync; nil: no check (a service tested alone).
 	LateHolds   LateHolds
-	PayTimeout  time.Duration // unpaid orders are cancelled after this; default 15m
-	FailFastAge time.Duration // older reservations become failed orders; default 30m
-	Rate        float64       // order creations per second; default 500
+	PayTimeout  time.Duration // unpaid orders are cancelled after this; default DefaultPayTimeout
+	FailFastAge time.Duration // older reservations become failed orders; default DefaultFailFastAge
+	Rate        float64       // order creations per second; default DefaultRate
 	SweepEvery  time.Duration // timeout and settlement sweeps; default 250ms
 	Now         func() time.Time
 	Logger      *slog.Logger
@@ -136,15 +136,25 @@ type Config struct {
 	PayPrevious []byte
 }
 
+// The defaults of Config, and of the settings that set it
+// (SHARDSTOCK_PAY_TIMEOUT, SHARDSTOCK_FAIL_FAST_AGE, SHARDSTOCK_ORDER_RATE).
+const (
+	DefaultPayTimeout  = 15 * time.Minute
+	DefaultFailFastAge = 30 * time.Minute
+	// DefaultRate guards the database, not the pipeline: make bench
+	// measures what the pipeline can do.
+	DefaultRate = 10000
+)
+
 func (c *Config) fill() {
 	if c.PayTimeout <= 0 {
-		c.PayTimeout = 15 * time.Minute
+		c.PayTimeout = DefaultPayTimeout
 	}
 	if c.FailFastAge <= 0 {
-		c.FailFastAge = 30 * time.Minute
+		c.FailFastAge = DefaultFailFastAge
 	}
 	if c.Rate <= 0 {
-		c.Rate = 500
+		c.Rate = DefaultRate
 	}
 	if c.SweepEvery <= 0 {
 		c.SweepEvery = 250 * time.Millisecond

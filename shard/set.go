@@ -104,9 +104,12 @@ type Health interface {
 	Observe(i int, err error)
 }
 
+// DefaultTimeout is Config.Timeout's default, and SHARDSTOCK_SHARD_TIMEOUT's.
+const DefaultTimeout = 250 * time.Millisecond
+
 func (c *Config) fill() {
 	if c.Timeout <= 0 {
-		c.Timeout = 250 * time.Millisecond
+		c.Timeout = DefaultTimeout
 	}
 	if c.EmptyTTL <= 0 {
 		c.EmptyTTL = time.Second

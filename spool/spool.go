@@ -66,8 +66,8 @@ type Result struct {
 
 // Config tunes a spool; zero values mean the defaults.
 type Config struct {
-	MaxEntries int   // pending purchases; default 100000
-	MaxBytes   int64 // file size; default 64 MiB
+	MaxEntries int   // pending purchases; default DefaultMaxEntries
+	MaxBytes   int64 // file size; default DefaultMaxBytes
 	Logger     *slog.Logger
 	// OnWriteError, if set, is told each failed write (a full disk, say:
 	// metrics and an alert).
@@ -116,13 +116,20 @@ type ticketInfo struct {
 	seq    int64 // arrival order
 }
 
+// The defaults of Config, and of SHARDSTOCK_SPOOL_MAX_ENTRIES and
+// SHARDSTOCK_SPOOL_MAX_BYTES.
+const (
+	DefaultMaxEntries       = 100000
+	DefaultMaxBytes   int64 = 64 << 20
+)
+
 // Open opens (or creates) the spool in dir and rebuilds its state.
 func Open(dir string, cfg Config) (*Spool, error) {
 	if cfg.MaxEntries <= 0 {
-		cfg.MaxEntries = 100000
+		cfg.MaxEntries = DefaultMaxEntries
 	}
 	if cfg.MaxBytes <= 0 {
-		cfg.MaxBytes = 64 << 20
+		cfg.MaxBytes = DefaultMaxBytes
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()

@@ -4,6 +4,7 @@
 // every coordinator computes from the line's definition (shardstock.QueueLine),
 // read from SQL every half second, so admitting a purchase costs a token
 // check and no store or Redis call. Places are handed out by SQL (Store).
+// It imports the domain and api (its HTTP answers' bodies and errors).
 package waitroom
 
 import (
@@ -56,7 +57,7 @@ type Products interface {
 }
 
 // Stock counts the units of product on the shards that answer
-// (inventory.Views).
+// (inventory.Views.Stock, in the Units a room reads).
 type Stock func(ctx context.Context, product string) (Units, error)
 
 // Units are a product's units a buyer can get now (Salable) and those held

@@ -42,8 +42,8 @@ type Config struct {
 	// system's roots.
 	RedisCAs *x509.CertPool
 	// TrustedProxies are the peers whose X-User-ID and X-Forwarded-For are
-	// believed; nil: none. NewMain's callers in tests leave it nil, which
-	// Main reads as loopback.
+	// believed; nil: the setting's default (defaultTrustedProxies,
+	// loopback); empty: none.
 	TrustedProxies []netip.Prefix
 	Dev            bool
 	ShardTimeout   time.Duration

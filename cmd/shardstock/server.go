@@ -436,10 +436,14 @@ func (m *Main) identity() api.Identity {
 }
 
 // trustedProxies are the peers whose X-User-ID and X-Forwarded-For are
-// believed (SHARDSTOCK_TRUSTED_PROXIES; unset in a Config: loopback).
+// believed (SHARDSTOCK_TRUSTED_PROXIES; unset in a Config: its default).
 func (m *Main) trustedProxies() []netip.Prefix {
 	if m.cfg.TrustedProxies == nil {
-		return []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
+		var c Config
+		if err := parseTrustedProxies(&c, defaultTrustedProxies); err != nil {
+			panic(err) // (a constant)
+		}
+		return c.TrustedProxies
 	}
 	return m.cfg.TrustedProxies
 }

@@ -15,7 +15,9 @@ import (
 
 	"github.com/shardstock/shardstock/flashsale"
 	"github.com/shardstock/shardstock/messaging"
+	"github.com/shardstock/shardstock/order"
 	"github.com/shardstock/shardstock/shard"
+	"github.com/shardstock/shardstock/spool"
 )
 
 // setting is one SHARDSTOCK_* variable: its flag, built-in default and
@@ -45,7 +47,7 @@ var settings = []setting{
 		parse: func(c *Config, v string) error { return readCAsInto(&c.RedisCAs, v) }},
 	{name: "SHARDSTOCK_SHARDS", flag: "shards", file: true, help: "comma-separated Redis master URLs, order = shard index (required)",
 		parse: parseShards},
-	{name: "SHARDSTOCK_SHARD_TIMEOUT", flag: "shard-timeout", def: "250ms", help: "deadline of one call on one shard",
+	{name: "SHARDSTOCK_SHARD_TIMEOUT", flag: "shard-timeout", def: durationDef(shard.DefaultTimeout), help: "deadline of one call on one shard",
 		parse: parseShardTimeout},
 	{name: "SHARDSTOCK_COALESCE", flag: "coalesce", def: "on", help: "on: concurrent script calls to one shard share one pipeline round trip; off: one round trip each",
 		parse: parseCoalesce},
@@ -69,7 +71,7 @@ var settings = []setting{
 		parse: func(c *Config, v string) error { return parseKey(&c.PayPrevious, v) }},
 	{name: "SHARDSTOCK_QUEUE_SECRET", flag: "queue-secret", secret: true, help: "key of the waiting rooms' place tokens (32+ bytes); empty: one made up and kept in the database, shared by the coordinators of the catalog. Set it to check places at the edge too",
 		parse: parseQueueSecret},
-	{name: "SHARDSTOCK_TRUSTED_PROXIES", flag: "trusted-proxies", def: "127.0.0.0/8,::1/128", help: "peers (CIDRs, comma-separated, or none) whose X-User-ID (header mode) and X-Forwarded-For are believed: your authenticating gateway",
+	{name: "SHARDSTOCK_TRUSTED_PROXIES", flag: "trusted-proxies", def: defaultTrustedProxies, help: "peers (CIDRs, comma-separated, or none) whose X-User-ID (header mode) and X-Forwarded-For are believed: your authenticating gateway",
 		parse: parseTrustedProxies},
 
 	// The message transport and the order database.
@@ -83,29 +85,29 @@ var settings = []setting{
 		parse: parseDB},
 
 	// Orders.
-	{name: "SHARDSTOCK_PAY_TIMEOUT", flag: "pay-timeout", def: "15m", help: "unpaid orders are cancelled after this",
+	{name: "SHARDSTOCK_PAY_TIMEOUT", flag: "pay-timeout", def: durationDef(order.DefaultPayTimeout), help: "unpaid orders are cancelled after this",
 		parse: func(c *Config, v string) error { return positiveDuration(&c.PayTimeout, v) }},
-	{name: "SHARDSTOCK_FAIL_FAST_AGE", flag: "fail-fast-age", def: "30m", help: "a reservation older than this when consumed becomes a failed order and is released",
+	{name: "SHARDSTOCK_FAIL_FAST_AGE", flag: "fail-fast-age", def: durationDef(order.DefaultFailFastAge), help: "a reservation older than this when consumed becomes a failed order and is released",
 		parse: func(c *Config, v string) error { return positiveDuration(&c.FailFastAge, v) }},
-	{name: "SHARDSTOCK_CLAIM_IDLE", flag: "claim-idle", def: "30s", help: "outbox entries another coordinator left unprocessed this long are taken over",
+	{name: "SHARDSTOCK_CLAIM_IDLE", flag: "claim-idle", def: durationDef(messaging.DefaultClaimIdle), help: "outbox entries another coordinator left unprocessed this long are taken over",
 		parse: func(c *Config, v string) error { return positiveDuration(&c.ClaimIdle, v) }},
 	{name: "SHARDSTOCK_ARCHIVE_AFTER", flag: "archive-after", def: "24h", help: "a product is archived (its shard keys deleted, its totals kept in SQL) this long after its window ended, once its orders are final; off: only by the archive call",
 		parse: parseArchiveAfter},
-	{name: "SHARDSTOCK_ORDER_RATE", flag: "order-rate", def: "10000", help: "order creations per second for all coordinators together (a token bucket on the shards; a guard for the database; make bench measures what the pipeline can do)",
+	{name: "SHARDSTOCK_ORDER_RATE", flag: "order-rate", def: fmt.Sprint(order.DefaultRate), help: "order creations per second for all coordinators together (a token bucket on the shards; a guard for the database; make bench measures what the pipeline can do)",
 		parse: parseOrderRate},
 
 	// The buyers' load: limits, admission, the spool.
 	{name: "SHARDSTOCK_RATE_LIMITS", flag: "rate-limits", def: flashsale.DefaultLimits, help: "buyer-side limits per second: global=N,product=N|auto,user=N,ip=N (0: none), or off",
 		parse: parseRateLimits},
-	{name: "SHARDSTOCK_MAX_INFLIGHT", flag: "max-inflight", def: "1024", help: "purchases at the shards at once in this process; past it a purchase waits up to 50ms, then gets 503 with Retry-After before it touches Redis (admission control)",
+	{name: "SHARDSTOCK_MAX_INFLIGHT", flag: "max-inflight", def: fmt.Sprint(flashsale.DefaultMaxInFlight), help: "purchases at the shards at once in this process; past it a purchase waits up to 50ms, then gets 503 with Retry-After before it touches Redis (admission control)",
 		parse: func(c *Config, v string) error {
 			return positiveInt(&c.MaxInFlight, v, "must be a positive number of purchases")
 		}},
 	{name: "SHARDSTOCK_SPOOL_DIR", flag: "spool-dir", def: "./data/spool", help: "directory of the disk spool for purchases no shard can take; off disables it (503 instead)",
 		parse: parseSpoolDir},
-	{name: "SHARDSTOCK_SPOOL_MAX_ENTRIES", flag: "spool-max-entries", def: "100000", help: "most purchases waiting in the spool; beyond it, 503",
+	{name: "SHARDSTOCK_SPOOL_MAX_ENTRIES", flag: "spool-max-entries", def: fmt.Sprint(spool.DefaultMaxEntries), help: "most purchases waiting in the spool; beyond it, 503",
 		parse: func(c *Config, v string) error { return positiveInt(&c.SpoolEntries, v, "must be a positive number") }},
-	{name: "SHARDSTOCK_SPOOL_MAX_BYTES", flag: "spool-max-bytes", def: "67108864", help: "largest spool file in bytes; beyond it, 503",
+	{name: "SHARDSTOCK_SPOOL_MAX_BYTES", flag: "spool-max-bytes", def: fmt.Sprint(spool.DefaultMaxBytes), help: "largest spool file in bytes; beyond it, 503",
 		parse: parseSpoolBytes},
 
 	// Pages and logs.
@@ -273,6 +275,22 @@ func parseQueueSecret(c *Config, v string) error {
 	c.QueueSecret = []byte(v)
 	return nil
 }
+
+// durationDef is a default duration as the settings show it: 15m, not 15m0s.
+func durationDef(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// defaultTrustedProxies is SHARDSTOCK_TRUSTED_PROXIES's default, and what
+// Main believes when its Config has none (nil): loopback.
+const defaultTrustedProxies = "127.0.0.0/8,::1/128"
 
 // parseTrustedProxies reads the peers whose X-User-ID (header mode) and
 // X-Forwarded-For are believed: CIDRs or addresses, comma-separated, or

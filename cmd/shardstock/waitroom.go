@@ -37,11 +37,5 @@ func (m *Main) unitsLeft(ctx context.Context, product string) (waitroom.Units, e
 	if err != nil {
 		return waitroom.Units{}, err
 	}
-	u := waitroom.Units{Salable: v.Salable, Locked: v.Locked, Complete: true}
-	for _, sh := range v.Shards {
-		if !sh.Up || sh.Salable == nil {
-			u.Complete = false
-		}
-	}
-	return u, nil
+	return waitroom.Units{Salable: v.Salable, Locked: v.Locked, Complete: v.Complete()}, nil
 }

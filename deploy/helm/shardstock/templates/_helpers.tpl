@@ -60,7 +60,7 @@ capabilities:
      refused unless it is pinned by digest (NAME[:TAG]@sha256:...), which no
      registry can move under a running sale, or images.allowTags is set. */}}
 {{- define "shardstock.image" -}}
-{{- if not (or (regexMatch "@sha256:[0-9a-f]{64}$" .image) .root.Values.images.allowTags) -}}
+{{- if not (or (regexMatch "@sha256:[0-9a-f]{64}$" .image) (eq (toString .root.Values.images.allowTags) "true")) -}}
 {{- fail (printf "%s %q is pinned by a tag, which its registry can move to another image: give it by digest (%s@sha256:<64 hex digits>), or set images.allowTags=true for a trial" .what .image .image) -}}
 {{- end -}}
 {{- .image -}}
