@@ -304,9 +304,7 @@ func TestTheChartsEdgeBoundsHalfSentConnections(t *testing.T) {
 	const n = 1000
 	got := shardtest.SendHalfSent(t, addr, n, 3*time.Second, func() {
 		// Another address is served meanwhile.
-		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}, Timeout: time.Second}
-		cl := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DialContext: d.DialContext}}
-		resp, err := cl.Get("http://" + addr + "/api/v1/another")
+		resp, err := shardtest.ClientFrom("127.0.0.2").Get("http://" + addr + "/api/v1/another")
 		if err != nil || resp.StatusCode != 200 {
 			t.Errorf("another address while one holds half-sent requests: %v %v", resp, err)
 		} else {

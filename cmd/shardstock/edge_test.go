@@ -120,11 +120,9 @@ func TestEdgeSlowClientsCannotShutEveryoneOut(t *testing.T) {
 		conns = append(conns, c)
 	}
 	time.Sleep(300 * time.Millisecond)
-	// Another client address (Linux routes all of 127/8 to loopback).
-	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}, Timeout: time.Second}
-	cl := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DialContext: d.DialContext}}
+	// Another client address.
 	start := time.Now()
-	resp, err := cl.Get("http://" + addr + "/healthz")
+	resp, err := shardtest.ClientFrom("127.0.0.2").Get("http://" + addr + "/healthz")
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("another address while one holds 60 slow connections: %v %v", resp, err)
 	}
@@ -169,12 +167,9 @@ func TestEdgeBoundsHalfSentRequests(t *testing.T) {
 
 	const n, bound = 1000, 4 * 20
 	got := shardtest.SendHalfSent(t, addr, n, 3*time.Second, func() { // (the header timeout, 5 s, closes them all later anyway)
-		// Another client address (Linux routes all of 127/8 to loopback),
-		// while the first holds what it may.
-		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}, Timeout: time.Second}
-		cl := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DialContext: d.DialContext}}
+		// Another client address, while the first holds what it may.
 		asked := time.Now()
-		resp, err := cl.Get("http://" + addr + "/another")
+		resp, err := shardtest.ClientFrom("127.0.0.2").Get("http://" + addr + "/another")
 		if err != nil || resp.StatusCode != 200 {
 			t.Fatalf("another address while one holds half-sent requests: %v %v", resp, err)
 		}

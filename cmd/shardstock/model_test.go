@@ -2013,6 +2013,14 @@ func (h *history) checkLimitIsTrue(user string, p *mproduct) {
 			return
 		}
 	}
+	// A cancelled or failed order's claim is given back once its settlement
+	// is published, to the shard that held the unit, which may be crashing
+	// again and again: until then the buyer's home rightly counts it, and
+	// ClaimsPending does not list it yet (DESIGN.md's known limits; found by
+	// the fast mode, seed 1850497203556740258).
+	if os, err := h.sql.Unsettled(context.Background(), 1, nil); err != nil || len(os) > 0 {
+		return
+	}
 	if os, err := h.sql.ClaimsPending(context.Background(), "", 1); err != nil || len(os) > 0 {
 		return
 	}

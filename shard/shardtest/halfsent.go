@@ -3,6 +3,7 @@ package shardtest
 import (
 	"errors"
 	"net"
+	"net/http"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -73,4 +74,11 @@ func SendHalfSent(t testing.TB, addr string, n int, within time.Duration, meanwh
 	}
 	wg.Wait()
 	return HalfSent{Closed: closed.Load(), Held: held.Load(), Answered: answered.Load(), Slowest: time.Duration(slowest.Load())}
+}
+
+// ClientFrom is an HTTP client whose connections come from ip, another
+// client address on loopback (Linux routes all of 127/8 there).
+func ClientFrom(ip string) *http.Client {
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: time.Second}
+	return &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DialContext: d.DialContext}}
 }
