@@ -18,6 +18,7 @@ type memShards struct {
 	mu     sync.Mutex
 	addrs  []string
 	shards []*memShard
+	claims map[string]bool // "product user id": the claims on the buyers' home (Reclaim, GiveBack)
 }
 
 type memShard struct {
@@ -239,9 +240,37 @@ func (m *memShards) RestoreHold(_ context.Context, i int, o shardstock.Order, _ 
 	return true, nil
 }
 
-// Reclaim: the fake keeps no per-user limit registers, so every claim fits.
-func (m *memShards) Reclaim(context.Context, *shardstock.Product, string, string) (bool, error) {
+// Reclaim records claim id of user: the fake keeps no limit, so every
+// claim fits.
+func (m *memShards) Reclaim(_ context.Context, p *shardstock.Product, user, id string) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.shards[0].down {
+		return false, errDown
+	}
+	if m.claims == nil {
+		m.claims = map[string]bool{}
+	}
+	m.claims[p.ID+" "+user+" "+id] = true
 	return true, nil
+}
+
+// GiveBack forgets claim id of user.
+func (m *memShards) GiveBack(_ context.Context, p *shardstock.Product, user, id string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.shards[0].down {
+		return errDown
+	}
+	delete(m.claims, p.ID+" "+user+" "+id)
+	return nil
+}
+
+// claimed says whether user holds claim id on product.
+func (m *memShards) claimed(product, user, id string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.claims[product+" "+user+" "+id]
 }
 
 // HomeOf: the fake lists every shard; the home is the first.

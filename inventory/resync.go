@@ -40,6 +40,7 @@ type Holds interface {
 	Release(ctx context.Context, i int, product, id string) (bool, error)
 	RestoreHold(ctx context.Context, i int, o shardstock.Order, atMS int64) (bool, error)
 	Reclaim(ctx context.Context, p *shardstock.Product, user, id string) (bool, error)
+	GiveBack(ctx context.Context, p *shardstock.Product, user, id string) error
 	// HomeOf is user's home shard for p: an error (no call is made) when
 	// this coordinator does not list it (the old list of a rolling grow).
 	HomeOf(p *shardstock.Product, user string) (int, error)
@@ -774,7 +775,11 @@ func (s *Resync) RecheckLate(ctx context.Context) {
 // an order paid, cancelled or failed since (its settlement found no hold
 // and changed nothing) is settled at once. A shard with no salable unit
 // left for it sold the unit again before the order came: that is logged
-// for reconcile (nothing a retry can change).
+// for reconcile (nothing a retry can change). An order cancelled or failed
+// before the check gets neither its hold nor its claim back: its claim was
+// given back (or is about to be), and taken back now it stayed for good, a
+// 409 to a buyer below the limit (found reading the code: a check kept for
+// a fenced shard ran after the cancel's give-back).
 func (s *Resync) holdLate(ctx context.Context, o shardstock.Order, reserved, since time.Time) error {
 	late, err := s.late(ctx, o.Shard, reserved, since)
 	if err != nil || !late {
@@ -786,6 +791,12 @@ func (s *Resync) holdLate(ctx context.Context, o shardstock.Order, reserved, sin
 	}
 	if p.Archived || p.Moved != "" {
 		return nil // gone on purpose; or this coordinator's resyncs skip it (ErrResyncPartial), and one with its list restores its holds
+	}
+	if done, err := s.ended(ctx, o); err != nil || done {
+		if err == nil {
+			err = s.giveUpLate(ctx, p, o)
+		}
+		return err
 	}
 	// Its claim first: putting the hold back without it left the buyer
 	// holding more units than the limit on the shards (the model test's
@@ -803,7 +814,7 @@ func (s *Resync) holdLate(ctx context.Context, o shardstock.Order, reserved, sin
 	case lost != "" && o.Status == shardstock.StatusPaid: // (CatchUp's)
 		return fmt.Errorf("paid order %s %s: an operator's (reconcile); the shard's resync is done again", o.ID, lost)
 	case lost == "" && !restored:
-		return s.settleLate(ctx, o) // (a try before may have put it back and failed to settle it)
+		return s.settleLate(ctx, p, o) // (a try before may have put it back and failed to settle it)
 	case lost != "":
 		s.cfg.Logger.Error("an order written after its shard's resync "+lost+": the order fails, a sale lost with the shard's last writes",
 			"order", o.ID, "product", o.ProductID, "shard", o.Shard, "user", o.UserID)
@@ -813,13 +824,48 @@ func (s *Resync) holdLate(ctx context.Context, o shardstock.Order, reserved, sin
 		return nil
 	}
 	s.cfg.Logger.Warn("put back the hold of an order written after its shard's resync", "order", o.ID, "product", o.ProductID, "shard", o.Shard)
-	return s.settleLate(ctx, o)
+	return s.settleLate(ctx, p, o)
+}
+
+// ended says whether order o is cancelled or failed now (read from SQL;
+// without an order table, as o says).
+func (s *Resync) ended(ctx context.Context, o shardstock.Order) (bool, error) {
+	if s.cfg.Orders != nil {
+		now, err := s.cfg.Orders.Order(ctx, o.ID)
+		if err != nil || now == nil {
+			return false, err
+		}
+		o = *now
+	}
+	return o.Status == shardstock.StatusCancelled || o.Status == shardstock.StatusFailed, nil
+}
+
+// giveUpLate ends the check of late order o, cancelled or failed: a hold a
+// try before put back is released (none there: the shard's crash took it,
+// and the resync counted its unit salable), and then its claim is given
+// back, in case a try before took it back after the cancel's give-back
+// (given back first, the buyer could hold the released unit and a new one
+// at once).
+func (s *Resync) giveUpLate(ctx context.Context, p *shardstock.Product, o shardstock.Order) error {
+	_, err := s.cfg.Holds.Release(ctx, o.Shard, o.ProductID, o.ID)
+	switch {
+	case errors.Is(err, shardstock.ErrUnknownHold), errors.Is(err, shardstock.ErrNotOnShard):
+	case errors.Is(err, shardstock.ErrHoldSold):
+		s.cfg.Logger.Error("a late order's hold contradicts its order; see reconcile",
+			"shard", o.Shard, "product", o.ProductID, "order", o.ID, "err", err)
+		return nil // (nothing a retry changes)
+	case err != nil:
+		return err
+	}
+	return s.cfg.Holds.GiveBack(ctx, p, o.UserID, o.ID)
 }
 
 // settleLate settles the hold of late order o, now on its shard, when the
 // order was paid, cancelled or failed since (its settlement found no hold
-// and changed nothing).
-func (s *Resync) settleLate(ctx context.Context, o shardstock.Order) error {
+// and changed nothing); a cancelled or failed one's claim is given back
+// after (giveUpLate): the give-back of its cancel may have run before the
+// claim was taken back.
+func (s *Resync) settleLate(ctx context.Context, p *shardstock.Product, o shardstock.Order) error {
 	if s.cfg.Orders == nil {
 		return nil
 	}
@@ -829,12 +875,11 @@ func (s *Resync) settleLate(ctx context.Context, o shardstock.Order) error {
 		return err // checked again: the hold is there now, so only its settlement is left
 	case now == nil || now.Status == shardstock.StatusAwaitingPayment:
 		return nil
-	case now.Status == shardstock.StatusPaid:
-		_, err = s.cfg.Holds.Confirm(ctx, o.Shard, o.ProductID, o.ID)
-	default:
-		_, err = s.cfg.Holds.Release(ctx, o.Shard, o.ProductID, o.ID)
+	case now.Status != shardstock.StatusPaid:
+		return s.giveUpLate(ctx, p, o)
 	}
-	if errors.Is(err, shardstock.ErrUnknownHold) || errors.Is(err, shardstock.ErrHoldReleased) || errors.Is(err, shardstock.ErrHoldSold) {
+	_, err = s.cfg.Holds.Confirm(ctx, o.Shard, o.ProductID, o.ID)
+	if errors.Is(err, shardstock.ErrUnknownHold) || errors.Is(err, shardstock.ErrHoldReleased) {
 		s.cfg.Logger.Error("a late order's hold contradicts its order; see reconcile",
 			"shard", o.Shard, "product", o.ProductID, "order", o.ID, "status", now.Status, "err", err)
 		return nil // (nothing a retry changes)

@@ -302,3 +302,86 @@ func TestARemovalWhoseShardLostItsDataFinishes(t *testing.T) {
 		})
 	}
 }
+
+// cancelBeforeReclaim is the shard set with the order cancelled, and its
+// claim given back, just before a late check takes the claim back (after
+// the check read the order awaiting payment).
+type cancelBeforeReclaim struct {
+	*memShards
+	cancel func()
+}
+
+func (c cancelBeforeReclaim) Reclaim(ctx context.Context, p *shardstock.Product, user, id string) (bool, error) {
+	c.cancel()
+	return c.memShards.Reclaim(ctx, p, user, id)
+}
+
+// TestALateCheckAfterACancelLeavesNoClaim: the check of an order written
+// after its shard's resync (HoldLate) takes the buyer's claim back with the
+// hold. Kept for a fenced shard and run after the order was cancelled and
+// its claim given back, it took the claim back for good: a buyer holding
+// nothing was refused as over the limit (found reading the code). A
+// cancelled order's check now puts back neither hold nor claim; and one
+// cancelled as its check runs has its claim given back after the hold.
+func TestALateCheckAfterACancelLeavesNoClaim(t *testing.T) {
+	f := newFixture(t)
+	f.define("late", 30, 0) // 10 per shard
+	ctx := context.Background()
+	synced := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	if err := f.store.RecordSynced(ctx, 0, "run-after-crash", synced); err != nil {
+		t.Fatal(err)
+	}
+	before := synced.Add(-time.Second)
+	p := &shardstock.Product{ID: "late"}
+	write := func(id, user string) shardstock.Order {
+		t.Helper()
+		ev := shardstock.ReservationEvent{ID: id, UserID: user, ProductID: "late", Shard: 0, AtMS: before.UnixMilli()}
+		if _, err := f.store.Insert(ctx, ev, 1, shardstock.StatusAwaitingPayment, synced, synced.Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		return shardstock.Order{ID: id, UserID: user, ProductID: "late", Shard: 0, Status: shardstock.StatusAwaitingPayment}
+	}
+	cancel := func(o shardstock.Order) { // as the order service does: the row, then (its settlement published) the claim
+		t.Helper()
+		if _, err := f.store.Transition(ctx, o.ID, o.UserID, shardstock.StatusCancelled, synced); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.mem.GiveBack(ctx, p, o.UserID, o.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Kept while the shard is fenced, cancelled, then checked.
+	var fenced atomic.Bool
+	fenced.Store(true)
+	r := NewResync(ResyncConfig{Addrs: f.mem.addrs, Products: f.catalog, IDs: f.store, Inits: f.store, History: f.store,
+		Changes: f.store, Orders: f.store, Counters: f.mem, Holds: f.mem, Repairs: f.mem, Times: f.store, Fenced: func(int) bool { return fenced.Load() }})
+	kept := write("o-kept", "ann")
+	r.HoldLate(ctx, kept, before, time.Now())
+	cancel(kept)
+	fenced.Store(false)
+	r.RecheckLate(ctx)
+	if f.mem.claimed("late", "ann", "o-kept") {
+		t.Fatal("ann's claim of a cancelled order was taken back by its late check: she is refused below the limit for good")
+	}
+	if c := f.counters(0, "late"); c.Locked != 0 || c.Salable != 10 {
+		t.Fatalf("shard 0 after the check of a cancelled order: %+v, want its unit salable", c)
+	}
+
+	// Cancelled, and its claim given back, as the check takes the claim back.
+	var racing shardstock.Order
+	holds := cancelBeforeReclaim{memShards: f.mem, cancel: func() { cancel(racing) }}
+	r = NewResync(ResyncConfig{Addrs: f.mem.addrs, Products: f.catalog, IDs: f.store, Inits: f.store, History: f.store,
+		Changes: f.store, Orders: f.store, Counters: f.mem, Holds: holds, Repairs: f.mem, Times: f.store})
+	racing = write("o-racing", "ben")
+	r.HoldLate(ctx, racing, before, time.Now())
+	if f.mem.claimed("late", "ben", "o-racing") {
+		t.Fatal("ben's claim, taken back by the check after his cancel gave it back, stayed")
+	}
+	if c := f.counters(0, "late"); c.Locked != 0 || c.Salable != 10 {
+		t.Fatalf("shard 0 after the check raced a cancel: %+v, want the hold put back released", c)
+	}
+	if r.times.deferred() != nil {
+		t.Fatal("checks still kept after their shard answered")
+	}
+}

@@ -201,8 +201,12 @@ func (s *Service) Ingest(ctx context.Context, ev shardstock.ReservationEvent) er
 		return err
 	}
 	if existing != nil {
-		if existing.Shard == ev.Shard && existing.Status == shardstock.StatusAwaitingPayment {
-			s.holdLate(ctx, ev, time.Now()) // a repeat: its first delivery may have died before the check
+		if existing.Shard == ev.Shard && existing.Status != shardstock.StatusPaid {
+			// A repeat: its first delivery may have died before the check.
+			// Or this one's check (Admit) took the claim back as the
+			// order, written by another writer, was cancelled: the check
+			// gives it back.
+			s.holdLate(ctx, ev, time.Now())
 		}
 		return s.duplicate(ctx, existing, ev)
 	}

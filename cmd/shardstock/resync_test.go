@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -508,6 +509,73 @@ func TestALateOrderTakesItsClaimBack(t *testing.T) {
 	// A reservation made after the resync is written at once.
 	if st, err := f.m.inv.resync.Admit(ctx, shardstock.ReservationEvent{ID: "01JLATE000000000000000000D", UserID: lars, ProductID: "crash", Shard: 0, AtMS: f.m.clock.Now().Add(time.Minute).UnixMilli()}); st != shardstock.StatusAwaitingPayment || err != nil {
 		t.Fatalf("a reservation made after the resync: %q, %v", st, err)
+	}
+}
+
+// TestALateCheckAfterACancelLeavesTheClaimGiven (real Redis): an order
+// written after its shard's resync, whose check (HoldLate) is kept while
+// the shard is fenced, and cancelled meanwhile, its claim given back. The
+// check took the claim back when it ran: a buyer of limit 1 holding
+// nothing was refused 409 for good (found reading the code). It now
+// leaves a cancelled order's claim given back.
+func TestALateCheckAfterACancelLeavesTheClaimGiven(t *testing.T) {
+	f := newCrashFixture(t) // stock 6: 2 per shard, limit 1
+	ctx := context.Background()
+	var lena string
+	for n := 0; lena == ""; n++ {
+		if u := fmt.Sprintf("lena%d", n); f.m.set.Home(u) == 0 {
+			lena = u
+		}
+	}
+	reservedAt := f.m.clock.Now().Add(-time.Second) // in the second the crash takes
+	f.r.Checkpoint(0)
+	crashed := f.m.clock.Now()
+	f.r.Rewind(0)
+	waitFor(t, 20*time.Second, "shard 0 back in line", func() (bool, string) {
+		if at, err := f.m.store.SyncedAt(ctx, 0); err != nil || !at.After(crashed) {
+			return false, fmt.Sprint("not resynced since the crash: ", at, err) // (a resync after repairs the register)
+		}
+		if err := f.m.set.Ping(ctx, 0); err != nil || f.m.set.Fenced(0) {
+			return false, fmt.Sprint("fenced ", err)
+		}
+		if b := f.m.health.Status()[0].Breaker; b != ha.Closed {
+			return false, fmt.Sprintf("breaker %v", b) // (the check would be kept again)
+		}
+		return true, ""
+	})
+	// Written awaiting payment by a writer that judged it against the
+	// resync time before this one.
+	ev := shardstock.ReservationEvent{ID: "01JLATE00000000000000000CA", UserID: lena, ProductID: "crash", Shard: 0, AtMS: reservedAt.UnixMilli()}
+	now := time.Now()
+	if _, err := f.m.store.Insert(ctx, ev, 1, shardstock.StatusAwaitingPayment, now, now.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	var fenced atomic.Bool
+	fenced.Store(true)
+	set, store := f.m.set, f.m.store
+	r := inventory.NewResync(inventory.ResyncConfig{Addrs: set.Addrs(), Products: f.m.inv.catalog, IDs: store,
+		Inits: store, History: store, Changes: store, Orders: store, Counters: set, Holds: set, Repairs: set,
+		Times: store, Fenced: func(int) bool { return fenced.Load() }})
+	r.HoldLate(ctx, shardstock.Order{ID: ev.ID, UserID: lena, ProductID: "crash", Shard: 0, Status: shardstock.StatusAwaitingPayment}, reservedAt, time.Now())
+	f.cancel(ev.ID, lena)
+	waitFor(t, 10*time.Second, "the settlement published and the claim given back", func() (bool, string) {
+		unsettled, err1 := store.Unsettled(ctx, 10, nil) // (a claim goes back once its settlement is out)
+		pending, err2 := store.ClaimsPending(ctx, "", 10)
+		c := statusCounts(t, f.m, "crash")
+		return err1 == nil && err2 == nil && len(unsettled) == 0 && len(pending) == 0 && c[shardstock.StatusCancelled] == 1,
+			fmt.Sprint(unsettled, pending, err1, err2, c)
+	})
+	fenced.Store(false)
+	r.RecheckLate(ctx)
+	if rep := purchase(t, f.base, "crash", lena); rep.status != 200 {
+		t.Fatalf("%s, whose only order was cancelled, buys after its late check ran: %d %s; want 200", lena, rep.status, rep.raw)
+	}
+	var locked int64
+	for _, sh := range productStatus(t, f.base, "crash").Shards {
+		locked += *sh.Locked
+	}
+	if locked != 1 {
+		t.Fatalf("%d units locked; want lena's new hold only (the cancelled order's put back and released)", locked)
 	}
 }
 
