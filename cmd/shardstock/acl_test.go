@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/shardstock/shardstock"
+	"github.com/shardstock/shardstock/config"
 	"github.com/shardstock/shardstock/shard/shardtest"
 )
 
@@ -22,7 +23,7 @@ import (
 func TestRedisUsersRunASale(t *testing.T) {
 	r := shardtest.StartWith(t, 3, shardtest.Options{ACLUser: "coordinator:acl-run-a-sale-pw"})
 	secret := []byte(strings.Repeat("p", 32))
-	m := startServer(t, r.URLs(), func(c *Config) { c.PaySecret = secret })
+	m := startServer(t, r.URLs(), func(c *config.Config) { c.PaySecret = secret })
 	base := m.URL()
 	putProduct(t, base, "locked", fmt.Sprintf(`{"stock":20,"price_cents":990,"ends_at":%q}`, time.Now().Add(time.Hour).UTC().Format(time.RFC3339)))
 	orders := buy(t, base, "locked", "lb", 8)
@@ -93,7 +94,7 @@ func TestAShardThatRefusesTheCoordinatorIsAStartUpError(t *testing.T) {
 		{"a wrong password", strings.Replace(good[1], "-pw@", "-wrong@", 1), "WRONGPASS"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := &Config{HTTPAddr: "127.0.0.1:0", Shards: []string{good[0], tc.url}, AdminToken: testToken, UserAuth: "header",
+			cfg := &config.Config{HTTPAddr: "127.0.0.1:0", Shards: []string{good[0], tc.url}, AdminToken: testToken, UserAuth: "header",
 				ShardTimeout: 250 * time.Millisecond, LogFormat: "text", MQ: "streams", DB: "sqlite:" + t.TempDir() + "/orders.db",
 				PayTimeout: 15 * time.Minute, FailFastAge: 30 * time.Minute, OrderRate: 100000, ClaimIdle: 30 * time.Second}
 			m := NewMain(cfg, testLog(t))

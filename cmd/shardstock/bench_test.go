@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/shardstock/shardstock"
+	"github.com/shardstock/shardstock/config"
 	"github.com/shardstock/shardstock/shard/shardtest"
 )
 
@@ -20,21 +21,27 @@ import (
 func BenchmarkOrderPipeline(b *testing.B) {
 	type combo struct {
 		name   string
-		config func(b *testing.B) func(*Config)
+		config func(b *testing.B) func(*config.Config)
 	}
 	combos := []combo{
-		{"streams+sqlite", func(*testing.B) func(*Config) { return func(*Config) {} }},
-		{"streams+mariadb", func(b *testing.B) func(*Config) { db := freshMySQL(b); return func(c *Config) { c.DB = db } }},
-		{"rocketmq+sqlite", func(b *testing.B) func(*Config) { mq := testRocketMQ(b); return func(c *Config) { c.MQ = mq } }},
-		{"rocketmq+mariadb", func(b *testing.B) func(*Config) {
+		{"streams+sqlite", func(*testing.B) func(*config.Config) { return func(*config.Config) {} }},
+		{"streams+mariadb", func(b *testing.B) func(*config.Config) {
+			db := freshMySQL(b)
+			return func(c *config.Config) { c.DB = db }
+		}},
+		{"rocketmq+sqlite", func(b *testing.B) func(*config.Config) {
+			mq := testRocketMQ(b)
+			return func(c *config.Config) { c.MQ = mq }
+		}},
+		{"rocketmq+mariadb", func(b *testing.B) func(*config.Config) {
 			mq, db := testRocketMQ(b), freshMySQL(b)
-			return func(c *Config) { c.MQ, c.DB = mq, db }
+			return func(c *config.Config) { c.MQ, c.DB = mq, db }
 		}},
 	}
 	for _, cb := range combos {
 		b.Run(cb.name, func(b *testing.B) {
 			r := shardtest.Start(b, 3)
-			m := startServer(b, r.URLs(), cb.config(b), func(c *Config) { c.OrderRate = 1e9 })
+			m := startServer(b, r.URLs(), cb.config(b), func(c *config.Config) { c.OrderRate = 1e9 })
 			p := &shardstock.Product{ID: "bench", Stock: int64(b.N), PerUserLimit: 1}
 			if _, err := m.inv.catalog.Define(context.Background(), *p); err != nil {
 				b.Fatal(err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/shardstock/shardstock/config"
 	"github.com/shardstock/shardstock/shard/shardtest"
 )
 
@@ -83,7 +84,7 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 // killed shard shows as down on the operators' page.
 func TestSalePageInBrowser(t *testing.T) {
 	r := shardtest.Start(t, 3)
-	m := startServer(t, r.URLs(), func(c *Config) { c.SpoolDir = t.TempDir() })
+	m := startServer(t, r.URLs(), func(c *config.Config) { c.SpoolDir = t.TempDir() })
 	base := m.URL()
 	start := time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)
 	end := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)

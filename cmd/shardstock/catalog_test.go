@@ -7,6 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/shardstock/shardstock/config"
 	"github.com/shardstock/shardstock/shard"
 	"github.com/shardstock/shardstock/shard/shardtest"
 )
@@ -28,7 +29,7 @@ func TestShardsKnowTheirCatalog(t *testing.T) {
 		t.Fatalf("purchase: %d %s", rep.status, rep.raw)
 	}
 	// A second coordinator on the same shards with its own SQLite file.
-	cfg := &Config{HTTPAddr: "127.0.0.1:0", Shards: r.URLs(), AdminToken: testToken, UserAuth: "header",
+	cfg := &config.Config{HTTPAddr: "127.0.0.1:0", Shards: r.URLs(), AdminToken: testToken, UserAuth: "header",
 		ShardTimeout: a.cfg.ShardTimeout, MQ: "streams", DB: "sqlite:" + t.TempDir() + "/other.db", OrderRate: 1000}
 	b := NewMain(cfg, testLog(t))
 	err := b.Run(context.Background())
@@ -64,7 +65,7 @@ func TestShardsKnowTheirCatalog(t *testing.T) {
 		c.SRem(ctx, shard.ProductsKey, "lamp")
 		c.Close()
 	}
-	b = startServer(t, r.URLs(), func(c *Config) { c.DB = cfg.DB })
+	b = startServer(t, r.URLs(), func(c *config.Config) { c.DB = cfg.DB })
 	rep := putProduct(t, b.URL(), "lamp", `{"stock":30}`)
 	if rep.status != 409 || !strings.Contains(rep.raw, "not in this catalog") {
 		t.Fatalf("PUT of a product the shards hold for another catalog: %d %s", rep.status, rep.raw)

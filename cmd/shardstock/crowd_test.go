@@ -10,13 +10,14 @@ import (
 
 	"github.com/shardstock/shardstock/api"
 	"github.com/shardstock/shardstock/client"
+	"github.com/shardstock/shardstock/loadgen"
 	"github.com/shardstock/shardstock/shard/shardtest"
 )
 
 // crowdSale defines product with stock units, on sale from startIn, and
 // the waiting room q, then runs loadgen's crowd mode against it with args
 // and returns its report (logged as text).
-func crowdSale(t *testing.T, m *Main, product string, stock int, startIn time.Duration, q api.QueueDefinition, args ...string) loadReport {
+func crowdSale(t *testing.T, m *Main, product string, stock int, startIn time.Duration, q api.QueueDefinition, args ...string) loadgen.Report {
 	t.Helper()
 	starts := time.Now().Add(startIn).UTC().Format(time.RFC3339Nano)
 	if rep := putProduct(t, m.URL(), product, fmt.Sprintf(`{"stock":%d,"per_user_limit":1,"starts_at":%q}`, stock, starts)); rep.status != 201 {
@@ -40,12 +41,12 @@ func crowdSale(t *testing.T, m *Main, product string, stock int, startIn time.Du
 	var stdout, stderr bytes.Buffer
 	code := run(append([]string{"loadgen", "--mode", "crowd", "--url", m.URL(), "--product", product, "--admin-token", testToken,
 		"--conns", "32", "--duration", "25s", "--json", "--progress=false", "--pay"}, args...), env(nil), &stdout, &stderr)
-	var rep loadReport
+	var rep loadgen.Report
 	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil || code != 0 || rep.Crowd == nil {
 		t.Fatalf("exit %d, report %s %v; stderr %s", code, stdout.String(), err, stderr.String())
 	}
 	var text bytes.Buffer
-	printReport(&text, &rep)
+	loadgen.PrintReport(&text, &rep)
 	t.Logf("%s:\n%s", product, text.String())
 	return rep
 }
@@ -54,13 +55,13 @@ func crowdSale(t *testing.T, m *Main, product string, stock int, startIn time.Du
 // the stock went to as many buyers, each answered 200 once; every other
 // buyer was told the product sold out, none before the last unit was
 // asked for, within 5 s of the last sale; no oversell.
-func checkCrowd(t *testing.T, rep loadReport, buyers, stock int) {
+func checkCrowd(t *testing.T, rep loadgen.Report, buyers, stock int) {
 	t.Helper()
 	c := rep.Crowd
 	if !rep.OK || rep.Errors != 0 || c.Joined != buyers {
 		t.Errorf("invariants %v (%v), %d transport errors, %d of %d joined", rep.OK, rep.Invariants, rep.Errors, c.Joined, buyers)
 	}
-	if c.Outcomes[outcomeBought] != stock || c.Outcomes[outcomeSoldOut] != buyers-stock || rep.Statuses["200"] != int64(stock) {
+	if c.Outcomes[loadgen.OutcomeBought] != stock || c.Outcomes[loadgen.OutcomeSoldOut] != buyers-stock || rep.Statuses["200"] != int64(stock) {
 		t.Errorf("outcomes %v, purchases %v: want %d bought and %d told sold out", c.Outcomes, rep.Statuses, stock, buyers-stock)
 	}
 	n := c.SoldOut
@@ -90,12 +91,12 @@ func TestLoadgenCrowd(t *testing.T) {
 		checkCrowd(t, rep, buyers, stock)
 		f := rep.Crowd.Fairness
 		if f.JoinPurchase == nil || *f.JoinPurchase < 0.99 {
-			t.Errorf("join → purchase tau %s, want at least 0.99", fmtTau(f.JoinPurchase))
+			t.Errorf("join → purchase tau %s, want at least 0.99", loadgen.FmtTau(f.JoinPurchase))
 		}
 		if f.JoinPlace == nil || *f.JoinPlace != 1 {
-			t.Errorf("join → place tau %s, want 1: joins answered one after another get places in that order", fmtTau(f.JoinPlace))
+			t.Errorf("join → place tau %s, want 1: joins answered one after another get places in that order", loadgen.FmtTau(f.JoinPlace))
 		}
-		if f.Places == nil || f.Places.P >= drawThreshold {
+		if f.Places == nil || f.Places.P >= loadgen.DrawP {
 			t.Errorf("places against join order %+v: a fifo line's places follow the join order, and the draw test must reject them", f.Places)
 		}
 	})
@@ -107,8 +108,8 @@ func TestLoadgenCrowd(t *testing.T) {
 			"--buyers", fmt.Sprint(buyers), "--join-rate", "100", "--join-batch", "2")
 		checkCrowd(t, rep, buyers, stock)
 		d := rep.Crowd.Fairness.Places
-		if d == nil || d.Places != buyers || d.P <= drawThreshold {
-			t.Errorf("places against join order %+v: want all %d drawn places, p above %g", d, buyers, drawThreshold)
+		if d == nil || d.Places != buyers || d.P <= loadgen.DrawP {
+			t.Errorf("places against join order %+v: want all %d drawn places, p above %g", d, buyers, loadgen.DrawP)
 		}
 	})
 	t.Run("work", func(t *testing.T) {

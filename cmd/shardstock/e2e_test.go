@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/shardstock/shardstock"
+	"github.com/shardstock/shardstock/config"
 	"github.com/shardstock/shardstock/flashsale"
 	"github.com/shardstock/shardstock/ha"
 	"github.com/shardstock/shardstock/inventory"
@@ -29,9 +30,9 @@ const testToken = "test-admin-token-0123456789"
 
 // startServer runs a coordinator (Main) on a free port over the given
 // shards, stopped when the test ends.
-func startServer(t testing.TB, urls []string, opts ...func(*Config)) *Main {
+func startServer(t testing.TB, urls []string, opts ...func(*config.Config)) *Main {
 	t.Helper()
-	cfg := &Config{HTTPAddr: "127.0.0.1:0", Shards: urls, AdminToken: testToken, UserAuth: "header",
+	cfg := &config.Config{HTTPAddr: "127.0.0.1:0", Shards: urls, AdminToken: testToken, UserAuth: "header",
 		ShardTimeout: 250 * time.Millisecond, LogFormat: "text", LogLevel: slog.LevelWarn,
 		MQ: "streams", DB: "sqlite:" + t.TempDir() + "/orders.db", PayTimeout: 15 * time.Minute,
 		FailFastAge: 30 * time.Minute, OrderRate: 100000, ClaimIdle: 30 * time.Second}
@@ -133,11 +134,11 @@ func checkShards(t *testing.T, st inventory.ProductStatus) (salable, locked, sol
 func TestRaceSellsExactlyTheStock(t *testing.T) {
 	r := shardtest.Start(t, 3)
 	db := "sqlite:" + t.TempDir() + "/shared.db"
-	sameDB := func(c *Config) { c.DB, c.Coalesce = db, true } // coalescing on: it must change no outcome
+	sameDB := func(c *config.Config) { c.DB, c.Coalesce = db, true } // coalescing on: it must change no outcome
 	// a starts purchases at the buyer's home (claim and reserve in one
 	// call), b reserves first at random shards; each buyer's two tries go
 	// to both at once.
-	randomStart := func(c *Config) { c.Start = shard.StartRandom }
+	randomStart := func(c *config.Config) { c.Start = shard.StartRandom }
 	a, b := startServer(t, r.URLs(), sameDB), startServer(t, r.URLs(), sameDB, randomStart)
 	if rep := putProduct(t, a.URL(), "race", `{"stock":1000,"per_user_limit":1}`); rep.status != 201 {
 		t.Fatalf("define: %d %s", rep.status, rep.raw)
@@ -540,7 +541,7 @@ func TestWipedShardIsNeverInitialisedAgain(t *testing.T) {
 // sold-out product answers 410, not 429.
 func TestRateLimits(t *testing.T) {
 	r := shardtest.Start(t, 3)
-	m := startServer(t, r.URLs(), func(c *Config) { c.Limits = flashsale.Limits{User: 1, Product: 5} })
+	m := startServer(t, r.URLs(), func(c *config.Config) { c.Limits = flashsale.Limits{User: 1, Product: 5} })
 	base := m.URL()
 	putProduct(t, base, "rl", `{"stock":500,"per_user_limit":100}`)
 	limited := 0
@@ -611,7 +612,7 @@ func doRaw(t *testing.T, method, url string, headers ...string) rawReply {
 func TestHMACModeAndSignedPayments(t *testing.T) {
 	secret, paySecret := []byte(strings.Repeat("s", 32)), []byte(strings.Repeat("p", 32))
 	r := shardtest.Start(t, 3)
-	m := startServer(t, r.URLs(), func(c *Config) { c.UserAuth, c.HMACSecret, c.PaySecret = "hmac", secret, paySecret })
+	m := startServer(t, r.URLs(), func(c *config.Config) { c.UserAuth, c.HMACSecret, c.PaySecret = "hmac", secret, paySecret })
 	base := m.URL()
 	putProduct(t, base, "tok", `{"stock":5,"per_user_limit":2,"price_cents":990}`)
 	alice, _ := flashsale.MintToken(secret, "alice", time.Hour, time.Now())
@@ -696,7 +697,7 @@ func TestHMACModeAndSignedPayments(t *testing.T) {
 // refused.
 func TestSlowClientCannotHoldAConnection(t *testing.T) {
 	r := shardtest.Start(t, 3)
-	m := startServer(t, r.URLs(), func(c *Config) { c.Test.HeaderTimeout = 300 * time.Millisecond })
+	m := startServer(t, r.URLs(), func(c *config.Config) { c.Test.HeaderTimeout = 300 * time.Millisecond })
 	conn, err := net.Dial("tcp", strings.TrimPrefix(m.URL(), "http://"))
 	if err != nil {
 		t.Fatal(err)
@@ -734,7 +735,7 @@ func TestSlowClientCannotHoldAConnection(t *testing.T) {
 func TestRedefineAfterAShardWasAdded(t *testing.T) {
 	r := shardtest.Start(t, 4)
 	db := "sqlite:" + t.TempDir() + "/orders.db"
-	sameDB := func(c *Config) { c.DB = db }
+	sameDB := func(c *config.Config) { c.DB = db }
 	three := startServer(t, r.URLs()[:3], sameDB)
 	def := `{"stock":1000,"per_user_limit":1}`
 	if rep := putProduct(t, three.URL(), "grow", def); rep.status != 201 {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/shardstock/shardstock/api"
+	"github.com/shardstock/shardstock/config"
 	"github.com/shardstock/shardstock/flashsale"
 	"github.com/shardstock/shardstock/shard/shardtest"
 	"github.com/shardstock/shardstock/waitroom"
@@ -29,7 +30,7 @@ func TestNginxEdge(t *testing.T) {
 	r := shardtest.Start(t, 3)
 	db := "sqlite:" + t.TempDir() + "/orders.db"
 	secret := []byte(strings.Repeat("s", 32))
-	cfg := func(c *Config) {
+	cfg := func(c *config.Config) {
 		c.DB, c.Limits = db, flashsale.Limits{Product: 10, User: 100}
 		c.UserAuth, c.HMACSecret = "hmac", secret
 	}
@@ -223,7 +224,7 @@ func pagesAtTheEdge(t *testing.T, definition string) (*Main, string) {
 	// nginx's workers run as an unprivileged user: they must reach the files.
 	os.Chmod(pages, 0o755)
 	os.Chmod(filepath.Dir(pages), 0o755)
-	m := startServer(t, r.URLs(), func(c *Config) { c.PagesDir = pages })
+	m := startServer(t, r.URLs(), func(c *config.Config) { c.PagesDir = pages })
 	putProduct(t, m.URL(), "lamp", definition)
 	dir, port := t.TempDir(), strings.Split(freeAddr(t), ":")[1]
 	runDeploy(t, "nginx.sh", "start", "--port", port, "--upstreams", strings.TrimPrefix(m.URL(), "http://"), "--dir", dir, "--pages", pages)
@@ -244,7 +245,7 @@ func pagesAtTheEdge(t *testing.T, definition string) (*Main, string) {
 func TestTheEdgeChecksQueuePlaces(t *testing.T) {
 	r := shardtest.Start(t, 3)
 	secret, queueKey := []byte(strings.Repeat("s", 32)), strings.Repeat("q", 32)
-	m := startServer(t, r.URLs(), func(c *Config) {
+	m := startServer(t, r.URLs(), func(c *config.Config) {
 		c.UserAuth, c.HMACSecret, c.QueueSecret = "hmac", secret, []byte(queueKey)
 	})
 	starts := time.Now().Add(2 * time.Second).UTC()
@@ -346,7 +347,7 @@ func TestTheEdgeChecksQueuePlaces(t *testing.T) {
 func TestOneAnonymousClientCannotShutASaleAtTheEdge(t *testing.T) {
 	r := shardtest.Start(t, 3)
 	secret := []byte(strings.Repeat("s", 32))
-	m := startServer(t, r.URLs(), func(c *Config) {
+	m := startServer(t, r.URLs(), func(c *config.Config) {
 		c.Limits = flashsale.Limits{Product: 30, User: 100}
 		c.UserAuth, c.HMACSecret = "hmac", secret
 	})

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/shardstock/shardstock"
+	"github.com/shardstock/shardstock/config"
 	"github.com/shardstock/shardstock/shard/shardtest"
 )
 
@@ -21,7 +22,7 @@ import (
 func TestSlowShardThroughToxiproxy(t *testing.T) {
 	r := shardtest.Start(t, 3)
 	proxy, urls := r.BehindToxiproxy(t, 1)
-	m := startServer(t, urls, func(c *Config) { c.SpoolDir = t.TempDir() })
+	m := startServer(t, urls, func(c *config.Config) { c.SpoolDir = t.TempDir() })
 	base := m.URL()
 	putProduct(t, base, "gray", `{"stock":3000,"per_user_limit":1}`)
 	if _, err := proxy.Toxics.AddToxicJson(strings.NewReader(`{"name":"slow","type":"latency","stream":"downstream","attributes":{"latency":300}}`)); err != nil {
@@ -107,7 +108,7 @@ func TestGrayFaultsThroughToxiproxy(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := shardtest.Start(t, 3)
 			proxy, urls := r.BehindToxiproxy(t, 1)
-			m := startServer(t, urls, func(c *Config) { c.SpoolDir = t.TempDir() })
+			m := startServer(t, urls, func(c *config.Config) { c.SpoolDir = t.TempDir() })
 			g := grayRace{t: t, m: m, stock: tc.stock, buyers: 1200, conns: 32}
 			putProduct(t, m.URL(), "gray", fmt.Sprintf(`{"stock":%d,"per_user_limit":1}`, g.stock))
 			if tc.toxic != "" {

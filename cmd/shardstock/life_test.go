@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shardstock/shardstock"
+	"github.com/shardstock/shardstock/config"
 	"github.com/shardstock/shardstock/shard/shardtest"
 )
 
@@ -22,11 +23,11 @@ func adminDo(t testing.TB, method, url, body string, headers ...string) reply {
 
 // twoCoordinators starts two coordinators on the same shards and the same
 // SQLite catalog.
-func twoCoordinators(t *testing.T, r *shardtest.Redis, opts ...func(*Config)) (*Main, *Main) {
+func twoCoordinators(t *testing.T, r *shardtest.Redis, opts ...func(*config.Config)) (*Main, *Main) {
 	db := "sqlite:" + t.TempDir() + "/orders.db"
-	shared := append([]func(*Config){func(c *Config) { c.DB = db }}, opts...)
+	shared := append([]func(*config.Config){func(c *config.Config) { c.DB = db }}, opts...)
 	a := startServer(t, r.URLs(), shared...)
-	b := startServer(t, r.URLs(), append(shared, func(c *Config) { c.SpoolDir = t.TempDir() })...)
+	b := startServer(t, r.URLs(), append(shared, func(c *config.Config) { c.SpoolDir = t.TempDir() })...)
 	return a, b
 }
 
@@ -263,7 +264,7 @@ func shardKeys(t *testing.T, r *shardtest.Redis, pattern string) int {
 // SHARDSTOCK_ARCHIVE_AFTER ago is archived by itself.
 func TestArchiveASettledSale(t *testing.T) {
 	r := shardtest.Start(t, 3)
-	m := startServer(t, r.URLs(), func(c *Config) { c.ArchiveAfter, c.Test.ArchiveEvery = time.Second, 200*time.Millisecond })
+	m := startServer(t, r.URLs(), func(c *config.Config) { c.ArchiveAfter, c.Test.ArchiveEvery = time.Second, 200*time.Millisecond })
 	base := m.URL()
 	putProduct(t, base, "arc", fmt.Sprintf(`{"stock":30,"ends_at":%q}`, time.Now().Add(time.Hour).UTC().Format(time.RFC3339)))
 	archive := func() reply { return adminDo(t, "POST", base+"/admin/v1/products/arc/archive", "") }
@@ -452,7 +453,7 @@ func TestSessionsAreComplete(t *testing.T) {
 func TestOneClockForTheSale(t *testing.T) {
 	r := shardtest.Start(t, 3)
 	fast := func() time.Time { return time.Now().Add(30 * time.Second) }
-	m := startServer(t, r.URLs(), func(c *Config) { c.Test.Clock = fast })
+	m := startServer(t, r.URLs(), func(c *config.Config) { c.Test.Clock = fast })
 	base := m.URL()
 	putProduct(t, base, "clk", fmt.Sprintf(`{"stock":10,"per_user_limit":10,"ends_at":%q}`, time.Now().Add(10*time.Second).UTC().Format(time.RFC3339Nano)))
 	waitFor(t, 10*time.Second, "the skew measured", func() (bool, string) {
@@ -511,7 +512,7 @@ func TestASlowClockDoesNotQueueAfterTheEnd(t *testing.T) {
 	}
 	r.Kill(0)
 	slow := func() time.Time { return time.Now().Add(-30 * time.Second) }
-	b := startServer(t, r.URLs(), func(c *Config) {
+	b := startServer(t, r.URLs(), func(c *config.Config) {
 		c.Test.Clock = slow
 		c.SpoolDir = t.TempDir()
 		c.DB = a.cfg.DB
@@ -535,7 +536,7 @@ func TestAnUnmeasuredClockDoesNotQueue(t *testing.T) {
 	for i := range 3 {
 		r.Kill(i)
 	}
-	b := startServer(t, r.URLs(), func(c *Config) {
+	b := startServer(t, r.URLs(), func(c *config.Config) {
 		c.Test.Clock = func() time.Time { return time.Now().Add(-30 * time.Second) }
 		c.SpoolDir = t.TempDir()
 		c.DB = a.cfg.DB
@@ -551,7 +552,7 @@ func TestAnUnmeasuredClockDoesNotQueue(t *testing.T) {
 // slack), where each alone would have been allowed the full rate.
 func TestOrderBudgetIsShared(t *testing.T) {
 	r := shardtest.Start(t, 3)
-	a, b := twoCoordinators(t, r, func(c *Config) { c.OrderRate = 100 })
+	a, b := twoCoordinators(t, r, func(c *config.Config) { c.OrderRate = 100 })
 	putProduct(t, a.URL(), "bud", `{"stock":2000}`)
 	buy(t, a.URL(), "bud", "x", 250)
 	buy(t, b.URL(), "bud", "y", 250)
@@ -584,7 +585,7 @@ func TestOrderBudgetIsShared(t *testing.T) {
 func TestGrowFromThreeToSixMasters(t *testing.T) {
 	r := shardtest.Start(t, 6)
 	db := "sqlite:" + t.TempDir() + "/orders.db"
-	sameDB := func(c *Config) { c.DB = db }
+	sameDB := func(c *config.Config) { c.DB = db }
 	three := startServer(t, r.URLs()[:3], sameDB)
 	putProduct(t, three.URL(), "run", `{"stock":300,"per_user_limit":1}`)
 	before := buy(t, three.URL(), "run", "early", 30)
@@ -628,7 +629,7 @@ func TestGrowFromThreeToSixMasters(t *testing.T) {
 	// Reordered masters are refused at start (issue 42, finding 2): they
 	// served, and answered 503 at every purchase of the old sale.
 	u := r.URLs()
-	cfg := &Config{HTTPAddr: "127.0.0.1:0", Shards: append([]string{u[1], u[0]}, u[2:]...), AdminToken: testToken, UserAuth: "header",
+	cfg := &config.Config{HTTPAddr: "127.0.0.1:0", Shards: append([]string{u[1], u[0]}, u[2:]...), AdminToken: testToken, UserAuth: "header",
 		ShardTimeout: 250 * time.Millisecond, LogFormat: "text", MQ: "streams", PayTimeout: 15 * time.Minute,
 		FailFastAge: 30 * time.Minute, OrderRate: 100000, ClaimIdle: 30 * time.Second}
 	sameDB(cfg)

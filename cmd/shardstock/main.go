@@ -1,7 +1,8 @@
 // Command shardstock is the sharded-inventory flash-sale coordinator.
 //
 //	shardstock serve     run the server (buyer API, admin API, metrics)
-//	shardstock admin     an operator's client for the admin API
+//	shardstock admin     an operator's client for the admin API (package admincli)
+//	shardstock loadgen   drive buyers at a server (package loadgen)
 //	shardstock help      show this help
 //
 // Configuration is by SHARDSTOCK_* environment variables, each mirrored by a
@@ -27,7 +28,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/shardstock/shardstock/admincli"
+	"github.com/shardstock/shardstock/config"
 	"github.com/shardstock/shardstock/flashsale"
+	"github.com/shardstock/shardstock/loadgen"
 )
 
 const usage = `shardstock — a sharded-inventory flash-sale coordinator
@@ -61,9 +65,9 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	case "token":
 		return token(args[1:], getenv, stdout, stderr)
 	case "loadgen":
-		return loadgen(args[1:], getenv, stdout, stderr)
+		return loadgen.Main(args[1:], getenv, stdout, stderr)
 	case "admin":
-		return admin(args[1:], getenv, stdout, stderr)
+		return admincli.Main(args[1:], getenv, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -74,9 +78,9 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 
 func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	fs := newFlagSet()
-	cfg, err := parseConfig(fs, args, getenv)
+	cfg, err := config.Parse(fs, args, getenv)
 	if errors.Is(err, flag.ErrHelp) {
-		printServeUsage(stdout, fs)
+		config.PrintUsage(stdout, fs)
 		return 0
 	}
 	if err != nil {
@@ -85,7 +89,7 @@ func serve(args []string, getenv func(string) string, stdout, stderr io.Writer) 
 	}
 	m := NewMain(cfg, stdout)
 	redis.SetLogger(redisLog{m.log})
-	stray, nearest := strayVariables(os.Environ())
+	stray, nearest := config.StrayVariables(os.Environ())
 	for i, name := range stray {
 		m.log.Warn(name+" is not a setting serve reads (it is left out): did you mean "+nearest[i]+"?", "variable", name, "nearest", nearest[i])
 	}

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shardstock/shardstock/config"
+	"github.com/shardstock/shardstock/loadgen"
 	"github.com/shardstock/shardstock/messaging"
 	"github.com/shardstock/shardstock/shard/shardtest"
 )
@@ -116,14 +118,14 @@ func TestConfigErrorsNameTheSetting(t *testing.T) {
 				t.Fatalf("%s with a CA file: exit %d, stderr %q; want exit 2 saying the DSN does not use TLS", db, code, stderr.String())
 			}
 		}
-		c, err := parseConfig(newFlagSet(), nil, env(with2("SHARDSTOCK_DB", "mysql://u:p@tcp(h:1)/d?tls=true", "SHARDSTOCK_DB_CA_FILE", ca)))
+		c, err := config.Parse(newFlagSet(), nil, env(with2("SHARDSTOCK_DB", "mysql://u:p@tcp(h:1)/d?tls=true", "SHARDSTOCK_DB_CA_FILE", ca)))
 		if err != nil || c.DBCAs == nil {
 			t.Fatalf("a CA file with ?tls=true: %v", err)
 		}
 	})
 	t.Run("dev makes up a token", func(t *testing.T) {
 		fs := newFlagSet()
-		c, err := parseConfig(fs, nil, env(map[string]string{"SHARDSTOCK_SHARDS": "redis://x:1/0", "SHARDSTOCK_DEV": "1"}))
+		c, err := config.Parse(fs, nil, env(map[string]string{"SHARDSTOCK_SHARDS": "redis://x:1/0", "SHARDSTOCK_DEV": "1"}))
 		if err != nil || !c.GeneratedToken || len(c.AdminToken) < 16 {
 			t.Fatalf("%+v %v", c, err)
 		}
@@ -131,39 +133,39 @@ func TestConfigErrorsNameTheSetting(t *testing.T) {
 	t.Run("secrets from a file, never from a flag of their own", func(t *testing.T) {
 		f := t.TempDir() + "/token"
 		os.WriteFile(f, []byte("token-from-a-file-0123456789\n"), 0o600)
-		c, err := parseConfig(newFlagSet(), []string{"--admin-token-file", f}, env(map[string]string{"SHARDSTOCK_SHARDS": "redis://x:1/0", "SHARDSTOCK_DEV": "1"}))
+		c, err := config.Parse(newFlagSet(), []string{"--admin-token-file", f}, env(map[string]string{"SHARDSTOCK_SHARDS": "redis://x:1/0", "SHARDSTOCK_DEV": "1"}))
 		if err != nil || c.AdminToken != "token-from-a-file-0123456789" {
 			t.Fatalf("%+v %v", c, err)
 		}
-		if _, err := parseConfig(newFlagSet(), []string{"--admin-token", "x"}, env(good)); err == nil {
+		if _, err := config.Parse(newFlagSet(), []string{"--admin-token", "x"}, env(good)); err == nil {
 			t.Fatal("--admin-token accepted: a secret in a flag shows in ps")
 		}
 	})
 	t.Run("broker credentials from the environment or a file", func(t *testing.T) {
 		want := messaging.Credentials{AccessKey: "shardstock-coordinator", SecretKey: "s3cret"}
-		c, err := parseConfig(newFlagSet(), nil, env(with("SHARDSTOCK_MQ", "rocketmq://shardstock-coordinator:s3cret@127.0.0.1:9876?namespace=x")))
+		c, err := config.Parse(newFlagSet(), nil, env(with("SHARDSTOCK_MQ", "rocketmq://shardstock-coordinator:s3cret@127.0.0.1:9876?namespace=x")))
 		if err != nil || c.MQCredentials != want {
 			t.Fatalf("from the URL: %v %v", c, err)
 		}
-		c, err = parseConfig(newFlagSet(), nil, env(with2("SHARDSTOCK_MQ", "rocketmq://127.0.0.1:9876", "SHARDSTOCK_MQ_CREDENTIALS", "shardstock-coordinator:s3cret")))
+		c, err = config.Parse(newFlagSet(), nil, env(with2("SHARDSTOCK_MQ", "rocketmq://127.0.0.1:9876", "SHARDSTOCK_MQ_CREDENTIALS", "shardstock-coordinator:s3cret")))
 		if err != nil || c.MQCredentials != want {
 			t.Fatalf("from SHARDSTOCK_MQ_CREDENTIALS: %v %v", c, err)
 		}
 		f := t.TempDir() + "/coordinator.credentials"
 		os.WriteFile(f, []byte("shardstock-coordinator:s3cret\n"), 0o600)
-		c, err = parseConfig(newFlagSet(), []string{"--mq", "rocketmq://127.0.0.1:9876", "--mq-credentials-file", f}, env(good))
+		c, err = config.Parse(newFlagSet(), []string{"--mq", "rocketmq://127.0.0.1:9876", "--mq-credentials-file", f}, env(good))
 		if err != nil || c.MQCredentials != want {
 			t.Fatalf("from --mq-credentials-file: %v %v", c, err)
 		}
 		if s := fmt.Sprintf("%v %+v %#v %s", want, want, want, want); strings.Contains(s, "s3cret") {
 			t.Fatalf("printed credentials show the secret: %s", s)
 		}
-		if _, err := parseConfig(newFlagSet(), []string{"--mq-credentials", "a:b"}, env(good)); err == nil {
+		if _, err := config.Parse(newFlagSet(), []string{"--mq-credentials", "a:b"}, env(good)); err == nil {
 			t.Fatal("--mq-credentials accepted: a secret in a flag shows in ps")
 		}
 	})
 	t.Run("flag wins over variable", func(t *testing.T) {
-		c, err := parseConfig(newFlagSet(), []string{"--http-addr", "127.0.0.1:9999"}, env(good))
+		c, err := config.Parse(newFlagSet(), []string{"--http-addr", "127.0.0.1:9999"}, env(good))
 		if err != nil || c.HTTPAddr != "127.0.0.1:9999" {
 			t.Fatalf("%+v %v", c, err)
 		}
@@ -326,7 +328,7 @@ func TestLoadgenSmoke(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	code := run([]string{"loadgen", "--url", m.URL(), "--product", "lg", "--buyers", "500", "--conns", "16",
 		"--mode", "race", "--duration", "30s", "--admin-token", testToken, "--json", "--progress=false"}, env(nil), &stdout, &stderr)
-	var rep loadReport
+	var rep loadgen.Report
 	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil || code != 0 {
 		t.Fatalf("exit %d, report %s %v; stderr %s", code, stdout.String(), err, stderr.String())
 	}
@@ -340,7 +342,7 @@ func TestLoadgenSmoke(t *testing.T) {
 // deploy scripts' and the tests' own variables are not settings and are
 // not mistaken for one.
 func TestAMisspeltSettingIsNamed(t *testing.T) {
-	stray, nearest := strayVariables([]string{
+	stray, nearest := config.StrayVariables([]string{
 		"SHARDSTOCK_SHARD=redis://x", "SHARDSTOCK_PAYMENTS_SECRET=p", "shardstock_db=sqlite:x", "SHARDSTOCK_SHARD_TIMOUT=1s",
 		"SHARDSTOCK_SHARDS=redis://y", "SHARDSTOCK_REDIS_DIR=/tmp", "SHARDSTOCK_MODEL_FAST=1", "SHARDSTOCK_ADMIN_URL=http://x",
 		"SHARDSTOCK_A=1", "SHARDSTOCK_RMQ_HOST=h", "PATH=/bin", "SHARDSTOCK_TEST_REQUIRE_ALL=1",

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/shardstock/shardstock"
+	"github.com/shardstock/shardstock/config"
 	"github.com/shardstock/shardstock/shard/shardtest"
 	"github.com/shardstock/shardstock/sqlstore"
 )
@@ -31,7 +32,7 @@ func TestMariaDBGrantsNoMoreThanNeeded(t *testing.T) {
 	dir := service(t, "SHARDSTOCK_MARIADB_DIR")
 	ctx := context.Background()
 	open := func(dsn string) testDB { return openDB(t, dsn, nil) }
-	cas, err := readCAs(service(t, "SHARDSTOCK_TEST_MYSQL_CA"))
+	cas, err := config.ReadCAs(service(t, "SHARDSTOCK_TEST_MYSQL_CA"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +118,7 @@ func TestMariaDBGrantsNoMoreThanNeeded(t *testing.T) {
 func TestMariaDBOverTLS(t *testing.T) {
 	ca := service(t, "SHARDSTOCK_TEST_MYSQL_CA")
 	dsn := freshMySQL(t) + "?tls=true"
-	pool, err := readCAs(ca)
+	pool, err := config.ReadCAs(ca)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +137,7 @@ func TestMariaDBOverTLS(t *testing.T) {
 		t.Fatalf("without the CA: %v, want a certificate error", err)
 	}
 	r := shardtest.Start(t, 3)
-	m := startServer(t, r.URLs(), func(c *Config) { c.DB, c.DBCAs = dsn, pool })
+	m := startServer(t, r.URLs(), func(c *config.Config) { c.DB, c.DBCAs = dsn, pool })
 	putProduct(t, m.URL(), "tlsdb", `{"stock":5}`)
 	purchase(t, m.URL(), "tlsdb", "alice")
 	waitFor(t, 20*time.Second, "the order written over TLS", func() (bool, string) {
@@ -207,7 +208,7 @@ func TestMariaDBLeavesOthersDirectoriesAlone(t *testing.T) {
 					t.Errorf("DIR/%s: %s, want %s", f, m, want)
 				}
 			}
-			cas, err := readCAs(strings.TrimSpace(script("ca")))
+			cas, err := config.ReadCAs(strings.TrimSpace(script("ca")))
 			if err != nil {
 				t.Fatal(err)
 			}

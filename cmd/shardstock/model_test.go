@@ -45,6 +45,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/shardstock/shardstock"
+	"github.com/shardstock/shardstock/config"
 	"github.com/shardstock/shardstock/order"
 	"github.com/shardstock/shardstock/shard"
 	"github.com/shardstock/shardstock/shard/shardtest"
@@ -746,12 +747,12 @@ func (h *history) startCoordinator(c int) *Main {
 	// Coordinator 0 runs serve's defaults (purchase steps batched, 3 ms
 	// between a busy shard's round trips); coordinator 1 runs one script
 	// execution per step, so both ways of sending steps meet the faults.
-	cfg := &Config{HTTPAddr: "127.0.0.1:0", Shards: h.env.urls[:h.lists[c]], AdminToken: testToken, UserAuth: "header",
+	cfg := &config.Config{HTTPAddr: "127.0.0.1:0", Shards: h.env.urls[:h.lists[c]], AdminToken: testToken, UserAuth: "header",
 		ShardTimeout: 250 * time.Millisecond, LogFormat: "text", LogLevel: 12, // quiet: the steps tell the story
 		Start: h.start[c], MQ: "streams", DB: h.coordinatorDB(), PayTimeout: 15 * time.Minute, FailFastAge: h.failFastAge(),
 		OrderRate: 100000, PaySecret: h.paySecrets[c][0], PayPrevious: h.paySecrets[c][1],
 		SpoolDir: fmt.Sprintf("%s/spool%d", h.dir, c), // (ClaimIdle: serve's 30 s, as in production)
-		Test: TestKnobs{EmptyTTL: modelEmptyTTL, TransferStep: func(step string) error {
+		Test: config.TestKnobs{EmptyTTL: modelEmptyTTL, TransferStep: func(step string) error {
 			if at := h.crashAt[c].Load(); at != nil && *at == step {
 				return fmt.Errorf("the coordinator died after the step %q", step)
 			}

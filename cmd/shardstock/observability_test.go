@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shardstock/shardstock/config"
 	"github.com/shardstock/shardstock/shard/shardtest"
 )
 
@@ -88,7 +89,7 @@ func known(names map[string]bool, n string) bool {
 func TestDashboardAndRulesNameExportedMetrics(t *testing.T) {
 	r := shardtest.Start(t, 3)
 	spool := t.TempDir()
-	m := startServer(t, r.URLs(), func(c *Config) { c.SpoolDir, c.SpoolEntries, c.SpoolBytes = spool, 10, 1<<20 })
+	m := startServer(t, r.URLs(), func(c *config.Config) { c.SpoolDir, c.SpoolEntries, c.SpoolBytes = spool, 10, 1<<20 })
 	putProduct(t, m.URL(), "dash", `{"stock":3}`)
 	if rep := adminDo(t, "PUT", m.URL()+"/admin/v1/products/dash/queue", `{"mode":"fifo","rate":1,"window_seconds":60}`); rep.status != 200 {
 		t.Fatalf("a waiting room (its metrics): %d %s", rep.status, rep.raw)

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/shardstock/shardstock/api"
+	"github.com/shardstock/shardstock/config"
 	"github.com/shardstock/shardstock/flashsale"
 	"github.com/shardstock/shardstock/order"
 )
@@ -43,7 +44,7 @@ func documentedRoutes(doc []byte) map[string]bool {
 }
 
 func TestOpenAPIMatchesTheRoutes(t *testing.T) {
-	m := NewMain(&Config{AdminToken: testToken, UserAuth: "header"}, nil)
+	m := NewMain(&config.Config{AdminToken: testToken, UserAuth: "header"}, nil)
 	m.orders = order.NewService(order.Config{})
 	m.registry = prometheus.NewRegistry()
 	m.buyers = flashsale.NewHandler(flashsale.Config{})

@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shardstock/shardstock"
+	"github.com/shardstock/shardstock/config"
 	"github.com/shardstock/shardstock/messaging"
 	"github.com/shardstock/shardstock/shard"
 	"github.com/shardstock/shardstock/shard/shardtest"
@@ -77,14 +78,14 @@ func (c *offsetClock) ahead() time.Duration    { return time.Duration(c.off.Load
 
 type mode struct {
 	name string
-	opts func(t *testing.T) func(*Config)
+	opts func(t *testing.T) func(*config.Config)
 }
 
 var modes = []mode{
-	{"streams+sqlite", func(t *testing.T) func(*Config) { return func(c *Config) {} }},
-	{"rocketmq+mariadb", func(t *testing.T) func(*Config) {
+	{"streams+sqlite", func(t *testing.T) func(*config.Config) { return func(c *config.Config) {} }},
+	{"rocketmq+mariadb", func(t *testing.T) func(*config.Config) {
 		mq, db := testRocketMQ(t), freshMySQL(t)
-		return func(c *Config) { c.MQ, c.DB = mq, db }
+		return func(c *config.Config) { c.MQ, c.DB = mq, db }
 	}},
 }
 
@@ -155,7 +156,7 @@ func TestOrderPipeline(t *testing.T) {
 		t.Run(md.name, func(t *testing.T) {
 			r := shardtest.Start(t, 3)
 			clock := &offsetClock{}
-			m := startServer(t, r.URLs(), md.opts(t), func(c *Config) { c.Test.OrderClock = clock.now; c.PayTimeout = 10 * time.Minute })
+			m := startServer(t, r.URLs(), md.opts(t), func(c *config.Config) { c.Test.OrderClock = clock.now; c.PayTimeout = 10 * time.Minute })
 			base := m.URL()
 			if rep := putProduct(t, base, "pipe", `{"stock":1200}`); rep.status != 201 {
 				t.Fatalf("define: %d %s", rep.status, rep.raw)

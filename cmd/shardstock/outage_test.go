@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shardstock/shardstock"
+	"github.com/shardstock/shardstock/config"
 	"github.com/shardstock/shardstock/messaging"
 	"github.com/shardstock/shardstock/shard"
 	"github.com/shardstock/shardstock/shard/shardtest"
@@ -75,7 +76,7 @@ func TestCoordinatorKilledBeforeRelaying(t *testing.T) {
 	if before[shardstock.StatusAwaitingPayment] >= int64(len(orders)) {
 		t.Fatal("every order was written before the kill: the test proves nothing")
 	}
-	m := startServer(t, r.URLs(), func(c *Config) { c.DB = db; c.ClaimIdle = time.Second })
+	m := startServer(t, r.URLs(), func(c *config.Config) { c.DB = db; c.ClaimIdle = time.Second })
 	waitFor(t, 60*time.Second, "every reservation becomes an order", func() (bool, string) {
 		c := statusCounts(t, m, "crash")
 		return c[shardstock.StatusAwaitingPayment] == int64(len(orders)), fmt.Sprint(c)
@@ -90,7 +91,7 @@ func TestCoordinatorKilledBeforeRelaying(t *testing.T) {
 func TestBrokerStoppedDuringSale(t *testing.T) {
 	mq, db := testRocketMQ(t), freshMySQL(t)
 	r := shardtest.Start(t, 3)
-	m := startServer(t, r.URLs(), func(c *Config) { c.MQ, c.DB = mq, db })
+	m := startServer(t, r.URLs(), func(c *config.Config) { c.MQ, c.DB = mq, db })
 	base := m.URL()
 	putProduct(t, base, "brk", `{"stock":1000}`)
 	orders := buy(t, base, "brk", "early", 100)
@@ -123,9 +124,9 @@ func TestBrokerStoppedDuringSale(t *testing.T) {
 // order.
 func TestDatabaseStopped(t *testing.T) {
 	for _, md := range []mode{
-		{"streams+mariadb", func(t *testing.T) func(*Config) {
+		{"streams+mariadb", func(t *testing.T) func(*config.Config) {
 			db := freshMySQL(t)
-			return func(c *Config) { c.DB = db }
+			return func(c *config.Config) { c.DB = db }
 		}},
 		modes[1],
 	} {
@@ -167,7 +168,7 @@ func TestDatabaseStopped(t *testing.T) {
 func TestFailFast(t *testing.T) {
 	r := shardtest.Start(t, 3)
 	clock := &offsetClock{}
-	m := startServer(t, r.URLs(), func(c *Config) { c.Test.OrderClock = clock.now; c.FailFastAge = 30 * time.Minute })
+	m := startServer(t, r.URLs(), func(c *config.Config) { c.Test.OrderClock = clock.now; c.FailFastAge = 30 * time.Minute })
 	base := m.URL()
 	putProduct(t, base, "ff", `{"stock":3}`)
 	clock.advance(31 * time.Minute) // the order service now sees every reservation as 31 minutes old
@@ -235,7 +236,7 @@ func TestPoisonEntryHoldsUpNothingElse(t *testing.T) {
 func TestSpoolWhenNoShardAnswers(t *testing.T) {
 	r := shardtest.Start(t, 3)
 	db, spool := "sqlite:"+t.TempDir()+"/orders.db", t.TempDir()
-	cfg := func(c *Config) { c.DB, c.SpoolDir, c.SpoolEntries, c.SpoolBytes = db, spool, 5, 1<<20 }
+	cfg := func(c *config.Config) { c.DB, c.SpoolDir, c.SpoolEntries, c.SpoolBytes = db, spool, 5, 1<<20 }
 	m := startServer(t, r.URLs(), cfg)
 	base := m.URL()
 	putProduct(t, base, "spl", `{"stock":10}`)
@@ -314,7 +315,7 @@ func TestSpoolWhenNoShardAnswers(t *testing.T) {
 func TestSpooledPurchaseIsServedAfterTheWindowCloses(t *testing.T) {
 	r := shardtest.Start(t, 3)
 	spool := t.TempDir()
-	m := startServer(t, r.URLs(), func(c *Config) { c.SpoolDir, c.SpoolEntries, c.SpoolBytes = spool, 10, 1<<20 })
+	m := startServer(t, r.URLs(), func(c *config.Config) { c.SpoolDir, c.SpoolEntries, c.SpoolBytes = spool, 10, 1<<20 })
 	base := m.URL()
 	ends := time.Now().Add(3 * time.Second).UTC().Truncate(time.Second)
 	if rep := putProduct(t, base, "closing", fmt.Sprintf(`{"stock":5,"ends_at":%q}`, ends.Format(time.RFC3339))); rep.status != 201 {
@@ -357,7 +358,7 @@ func TestSpooledPurchaseIsServedAfterTheWindowCloses(t *testing.T) {
 func TestPoisonMessageGoesAloneToTheDeadLetterTopic(t *testing.T) {
 	mq, db := testRocketMQ(t), freshMySQL(t)
 	r := shardtest.Start(t, 3)
-	m := startServer(t, r.URLs(), func(c *Config) { c.MQ, c.DB = mq, db })
+	m := startServer(t, r.URLs(), func(c *config.Config) { c.MQ, c.DB = mq, db })
 	putProduct(t, m.URL(), "dl", `{"stock":10}`)
 	rc, err := messaging.ParseRocketMQ(mq)
 	if err != nil {
@@ -417,7 +418,7 @@ func TestPoisonMessageGoesAloneToTheDeadLetterTopic(t *testing.T) {
 // who waits gets the ticket.
 func TestBuyerWhoHungUpIsNotSpooled(t *testing.T) {
 	r := shardtest.Start(t, 3)
-	m := startServer(t, r.URLs(), func(c *Config) { c.SpoolDir, c.ShardTimeout = t.TempDir(), time.Second })
+	m := startServer(t, r.URLs(), func(c *config.Config) { c.SpoolDir, c.ShardTimeout = t.TempDir(), time.Second })
 	base := m.URL()
 	putProduct(t, base, "hang", `{"stock":30}`)
 	homedAt := func(prefix string, i int) string {
@@ -454,7 +455,7 @@ func TestBuyerWhoHungUpIsNotSpooled(t *testing.T) {
 // because of it, and releases still get through, so it frees units itself.
 func TestShardAtMaxMemory(t *testing.T) {
 	r := shardtest.Start(t, 1)
-	m := startServer(t, r.URLs(), func(c *Config) { c.SpoolDir = "" })
+	m := startServer(t, r.URLs(), func(c *config.Config) { c.SpoolDir = "" })
 	base := m.URL()
 	putProduct(t, base, "mem", `{"stock":20}`)
 	orders := buy(t, base, "mem", "early", 5)
@@ -495,7 +496,7 @@ func TestShardAtMaxMemory(t *testing.T) {
 // touches Redis: not spooled, not sold out, and without waiting on a shard.
 func TestAdmissionControl(t *testing.T) {
 	r := shardtest.Start(t, 3)
-	m := startServer(t, r.URLs(), func(c *Config) { c.MaxInFlight, c.ShardTimeout = 2, 2*time.Second })
+	m := startServer(t, r.URLs(), func(c *config.Config) { c.MaxInFlight, c.ShardTimeout = 2, 2*time.Second })
 	base := m.URL()
 	putProduct(t, base, "adm", `{"stock":100}`)
 	for i := range r.Ports {

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shardstock/shardstock"
+	"github.com/shardstock/shardstock/config"
 	"github.com/shardstock/shardstock/messaging"
 	"github.com/shardstock/shardstock/order"
 	"github.com/shardstock/shardstock/shard"
@@ -96,7 +97,7 @@ func TestPaymentResultsAsMessages(t *testing.T) {
 			r := shardtest.Start(t, 3)
 			opts := md.opts(t)
 			var mq string
-			m := startServer(t, r.URLs(), opts, func(c *Config) { c.PaySecret = secret; mq = c.MQ })
+			m := startServer(t, r.URLs(), opts, func(c *config.Config) { c.PaySecret = secret; mq = c.MQ })
 			base := m.URL()
 			putProduct(t, base, "pm", `{"stock":30,"price_cents":990}`)
 			centre := streamsCentre(r.URLs(), secret)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/shardstock/shardstock"
+	"github.com/shardstock/shardstock/config"
 	"github.com/shardstock/shardstock/shard/shardtest"
 )
 
@@ -22,13 +23,13 @@ import (
 type grow struct {
 	r          *shardtest.Redis
 	six, three *Main
-	sameDB     func(*Config)
+	sameDB     func(*config.Config)
 }
 
 func rollingGrow(t *testing.T, product, def string) grow {
 	g := grow{r: shardtest.Start(t, 6)}
 	db := "sqlite:" + t.TempDir() + "/orders.db"
-	g.sameDB = func(c *Config) { c.DB = db }
+	g.sameDB = func(c *config.Config) { c.DB = db }
 	g.six = startServer(t, g.r.URLs(), g.sameDB)
 	g.three = startServer(t, g.r.URLs()[:3], g.sameDB)
 	if rep := putProduct(t, g.six.URL(), product, def); rep.status != 201 {

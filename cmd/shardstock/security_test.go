@@ -14,6 +14,7 @@ import (
 	"github.com/oklog/ulid/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/shardstock/shardstock/config"
 	"github.com/shardstock/shardstock/flashsale"
 	"github.com/shardstock/shardstock/shard/shardtest"
 )
@@ -24,8 +25,8 @@ import (
 func TestHeaderModeTrustsOnlyItsProxies(t *testing.T) {
 	r := shardtest.Start(t, 3)
 	db := "sqlite:" + t.TempDir() + "/o.db"
-	gateway := startServer(t, r.URLs(), func(c *Config) { c.DB = db }) // default: loopback is the trusted proxy
-	elsewhere := startServer(t, r.URLs(), func(c *Config) {
+	gateway := startServer(t, r.URLs(), func(c *config.Config) { c.DB = db }) // default: loopback is the trusted proxy
+	elsewhere := startServer(t, r.URLs(), func(c *config.Config) {
 		c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("10.9.9.9/32")}
 		c.DB = db
 	})
@@ -95,7 +96,7 @@ func TestSmallHardenings(t *testing.T) {
 // each; a real product's buyers are not slowed by it.
 func TestMadeUpProductsAreLimitedBeforeSQL(t *testing.T) {
 	r := shardtest.Start(t, 3)
-	m := startServer(t, r.URLs(), func(c *Config) { c.Limits = flashsale.Limits{User: 2} })
+	m := startServer(t, r.URLs(), func(c *config.Config) { c.Limits = flashsale.Limits{User: 2} })
 	base := m.URL()
 	putProduct(t, base, "real", `{"stock":100}`)
 	statuses := map[int]int{}
@@ -118,7 +119,7 @@ func TestMadeUpProductsAreLimitedBeforeSQL(t *testing.T) {
 // of 41: 3 commands), and order calls take the buyer's rate limit.
 func TestAMadeUpOrderIDCostsAFewCommands(t *testing.T) {
 	r := shardtest.Start(t, 3)
-	m := startServer(t, r.URLs(), func(c *Config) { c.Limits = flashsale.Limits{User: 5} })
+	m := startServer(t, r.URLs(), func(c *config.Config) { c.Limits = flashsale.Limits{User: 5} })
 	tomorrow := time.Now().Add(24 * time.Hour).UTC().Format(time.RFC3339)
 	for k := range 40 {
 		putProduct(t, m.URL(), fmt.Sprintf("later%d", k), fmt.Sprintf(`{"stock":10,"starts_at":%q}`, tomorrow))
@@ -175,7 +176,7 @@ func TestAMadeUpOrderIDCostsAFewCommands(t *testing.T) {
 // another buyer's look is answered meanwhile.
 func TestLooksAtAPlaceAreLimited(t *testing.T) {
 	r := shardtest.Start(t, 3)
-	m := startServer(t, r.URLs(), func(c *Config) { c.Limits = flashsale.Limits{User: 100} })
+	m := startServer(t, r.URLs(), func(c *config.Config) { c.Limits = flashsale.Limits{User: 100} })
 	putProduct(t, m.URL(), "peek", fmt.Sprintf(`{"stock":10,"starts_at":%q}`, time.Now().Add(time.Hour).UTC().Format(time.RFC3339)))
 	if rep := adminDo(t, "PUT", m.URL()+"/admin/v1/products/peek/queue", `{"mode":"fifo","rate":1,"lead_seconds":7200,"window_seconds":60}`); rep.status != 200 {
 		t.Fatalf("define the queue: %d %s", rep.status, rep.raw)

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/shardstock/shardstock"
 	"github.com/shardstock/shardstock/api"
+	"github.com/shardstock/shardstock/config"
 	"github.com/shardstock/shardstock/flashsale"
 	"github.com/shardstock/shardstock/ha"
 	"github.com/shardstock/shardstock/inventory"
@@ -38,7 +38,7 @@ import (
 // Main is the server process: it wires the adapters together. Tests start
 // it on 127.0.0.1:0 and talk to URL().
 type Main struct {
-	cfg *Config
+	cfg *config.Config
 	log *slog.Logger
 
 	registry *prometheus.Registry
@@ -69,11 +69,11 @@ type Main struct {
 }
 
 // NewMain returns a Main for cfg that logs to w.
-func NewMain(cfg *Config, w io.Writer) *Main {
+func NewMain(cfg *config.Config, w io.Writer) *Main {
 	return &Main{cfg: cfg, log: newLogger(cfg, w)}
 }
 
-func newLogger(cfg *Config, w io.Writer) *slog.Logger {
+func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
 	if w == nil {
 		w = io.Discard
 	}
@@ -432,27 +432,14 @@ func (m *Main) identity() api.Identity {
 	if m.cfg.UserAuth == "hmac" {
 		return flashsale.TokenIdentity(m.cfg.HMACSecret, 30*time.Second, nil)
 	}
-	return flashsale.ProxiedHeaderIdentity(m.trustedProxies())
-}
-
-// trustedProxies are the peers whose X-User-ID and X-Forwarded-For are
-// believed (SHARDSTOCK_TRUSTED_PROXIES; unset in a Config: its default).
-func (m *Main) trustedProxies() []netip.Prefix {
-	if m.cfg.TrustedProxies == nil {
-		var c Config
-		if err := parseTrustedProxies(&c, defaultTrustedProxies); err != nil {
-			panic(err) // (a constant)
-		}
-		return c.TrustedProxies
-	}
-	return m.cfg.TrustedProxies
+	return flashsale.ProxiedHeaderIdentity(m.cfg.Proxies())
 }
 
 // realIP finds a client's address: X-Forwarded-For only from a trusted
 // proxy, so a buyer cannot pick the IP it is limited and logged as.
 func (m *Main) realIP() echo.IPExtractor {
 	opts := []echo.TrustOption{echo.TrustLoopback(false), echo.TrustLinkLocal(false), echo.TrustPrivateNet(false)}
-	for _, p := range m.trustedProxies() {
+	for _, p := range m.cfg.Proxies() {
 		opts = append(opts, echo.TrustIPRange(&net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}))
 	}
 	return echo.ExtractIPFromXFFHeader(opts...)

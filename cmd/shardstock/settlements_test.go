@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/shardstock/shardstock"
+	"github.com/shardstock/shardstock/config"
 	"github.com/shardstock/shardstock/messaging"
 	"github.com/shardstock/shardstock/shard"
 	"github.com/shardstock/shardstock/shard/shardtest"
@@ -28,7 +29,7 @@ func TestForgedSettlementsChangeNothing(t *testing.T) {
 		t.Run(md.name, func(t *testing.T) {
 			r := shardtest.Start(t, 3)
 			var mq string
-			m := startServer(t, r.URLs(), md.opts(t), func(c *Config) { mq = c.MQ })
+			m := startServer(t, r.URLs(), md.opts(t), func(c *config.Config) { mq = c.MQ })
 			base := m.URL()
 			putProduct(t, base, "widget", `{"stock":1}`)
 			alice := purchase(t, base, "widget", "alice")

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shardstock/shardstock/config"
 	"github.com/shardstock/shardstock/shard/shardtest"
 )
 
@@ -70,14 +71,14 @@ func TestShardsOverTLS(t *testing.T) {
 		}
 	}
 	db := "sqlite:" + t.TempDir() + "/orders.db"
-	m := startServer(t, r.URLs(), func(c *Config) { c.RedisCAs, c.DB = pool, db })
+	m := startServer(t, r.URLs(), func(c *config.Config) { c.RedisCAs, c.DB = pool, db })
 	putProduct(t, m.URL(), "tls", `{"stock":10}`)
 	if rep := purchase(t, m.URL(), "tls", "alice"); rep.status != 200 {
 		t.Fatalf("purchase over TLS shards: %d %s", rep.status, rep.raw)
 	}
 	// Without the CA (same catalog, so nothing else stops it): the
 	// shards' certificates are not trusted, and nothing is sold.
-	untrusting := NewMain(&Config{HTTPAddr: "127.0.0.1:0", Shards: r.URLs(), AdminToken: testToken, UserAuth: "header",
+	untrusting := NewMain(&config.Config{HTTPAddr: "127.0.0.1:0", Shards: r.URLs(), AdminToken: testToken, UserAuth: "header",
 		ShardTimeout: 250 * time.Millisecond, MQ: "streams", DB: db, OrderRate: 1000}, testLog(t))
 	err := untrusting.Run(context.Background())
 	if err == nil {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/shardstock/shardstock/api"
+	"github.com/shardstock/shardstock/config"
 	"github.com/shardstock/shardstock/flashsale"
 	"github.com/shardstock/shardstock/shard/shardtest"
 )
@@ -142,7 +143,7 @@ func TestAQueuedSaleThroughTwoCoordinators(t *testing.T) {
 // and another buyer is not held up.
 func TestJoinsAreCountedWithTheBuyersLimits(t *testing.T) {
 	r := shardtest.Start(t, 3)
-	m := startServer(t, r.URLs(), func(c *Config) { c.Limits = flashsale.Limits{User: 1} })
+	m := startServer(t, r.URLs(), func(c *config.Config) { c.Limits = flashsale.Limits{User: 1} })
 	putProduct(t, m.URL(), "ql", `{"stock":5}`)
 	if rep := adminDo(t, "PUT", m.URL()+api.AdminBase+api.Path(api.AdminQueuePath, "ql"), `{"mode":"fifo","rate":1,"window_seconds":60}`); rep.status != 200 {
 		t.Fatalf("define the queue: %d %s", rep.status, rep.raw)

@@ -1,4 +1,10 @@
-package main
+// Package loadgen is "shardstock loadgen": a crowd of buyers driven at a
+// coordinator (or the edge) through the buyer API, the way a sale's buyers
+// come (a race to sell out, a steady rate, a flood, or a waiting room's
+// crowd), reporting throughput, latency, statuses and, with an admin token,
+// whether the invariants held. It talks to the server through package
+// client only.
+package loadgen
 
 import (
 	"context"
@@ -22,8 +28,8 @@ import (
 	"github.com/shardstock/shardstock/flashsale"
 )
 
-// loadConfig is what loadgen is told.
-type loadConfig struct {
+// config is what loadgen is told.
+type config struct {
 	url, product, token, mode string
 	buyers, conns, requests   int
 	rate                      float64
@@ -39,8 +45,8 @@ type loadConfig struct {
 	pay           bool          // a buyer who bought pays (unsigned: a server without a payment secret)
 }
 
-// loadReport is loadgen's result (printed, or as JSON with --json).
-type loadReport struct {
+// Report is loadgen's result (printed, or as JSON with --json).
+type Report struct {
 	Mode       string             `json:"mode"`
 	Requests   int64              `json:"requests"`
 	Errors     int64              `json:"transport_errors"`
@@ -50,7 +56,7 @@ type loadReport struct {
 	Statuses   map[string]int64   `json:"statuses"`
 	Invariants []string           `json:"invariants,omitempty"`
 	OK         bool               `json:"invariants_ok"`
-	Crowd      *crowdReport       `json:"crowd,omitempty"` // crowd mode's figures
+	Crowd      *CrowdReport       `json:"crowd,omitempty"` // crowd mode's figures
 }
 
 const loadgenUsage = `Usage: shardstock loadgen [flags]
@@ -80,11 +86,15 @@ With --admin-token it checks the invariants afterwards through the admin API
 (no oversell; salable + locked + sold = alloc on every shard that answers).
 `
 
-func loadgen(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+// Main is "shardstock loadgen": it parses args (the flags in the usage
+// above), runs the load and prints its report; the exit status is 0 when
+// the invariant check passed (or was not asked for), 1 when it failed or
+// the run could not start, 2 on bad usage.
+func Main(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
-	var c loadConfig
+	var c config
 	fs.StringVar(&c.url, "url", "http://127.0.0.1:8080", "server base URL")
 	fs.StringVar(&c.product, "product", "lamp", "product id")
 	fs.StringVar(&c.mode, "mode", "race", "race, steady, flood or crowd")
@@ -124,7 +134,7 @@ func loadgen(args []string, getenv func(string) string, stdout, stderr io.Writer
 		fmt.Fprintln(stderr, "shardstock: loadgen: --mode must be race, steady, flood or crowd; --conns, --buyers and --join-batch at least 1; --join-rate and --approach not negative")
 		return 2
 	}
-	var rep *loadReport
+	var rep *Report
 	if c.mode == "crowd" {
 		var err error
 		if rep, err = runCrowd(context.Background(), c, stderr); err != nil {
@@ -137,7 +147,7 @@ func loadgen(args []string, getenv func(string) string, stdout, stderr io.Writer
 	if c.json {
 		json.NewEncoder(stdout).Encode(rep)
 	} else {
-		printReport(stdout, rep)
+		PrintReport(stdout, rep)
 	}
 	if !rep.OK {
 		return 1
@@ -146,7 +156,7 @@ func loadgen(args []string, getenv func(string) string, stdout, stderr io.Writer
 }
 
 // runLoad drives the load and checks the invariants.
-func runLoad(ctx context.Context, c loadConfig, stderr io.Writer) *loadReport {
+func runLoad(ctx context.Context, c config, stderr io.Writer) *Report {
 	ctx, cancel := context.WithTimeout(ctx, c.duration)
 	defer cancel()
 	cl := &client.Client{URL: c.url, Token: c.token, BuyerToken: c.buyerToken, HTTP: &http.Client{Timeout: 10 * time.Second,
@@ -206,7 +216,7 @@ func runLoad(ctx context.Context, c loadConfig, stderr io.Writer) *loadReport {
 	wg.Wait()
 	bar.Finish()
 	secs := time.Since(start).Seconds()
-	rep := &loadReport{Mode: c.mode, Requests: sent.Load(), Errors: transportErrs.Load(), Seconds: secs,
+	rep := &Report{Mode: c.mode, Requests: sent.Load(), Errors: transportErrs.Load(), Seconds: secs,
 		Throughput: float64(sent.Load()) / secs, Latency: percentiles(lat), Statuses: statuses, OK: true}
 	if c.token != "" {
 		rep.Invariants, rep.OK = checkInvariants(context.WithoutCancel(ctx), cl, c.product)
@@ -218,7 +228,7 @@ func runLoad(ctx context.Context, c loadConfig, stderr io.Writer) *loadReport {
 // c turned it off: the count, and out of how many when it is known; the
 // rate in unit a second; the run's bound (--duration) in the description.
 // (With no total it read "(1/-, 453104 it/s)".)
-func newBar(c loadConfig, w io.Writer, total int64, what, unit string) *progressbar.ProgressBar {
+func newBar(c config, w io.Writer, total int64, what, unit string) *progressbar.ProgressBar {
 	if !c.progress {
 		w = io.Discard
 	}
@@ -286,7 +296,8 @@ func checkInvariants(ctx context.Context, cl *client.Client, product string) ([]
 	return lines, ok
 }
 
-func printReport(w io.Writer, r *loadReport) {
+// PrintReport writes r for people (the --json flag writes it as JSON).
+func PrintReport(w io.Writer, r *Report) {
 	fmt.Fprintf(w, "mode %s: %d requests in %.2fs = %.0f req/s (%d transport errors)\n", r.Mode, r.Requests, r.Seconds, r.Throughput, r.Errors)
 	fmt.Fprintf(w, "latency ms: p50 %.2f  p90 %.2f  p99 %.2f  max %.2f\n", r.Latency["p50"], r.Latency["p90"], r.Latency["p99"], r.Latency["max"])
 	var codes []string

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"crypto/x509"
@@ -133,7 +133,7 @@ func readCAsInto(dst **x509.CertPool, file string) error {
 	if file == "" {
 		return nil
 	}
-	pool, err := readCAs(file)
+	pool, err := ReadCAs(file)
 	if err != nil {
 		return err
 	}
@@ -141,8 +141,8 @@ func readCAsInto(dst **x509.CertPool, file string) error {
 	return nil
 }
 
-// readCAs reads a PEM file of CA certificates.
-func readCAs(file string) (*x509.CertPool, error) {
+// ReadCAs reads a PEM file of CA certificates.
+func ReadCAs(file string) (*x509.CertPool, error) {
 	pem, err := os.ReadFile(file)
 	if err != nil {
 		return nil, err
@@ -289,8 +289,22 @@ func durationDef(d time.Duration) string {
 }
 
 // defaultTrustedProxies is SHARDSTOCK_TRUSTED_PROXIES's default, and what
-// Main believes when its Config has none (nil): loopback.
+// a Config with none (nil) believes: loopback.
 const defaultTrustedProxies = "127.0.0.0/8,::1/128"
+
+// Proxies are the peers whose X-User-ID and X-Forwarded-For are believed:
+// TrustedProxies, or the setting's default when it is nil (a Config made
+// in code).
+func (c *Config) Proxies() []netip.Prefix {
+	if c.TrustedProxies != nil {
+		return c.TrustedProxies
+	}
+	var d Config
+	if err := parseTrustedProxies(&d, defaultTrustedProxies); err != nil {
+		panic(err) // (a constant)
+	}
+	return d.TrustedProxies
+}
 
 // parseTrustedProxies reads the peers whose X-User-ID (header mode) and
 // X-Forwarded-For are believed: CIDRs or addresses, comma-separated, or

@@ -1,4 +1,9 @@
-package main
+// Package config is the coordinator's configuration: every SHARDSTOCK_*
+// setting with its flag, its built-in default and its check (settings.go),
+// read into a Config that "shardstock serve" wires the server from, and the
+// knobs only tests turn. Each default is written once, here or where the
+// setting is read (docs/OPERATIONS.md's table is tested against it).
+package config
 
 import (
 	"context"
@@ -120,10 +125,10 @@ type configError struct{ name, problem string }
 
 func (e *configError) Error() string { return e.name + ": " + e.problem }
 
-// parseConfig reads settings from args (flags) over getenv, validates them
+// Parse reads settings from args (flags) over getenv, validates them
 // and fills defaults. Its error names the bad setting. The flags' defaults
 // are the built-in ones, so --help never shows what the environment holds.
-func parseConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (*Config, error) {
+func Parse(fs *flag.FlagSet, args []string, getenv func(string) string) (*Config, error) {
 	flags, files := defineFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -205,9 +210,9 @@ func settingValues(flags, files []*string, given map[string]bool, getenv func(st
 	return vals, nil
 }
 
-// printServeUsage is serve --help: the flags with their built-in defaults,
+// PrintUsage is serve --help: the flags with their built-in defaults,
 // then the settings read from the environment only.
-func printServeUsage(w io.Writer, fs *flag.FlagSet) {
+func PrintUsage(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprint(w, "Usage: shardstock serve [flags]\n\nRuns the server until SIGINT or SIGTERM, then drains in-flight requests.\n"+
 		"Each setting is a flag or the SHARDSTOCK_* variable in brackets; a flag wins.\n\nFlags:\n")
 	fs.SetOutput(w)
@@ -323,13 +328,13 @@ func dsnUsesTLS(dsn string) bool {
 	return t != "" && t != "false"
 }
 
-// strayVariables are the variables of environ ("NAME=value") that look
+// StrayVariables are the variables of environ ("NAME=value") that look
 // like a setting serve reads and are not one: a misspelling or a wrong
 // case, which would otherwise leave the setting at its default without a
 // word. Each comes with the setting it is nearest to. Other SHARDSTOCK_*
 // variables (the deploy scripts', the tests') are far from every setting
 // and are left alone.
-func strayVariables(environ []string) (stray, nearest []string) {
+func StrayVariables(environ []string) (stray, nearest []string) {
 	for _, kv := range environ {
 		name, _, _ := strings.Cut(kv, "=")
 		up := strings.ToUpper(name)

@@ -1,4 +1,7 @@
-package main
+// Package admincli is "shardstock admin": an operator's client for the
+// admin API (API.md), with tables for people and --json for scripts. It
+// talks to the server through package client only.
+package admincli
 
 import (
 	"bytes"
@@ -51,8 +54,10 @@ Commands:
 Exit status: 0 on success, 1 when the server refused (its error on stderr), 2 on bad usage.
 `
 
-// admin is "shardstock admin": the admin API from a shell.
-func admin(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+// Main is "shardstock admin": the admin API from a shell (the usage
+// above). The exit status is 0 on success, 1 when the server refused or did
+// not answer, 2 on bad usage.
+func Main(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("admin", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	url := fs.String("url", "", "server base URL (default: SHARDSTOCK_ADMIN_URL, else http://127.0.0.1:8080)")

@@ -1,4 +1,4 @@
-package main
+package loadgen
 
 import (
 	"context"
@@ -10,29 +10,29 @@ import (
 	"time"
 )
 
-// crowdReport is the crowd mode's part of loadgen's report.
-type crowdReport struct {
+// CrowdReport is the crowd mode's part of loadgen's report.
+type CrowdReport struct {
 	Line           string         `json:"line"` // the line's mode: fifo or draw
 	Buyers         int            `json:"buyers"`
 	Joined         int            `json:"joined"`
 	JoinSeconds    float64        `json:"join_seconds"` // from the first join sent to the last answered
 	JoinsPerSecond float64        `json:"joins_per_second"`
 	Outcomes       map[string]int `json:"outcomes"` // how each buyer's wait ended
-	Fairness       crowdFairness  `json:"fairness"`
-	Looks          crowdLooks     `json:"looks"`
-	SoldOut        crowdNotice    `json:"sold_out_notice"`
-	Unlikely       crowdUnlikely  `json:"unlikely"`
-	Work           *crowdWork     `json:"work,omitempty"` // with a proof of work
+	Fairness       Fairness       `json:"fairness"`
+	Looks          Looks          `json:"looks"`
+	SoldOut        Notice         `json:"sold_out_notice"`
+	Unlikely       Unlikely       `json:"unlikely"`
+	Work           *Work          `json:"work,omitempty"` // with a proof of work
 	// Cut: the run's --duration ended it with buyers still in line (their
 	// outcome "waiting"); 0: every buyer's wait ended.
 	Cut float64 `json:"cut_by_duration_seconds,omitempty"`
 }
 
-// crowdFairness compares orders by Kendall's tau-b (1: the same order;
+// Fairness compares orders by Kendall's tau-b (1: the same order;
 // null: undefined, fewer than two untied pairs). Join order is the join's
 // batch: buyers of one batch are tied (the server saw them at once).
 // Purchase order is when each unit's 200 came.
-type crowdFairness struct {
+type Fairness struct {
 	JoinPurchase  *float64 `json:"join_purchase_tau"`  // over the buyers who bought
 	JoinPlace     *float64 `json:"join_place_tau"`     // over every buyer who learned its place
 	PlacePurchase *float64 `json:"place_purchase_tau"` // over the buyers who bought
@@ -40,11 +40,11 @@ type crowdFairness struct {
 	// joining: of a draw's lobby (a fair draw passes it), or of every
 	// placed buyer of a fifo line (which fails it: its places follow the
 	// order of joining).
-	Places *drawTest `json:"places_chi_square,omitempty"`
+	Places *DrawTest `json:"places_chi_square,omitempty"`
 }
 
-// crowdLooks is the load the waiting put on the coordinators.
-type crowdLooks struct {
+// Looks is the load the waiting put on the coordinators.
+type Looks struct {
 	Looks     int64              `json:"looks"`
 	Approach  int64              `json:"approach_looks"` // sent sooner than the Retry-After (--approach)
 	Seconds   float64            `json:"seconds"`        // from the first look sent to the last
@@ -53,9 +53,9 @@ type crowdLooks struct {
 	Latency   map[string]float64 `json:"latency_ms"`
 }
 
-// crowdNotice is how soon the buyers who joined and did not buy learned
+// Notice is how soon the buyers who joined and did not buy learned
 // that the sale was over, after the last unit sold (its 200 came).
-type crowdNotice struct {
+type Notice struct {
 	NotBought int `json:"not_bought"`
 	Told      int `json:"told"` // a look answered sold_out, or the purchase 410
 	// Early were told before the last unit sold was even asked for: a
@@ -64,27 +64,27 @@ type crowdNotice struct {
 	Ms    map[string]float64 `json:"after_last_sale_ms"`
 }
 
-// crowdUnlikely is how often "unlikely" was wrong.
-type crowdUnlikely struct {
+// Unlikely is how often "unlikely" was wrong.
+type Unlikely struct {
 	Told   int `json:"told"`   // buyers told, at some look, they were unlikely to get a unit
 	Bought int `json:"bought"` // of them, the ones who got one
 }
 
-// crowdWork is what the joins' proof of work cost the client.
-type crowdWork struct {
+// Work is what the joins' proof of work cost the client.
+type Work struct {
 	Difficulty int                `json:"difficulty"`
 	Solves     int                `json:"solves"`
 	Ms         map[string]float64 `json:"solve_ms"` // wall time in the buyer's goroutine
 }
 
-// drawP is the p-value below which a draw's places are called dependent on
+// DrawP is the p-value below which a draw's places are called dependent on
 // the order of joining (a fair draw falls below it once in 10,000 runs).
-const drawP = 1e-4
+const DrawP = 1e-4
 
 // report sums the run up; with an admin token it checks the invariants.
-func (r *crowdRun) report(ctx context.Context, took time.Duration) *loadReport {
+func (r *crowdRun) report(ctx context.Context, took time.Duration) *Report {
 	t := &r.t
-	cr := &crowdReport{Line: r.mode, Buyers: len(r.buyers), Outcomes: map[string]int{}}
+	cr := &CrowdReport{Line: r.mode, Buyers: len(r.buyers), Outcomes: map[string]int{}}
 	for _, b := range r.buyers {
 		cr.Outcomes[b.outcome]++
 		if b.joined {
@@ -103,14 +103,14 @@ func (r *crowdRun) report(ctx context.Context, took time.Duration) *loadReport {
 	for _, b := range r.buyers {
 		if b.unlikely {
 			cr.Unlikely.Told++
-			if b.outcome == outcomeBought {
+			if b.outcome == OutcomeBought {
 				cr.Unlikely.Bought++
 			}
 		}
 	}
 	cr.Work = r.work()
 	secs := took.Seconds()
-	rep := &loadReport{Mode: r.c.mode, Requests: t.requests, Errors: t.transport, Seconds: secs,
+	rep := &Report{Mode: r.c.mode, Requests: t.requests, Errors: t.transport, Seconds: secs,
 		Throughput: float64(t.requests) / secs, Latency: percentiles(t.buyLat), Statuses: t.statuses, OK: true, Crowd: cr}
 	if r.c.token != "" {
 		rep.Invariants, rep.OK = checkInvariants(context.WithoutCancel(ctx), r.cl, r.c.product)
@@ -118,15 +118,15 @@ func (r *crowdRun) report(ctx context.Context, took time.Duration) *loadReport {
 	return rep
 }
 
-func (r *crowdRun) fairness() crowdFairness {
-	var f crowdFairness
+func (r *crowdRun) fairness() Fairness {
+	var f Fairness
 	var jx, jy, px, py, bx, by []float64
 	for _, b := range r.buyers {
 		bought := float64(b.bought.UnixNano())
 		if b.position > 0 {
 			jx, jy = append(jx, float64(b.batch)), append(jy, float64(b.position))
 		}
-		if b.outcome != outcomeBought {
+		if b.outcome != OutcomeBought {
 			continue
 		}
 		bx, by = append(bx, float64(b.batch)), append(by, bought)
@@ -156,9 +156,9 @@ func tau(x, y []float64) *float64 {
 	return &t
 }
 
-func (r *crowdRun) looks() crowdLooks {
+func (r *crowdRun) looks() Looks {
 	t := &r.t
-	l := crowdLooks{Looks: t.looks, Approach: t.approach, Latency: percentiles(t.lookLat)}
+	l := Looks{Looks: t.looks, Approach: t.approach, Latency: percentiles(t.lookLat)}
 	if t.looks > 0 {
 		l.Seconds = t.lastLook.Sub(t.firstLook).Seconds()
 	}
@@ -171,21 +171,21 @@ func (r *crowdRun) looks() crowdLooks {
 	return l
 }
 
-func (r *crowdRun) notice() crowdNotice {
-	var n crowdNotice
+func (r *crowdRun) notice() Notice {
+	var n Notice
 	var lastSent, last time.Time
 	for _, b := range r.buyers {
-		if b.outcome == outcomeBought {
+		if b.outcome == OutcomeBought {
 			lastSent, last = later(lastSent, b.buySent), later(last, b.bought)
 		}
 	}
 	var after []time.Duration
 	for _, b := range r.buyers {
-		if !b.joined || b.outcome == outcomeBought {
+		if !b.joined || b.outcome == OutcomeBought {
 			continue
 		}
 		n.NotBought++
-		if b.outcome != outcomeSoldOut {
+		if b.outcome != OutcomeSoldOut {
 			continue
 		}
 		n.Told++
@@ -207,7 +207,7 @@ func later(a, b time.Time) time.Time {
 	return a
 }
 
-func (r *crowdRun) work() *crowdWork {
+func (r *crowdRun) work() *Work {
 	var solves []time.Duration
 	for _, b := range r.buyers {
 		if b.solve > 0 {
@@ -218,10 +218,10 @@ func (r *crowdRun) work() *crowdWork {
 	if d == 0 && len(solves) == 0 {
 		return nil
 	}
-	return &crowdWork{Difficulty: d, Solves: len(solves), Ms: percentiles(solves)}
+	return &Work{Difficulty: d, Solves: len(solves), Ms: percentiles(solves)}
 }
 
-func printCrowd(w io.Writer, c *crowdReport) {
+func printCrowd(w io.Writer, c *CrowdReport) {
 	var outcomes []string
 	for _, k := range slices.Sorted(maps.Keys(c.Outcomes)) {
 		outcomes = append(outcomes, fmt.Sprintf("%s %d", k, c.Outcomes[k]))
@@ -230,14 +230,14 @@ func printCrowd(w io.Writer, c *crowdReport) {
 		c.JoinSeconds, c.JoinsPerSecond, strings.Join(outcomes, ", "))
 	if c.Cut > 0 {
 		fmt.Fprintf(w, "cut short: --duration (%gs) ended the run with %d of the %d buyers still in line; give a longer --duration to see every wait to its end\n",
-			c.Cut, c.Outcomes[outcomeWaiting], c.Buyers)
+			c.Cut, c.Outcomes[OutcomeWaiting], c.Buyers)
 	}
 	f := c.Fairness
 	fmt.Fprintf(w, "fairness (Kendall tau-b): join→purchase %s, join→place %s, place→purchase %s\n",
-		fmtTau(f.JoinPurchase), fmtTau(f.JoinPlace), fmtTau(f.PlacePurchase))
+		FmtTau(f.JoinPurchase), FmtTau(f.JoinPlace), FmtTau(f.PlacePurchase))
 	if d := f.Places; d != nil && c.Line == "draw" {
 		verdict := "independent of join order, as a fair draw is"
-		if d.P < drawP {
+		if d.P < DrawP {
 			verdict = "NOT independent of join order: not a fair draw"
 		}
 		fmt.Fprintf(w, "places against join order: chi-square %.2f on %d df over %d places (%d×%d bins), p = %.3g: %s\n",
@@ -263,7 +263,9 @@ func printCrowd(w io.Writer, c *crowdReport) {
 	}
 }
 
-func fmtTau(t *float64) string {
+// FmtTau is a Kendall tau for people: four places, or n/a when it is
+// undefined.
+func FmtTau(t *float64) string {
 	if t == nil {
 		return "n/a"
 	}

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"fmt"
@@ -19,7 +19,7 @@ var configDoc = filepath.Join("docs", "OPERATIONS.md")
 // docs/OPERATIONS.md has a line for every setting, names no variable that
 // is not one, and shows each setting's built-in default.
 func TestConfigurationTableListsEverySetting(t *testing.T) {
-	doc, err := os.ReadFile(filepath.Join("..", "..", configDoc))
+	doc, err := os.ReadFile(filepath.Join("..", configDoc))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package main
+package loadgen
 
 import (
 	"math"
@@ -165,7 +165,7 @@ func TestChiSquareOfKnownTables(t *testing.T) {
 
 // drawThreshold is the p-value under which TestLoadgenCrowd takes a draw's
 // places as not drawn: a fair draw falls under it one time in 10,000.
-const drawThreshold = drawP
+const drawThreshold = DrawP
 
 // A fair draw passes the draw test at the rate the chi-square promises (5%
 // of shuffles under p = 0.05, 1% under 0.01: the approximation holds for
@@ -231,16 +231,16 @@ func TestDrawTestNeedsEnoughPlaces(t *testing.T) {
 // line's places failing the draw's test of independence (p = 0) read as a
 // fairness failure, and a run that --duration cut short said nothing.
 func TestCrowdReportSaysWhatItsFiguresMean(t *testing.T) {
-	dependent := &drawTest{ChiSquare: 74313, DF: 81, Places: 5000, Bins: 10, P: 0}
+	dependent := &DrawTest{ChiSquare: 74313, DF: 81, Places: 5000, Bins: 10, P: 0}
 	for _, tc := range []struct {
-		report      crowdReport
+		report      CrowdReport
 		want, never string
 	}{
-		{crowdReport{Line: "fifo", Buyers: 5000, Fairness: crowdFairness{Places: dependent}}, "in join order, as a fifo line places them", "chi-square"},
-		{crowdReport{Line: "draw", Buyers: 5000, Fairness: crowdFairness{Places: dependent}}, "NOT independent of join order", "cut short"},
-		{crowdReport{Line: "draw", Buyers: 5000, Fairness: crowdFairness{Places: &drawTest{ChiSquare: 70, DF: 81, Places: 5000, Bins: 10, P: 0.8}}},
+		{CrowdReport{Line: "fifo", Buyers: 5000, Fairness: Fairness{Places: dependent}}, "in join order, as a fifo line places them", "chi-square"},
+		{CrowdReport{Line: "draw", Buyers: 5000, Fairness: Fairness{Places: dependent}}, "NOT independent of join order", "cut short"},
+		{CrowdReport{Line: "draw", Buyers: 5000, Fairness: Fairness{Places: &DrawTest{ChiSquare: 70, DF: 81, Places: 5000, Bins: 10, P: 0.8}}},
 			"independent of join order, as a fair draw is", "NOT"},
-		{crowdReport{Line: "fifo", Buyers: 5000, Outcomes: map[string]int{outcomeWaiting: 4650, "bought": 350}, Cut: 10},
+		{CrowdReport{Line: "fifo", Buyers: 5000, Outcomes: map[string]int{OutcomeWaiting: 4650, "bought": 350}, Cut: 10},
 			"cut short: --duration (10s) ended the run with 4650 of the 5000 buyers still in line", "chi-square"},
 	} {
 		var b strings.Builder

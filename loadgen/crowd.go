@@ -1,4 +1,4 @@
-package main
+package loadgen
 
 import (
 	"container/heap"
@@ -28,14 +28,14 @@ import (
 
 // A buyer's outcomes: how its wait ended.
 const (
-	outcomeBought    = "bought"
-	outcomeSoldOut   = "sold_out"      // a look said so, or the purchase answered 410
-	outcomeUnlikely  = "unlikely"      // left when told it was unlikely (--leave-unlikely)
-	outcomeLimit     = "limit_reached" // an earlier purchase whose answer was lost got the unit
-	outcomeQueued    = "queued"        // the purchase was spooled (202, a ticket)
-	outcomeWaiting   = "waiting"       // still in line when the run ended
-	outcomeNotJoined = "not_joined"
-	outcomeGaveUp    = "gave_up" // maxTries purchases or joins refused for a passing reason
+	OutcomeBought    = "bought"
+	OutcomeSoldOut   = "sold_out"      // a look said so, or the purchase answered 410
+	OutcomeUnlikely  = "unlikely"      // left when told it was unlikely (--leave-unlikely)
+	OutcomeLimit     = "limit_reached" // an earlier purchase whose answer was lost got the unit
+	OutcomeQueued    = "queued"        // the purchase was spooled (202, a ticket)
+	OutcomeWaiting   = "waiting"       // still in line when the run ended
+	OutcomeNotJoined = "not_joined"
+	OutcomeGaveUp    = "gave_up" // maxTries purchases or joins refused for a passing reason
 )
 
 // maxTries bounds a buyer's joins and its purchases.
@@ -63,7 +63,7 @@ type crowdBuyer struct {
 
 // crowdRun is one crowd mode run.
 type crowdRun struct {
-	c          loadConfig
+	c          config
 	cl         *client.Client
 	buyers     []crowdBuyer
 	mode       string         // the line's, from its public face
@@ -117,7 +117,7 @@ func (h *dueLooks) Pop() any {
 // runCrowd runs the crowd against c.product's waiting room until every
 // buyer finished or c.duration passed. An error means the run could not
 // start (no waiting room, no answer).
-func runCrowd(ctx context.Context, c loadConfig, stderr io.Writer) (*loadReport, error) {
+func runCrowd(ctx context.Context, c config, stderr io.Writer) (*Report, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.duration)
 	defer cancel()
 	conns := c.conns + c.joinBatch
@@ -150,7 +150,7 @@ func runCrowd(ctx context.Context, c loadConfig, stderr io.Writer) (*loadReport,
 	waiting := false
 	for i := range r.buyers {
 		if r.buyers[i].outcome == "" {
-			r.buyers[i].outcome = outcomeWaiting
+			r.buyers[i].outcome = OutcomeWaiting
 			waiting = true
 		}
 	}
@@ -301,7 +301,7 @@ func (r *crowdRun) joinAll(ctx context.Context) {
 	for first, batch := 0, 0; first < len(r.buyers); first, batch = first+r.c.joinBatch, batch+1 {
 		if !sleepUntil(ctx, tick) {
 			for i := first; i < len(r.buyers); i++ {
-				r.settle(i, leave(outcomeNotJoined))
+				r.settle(i, leave(OutcomeNotJoined))
 			}
 			return
 		}
@@ -346,7 +346,7 @@ func (r *crowdRun) join(ctx context.Context, i, batch int) {
 			break
 		}
 	}
-	r.settle(i, leave(outcomeNotJoined))
+	r.settle(i, leave(OutcomeNotJoined))
 }
 
 // passing reports whether a refusal may pass (429, 5xx): try again later.
@@ -410,12 +410,12 @@ func (r *crowdRun) follow(b *crowdBuyer, p client.Place) nextMove {
 		return lookIn(0)
 	case "sold_out":
 		b.soldOut = time.Now()
-		return leave(outcomeSoldOut)
+		return leave(OutcomeSoldOut)
 	case "passed", "revoked":
 		return leave(p.Status)
 	case "waiting", "lobby", "held": // (held: every unit reserved; some may come back)
 		if p.Unlikely && r.c.leaveUnlikely {
-			return leave(outcomeUnlikely)
+			return leave(OutcomeUnlikely)
 		}
 		return lookIn(r.pace(b, p))
 	}
@@ -478,18 +478,18 @@ func (r *crowdRun) buy(ctx context.Context, b *crowdBuyer) nextMove {
 			// tell those still waiting that it sold out until it is paid.
 			r.pays.Go(func() { r.pay(context.WithoutCancel(ctx), a.OrderID, b.user) })
 		}
-		return leave(outcomeBought)
+		return leave(OutcomeBought)
 	case err == nil && a.Status == http.StatusGone:
 		b.soldOut = time.Now()
-		return leave(outcomeSoldOut)
+		return leave(OutcomeSoldOut)
 	case err == nil && a.Status == http.StatusAccepted:
-		return leave(outcomeQueued)
+		return leave(OutcomeQueued)
 	case err == nil && a.Status == http.StatusConflict:
-		return leave(outcomeLimit)
+		return leave(OutcomeLimit)
 	case err == nil && (a.Code == shardstock.ErrRevoked.Code || a.Code == shardstock.ErrEnded.Code):
 		return leave(a.Code)
 	case b.tries >= maxTries:
-		return leave(outcomeGaveUp)
+		return leave(OutcomeGaveUp)
 	case err == nil && a.Status == http.StatusTooManyRequests:
 		return lookIn(max(a.RetryAfter, time.Second))
 	case err == nil && a.Status == http.StatusForbidden && a.Code == shardstock.ErrNotAdmitted.Code && r.c.approach > 0:

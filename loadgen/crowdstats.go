@@ -1,4 +1,4 @@
-package main
+package loadgen
 
 import (
 	"math"
@@ -169,12 +169,12 @@ func chiSquareP(x float64, df int) float64 {
 	return min(p, 1)
 }
 
-// drawTest is the chi-square test that a draw's places are independent of
+// DrawTest is the chi-square test that a draw's places are independent of
 // the order its buyers joined in: the buyers are split by join order into
 // Bins groups of (nearly) equal size, and by place likewise, and counted in
 // a Bins × Bins table. A draw passes it (P not tiny); places given in the
 // order of joining fail it.
-type drawTest struct {
+type DrawTest struct {
 	Places    int     `json:"places"` // buyers placed by the draw
 	Bins      int     `json:"bins"`
 	ChiSquare float64 `json:"chi_square"`
@@ -190,10 +190,10 @@ const minDrawTest = 20
 // of joined[i]; ok is false with fewer than minDrawTest. The bins hold
 // about 10 buyers per cell expected (the chi-square approximation is good
 // there), from 2 to 10 of them.
-func testDraw(joined, place []float64) (drawTest, bool) {
+func testDraw(joined, place []float64) (DrawTest, bool) {
 	n := len(joined)
 	if n < minDrawTest {
-		return drawTest{Places: n}, false
+		return DrawTest{Places: n}, false
 	}
 	k := min(max(int(math.Sqrt(float64(n)/10)), 2), 10)
 	rows, cols := rankBins(joined, k), rankBins(place, k)
@@ -205,7 +205,7 @@ func testDraw(joined, place []float64) (drawTest, bool) {
 		table[rows[i]][cols[i]]++
 	}
 	stat, df := chiSquare(table)
-	return drawTest{Places: n, Bins: k, ChiSquare: stat, DF: df, P: chiSquareP(stat, df)}, true
+	return DrawTest{Places: n, Bins: k, ChiSquare: stat, DF: df, P: chiSquareP(stat, df)}, true
 }
 
 // rankBins puts each value in one of k groups of (nearly) equal size by
