@@ -94,22 +94,49 @@ func DoubtOf(err error) uint64 {
 	return 0
 }
 
-// Permanent marks err as one no retry can fix: a message that can never be
-// applied (a reservation of a product the catalog does not have, a refused
-// payment). It is the one "do not try again" class: a consumer that would
-// deliver the message again, or a retry loop, sets it aside for an
-// operator instead (parks or dead-letters it). The mark keeps err's text,
-// and errors.Is still finds err.
-func Permanent(err error) error { return &permanent{err} }
+// The one rule for "do not try again", read by every transport and retry
+// loop:
+//
+//   - IsRefused: the message can never be applied, by any process (a forged
+//     or contradicted settlement, a refused payment result, a reservation
+//     of a product the catalog does not have). It changed nothing; the
+//     transport moves it, with the reason, to a dead letter for an operator.
+//   - IsPermanent (every refusal is permanent too): this process cannot
+//     apply it, and trying again will not help; another process may (one
+//     with the whole shard list). A stream entry is parked (left pending for
+//     an operator or another coordinator), a retry loop stops.
+//   - anything else: nothing was decided; deliver or try again later.
+
+// Permanent marks err as one no retry in this process can fix. The mark
+// keeps err's text, and errors.Is still finds err.
+func Permanent(err error) error { return &permanent{err: err} }
+
+// Refused marks err as a message nobody can ever apply: Permanent, and
+// dead-lettered by the transports.
+func Refused(err error) error { return &permanent{err: err, refused: true} }
 
 // IsPermanent reports whether err, or an error it wraps, was marked
-// Permanent.
+// Permanent or Refused.
 func IsPermanent(err error) bool {
 	var p *permanent
 	return errors.As(err, &p)
 }
 
-type permanent struct{ err error }
+// IsRefused reports whether err, or an error it wraps, was marked Refused.
+func IsRefused(err error) bool {
+	var p *permanent
+	for e := err; errors.As(e, &p); e = p.err {
+		if p.refused {
+			return true
+		}
+	}
+	return false
+}
+
+type permanent struct {
+	err     error
+	refused bool
+}
 
 func (e *permanent) Error() string { return e.err.Error() }
 func (e *permanent) Unwrap() error { return e.err }

@@ -173,3 +173,33 @@ func TestPermanentIsOneClassThroughWrapping(t *testing.T) {
 		}
 	}
 }
+
+// TestRefusedIsPermanentAndToldApart: a refusal (dead-lettered) is
+// permanent too; a permanent error is no refusal (it is parked), nor is an
+// error with a refusal's text only; and a refusal wrapped in a Permanent
+// mark is still found.
+func TestRefusedIsPermanentAndToldApart(t *testing.T) {
+	refused := shardstock.Refused(errors.New("the order table does not bear the settlement out"))
+	parked := shardstock.Permanent(fmt.Errorf("%w: held on a shard this coordinator does not list", shardstock.ErrUnavailable))
+	cases := []struct {
+		err                error
+		permanent, refused bool
+	}{
+		{fmt.Errorf("settle o1: %w", refused), true, true},
+		{shardstock.Permanent(fmt.Errorf("x: %w", refused)), true, true},
+		{fmt.Errorf("%w: %w", shardstock.ErrUnavailable, parked), true, false},
+		{errors.New("the order table does not bear the settlement out"), false, false},
+		{nil, false, false},
+	}
+	for _, tc := range cases {
+		if got := shardstock.IsPermanent(tc.err); got != tc.permanent {
+			t.Errorf("IsPermanent(%v) = %v", tc.err, got)
+		}
+		if got := shardstock.IsRefused(tc.err); got != tc.refused {
+			t.Errorf("IsRefused(%v) = %v", tc.err, got)
+		}
+	}
+	if !errors.Is(fmt.Errorf("settle: %w", refused), refused) || refused.Error() != "the order table does not bear the settlement out" {
+		t.Fatalf("the mark must keep the error's identity and text: %v", refused)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"html/template"
 	"io/fs"
+	"log/slog"
 	"net/http"
 	"os"
 	"path"
@@ -327,6 +328,8 @@ func (p *Pages) render(d productData) ([]byte, error) {
 // coordinators then answer only the live numbers the pages poll. A file
 // is rewritten only when its content changed, through a rename, so the
 // edge never serves half a page.
+//
+// (RunPublish publishes every PublishEvery.)
 func (p *Pages) Publish(ctx context.Context, dir string, ids []string) error {
 	for _, sub := range []string{"products", "static"} {
 		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
@@ -367,4 +370,32 @@ func writeIfChanged(path string, b []byte) error {
 		return err
 	}
 	return os.Rename(tmp, path)
+}
+
+// PublishEvery is how often RunPublish writes the pages: a page a buyer
+// opens is at most this much older than the sale.
+const PublishEvery = 2 * time.Second
+
+// RunPublish publishes the pages of the products ids lists to dir every
+// PublishEvery until ctx ends. A failure is logged once until it passes,
+// and tried again.
+func (p *Pages) RunPublish(ctx context.Context, dir string, ids func(context.Context) ([]string, error), log *slog.Logger) {
+	t := time.NewTicker(PublishEvery)
+	defer t.Stop()
+	failing := false
+	for {
+		list, err := ids(ctx)
+		if err == nil {
+			err = p.Publish(ctx, dir, list)
+		}
+		if err != nil && !failing && ctx.Err() == nil {
+			log.Warn("could not publish the sale pages; will retry", "dir", dir, "err", err)
+		}
+		failing = err != nil
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }

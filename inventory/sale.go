@@ -225,6 +225,31 @@ func (s *Sale) recordTotals(ctx context.Context, p *shardstock.Product) error {
 	return nil
 }
 
+// DefaultArchiveEvery is how often RunArchive looks.
+const DefaultArchiveEvery = time.Minute
+
+// RunArchive archives, every every (0: DefaultArchiveEvery) until ctx
+// ends, the products whose window ended more than after ago and whose
+// orders are final (ArchiveDue). Every coordinator may run it: an archive
+// is idempotent.
+func (s *Sale) RunArchive(ctx context.Context, after, every time.Duration) {
+	if every <= 0 {
+		every = DefaultArchiveEvery
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := s.ArchiveDue(ctx, after); err != nil && ctx.Err() == nil {
+			s.cfg.Logger.Warn("automatic archive: will try again", "err", err)
+		}
+	}
+}
+
 // ArchiveDue archives every product whose window ended more than after ago
 // and whose orders are final, and finishes archives that stopped midway;
 // products that are not ready yet are left for the next call.

@@ -114,8 +114,9 @@ func (s *Settlements) soldWithoutHold(ctx context.Context, st shardstock.Settlem
 
 // ErrSettlementRefused: the order table does not bear a settlement out (it
 // was forged, or contradicts its order). It changed nothing; the transport
-// moves it to its dead-letter stream or topic with the reason.
-var ErrSettlementRefused = errors.New("the order table does not bear the settlement out")
+// moves it to its dead-letter stream or topic with the reason: it is
+// shardstock.Refused.
+var ErrSettlementRefused = shardstock.Refused(errors.New("the order table does not bear the settlement out"))
 
 // authentic checks st against its order's row. Only the order service
 // settles a unit: it publishes a confirm for an order it made paid and a

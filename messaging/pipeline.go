@@ -44,7 +44,7 @@ type Consumers struct {
 	Logger *slog.Logger
 	// Ingest writes the orders of reservations (order.Service.IngestBatch):
 	// how many of them, from the first, are decided, and why the next is
-	// not. A shardstock.Permanent error sends that reservation alone to
+	// not. A shardstock.Refused error sends that reservation alone to
 	// the dead-letter topic.
 	Ingest func(ctx context.Context, evs []shardstock.ReservationEvent) (int, error)
 	// Settle applies a settlement to its shard (inventory.Settlements.Settle).
@@ -66,14 +66,14 @@ func (c Consumers) Subscribe(ctx context.Context) error {
 			}
 			evs = append(evs, ev)
 		}
-		// A reservation that can never be written (a permanent error) goes
+		// A reservation that can never be written (shardstock.IsRefused) goes
 		// alone to the dead-letter topic, and the ones after it are written
 		// now; any other error retries what is left of the call.
 		return UntilDone(ctx, c.Logger, "order consumer", func() error {
 			for len(evs) > 0 {
 				n, err := c.Ingest(ctx, evs)
 				evs = evs[n:]
-				if err == nil || !shardstock.IsPermanent(err) || len(evs) == 0 {
+				if err == nil || !shardstock.IsRefused(err) || len(evs) == 0 {
 					return err
 				}
 				if err := c.deadLetter(ctx, evs[0], err); err != nil {

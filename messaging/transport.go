@@ -31,9 +31,9 @@ type Transport interface {
 }
 
 // Pipeline is where a Transport delivers, and whom it tells. An error of
-// Settle or Pay that Refused names is a refusal: the message changes
-// nothing and is moved, with the reason, to a dead letter beside where it
-// came from.
+// Settle or Pay that is shardstock.IsRefused (inventory.ErrSettlementRefused,
+// order.ErrPaymentRefused) is a refusal: the message changed nothing and is
+// moved, with the reason, to a dead letter beside where it came from.
 type Pipeline struct {
 	// Ingest writes the orders of reservations (order.Service.IngestBatch):
 	// how many of them, from the first, are decided, and why the next is not.
@@ -42,10 +42,7 @@ type Pipeline struct {
 	Settle func(ctx context.Context, s shardstock.Settlement) error
 	// Pay applies a payment result as sent by the payment centre, with its
 	// signature (order.Service.ApplyPaymentMessage).
-	Pay func(ctx context.Context, body []byte, signature string) error
-	// Refused tells a refusal of Settle or Pay (inventory.ErrSettlementRefused,
-	// order.ErrPaymentRefused) from a failure to retry.
-	Refused   func(err error) bool
+	Pay       func(ctx context.Context, body []byte, signature string) error
 	Logger    *slog.Logger
 	ClaimIdle time.Duration // a stream entry pending longer is taken over (GroupReader)
 	// DeadLettered, if set, is told each message moved to a dead letter:
@@ -135,7 +132,7 @@ func (t *Streams) Start(ctx context.Context, loops *sync.WaitGroup, p Pipeline) 
 // refused moves entry e, which its handler refused with err, with the reason to the dead stream on e's shard; any other
 // outcome is returned as it is.
 func (t *Streams) refused(ctx context.Context, p Pipeline, e Entry, what, dead string, err error) error {
-	if err == nil || !p.Refused(err) {
+	if err == nil || !shardstock.IsRefused(err) {
 		return err
 	}
 	values := []any{"body", e.Fields["body"], "reason", err.Error(), "entry", e.ID}
@@ -209,7 +206,7 @@ func (b *Broker) subscribePayments(ctx context.Context, p Pipeline) error {
 // refused publishes m, which its handler refused with err, with the
 // reason on the dead topic; any other outcome is returned as it is.
 func (b *Broker) refused(ctx context.Context, p Pipeline, what, topic, key string, m Message, err error) error {
-	if err == nil || !p.Refused(err) {
+	if err == nil || !shardstock.IsRefused(err) {
 		return err
 	}
 	m.Properties[PropReason] = err.Error()

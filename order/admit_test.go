@@ -14,7 +14,7 @@ type emptyBudget struct {
 	takes int
 }
 
-func (b *emptyBudget) Take(_ context.Context, want int) (int, error) {
+func (b *emptyBudget) TakeBudget(_ context.Context, _ float64, _, want int) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.takes++

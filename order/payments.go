@@ -153,8 +153,8 @@ func (s *Service) bind(ctx context.Context, o *shardstock.Order, cb PaymentCallb
 // that paid another order, an order that does not exist here, a success
 // for an order already released): the consumer moves it to the dead-letter
 // topic or stream for an operator, where a success asks for a refund. It
-// is shardstock.Permanent: no consumer tries it again.
-var ErrPaymentRefused = shardstock.Permanent(errors.New("payment message refused"))
+// is shardstock.Refused: no consumer tries it again.
+var ErrPaymentRefused = shardstock.Refused(errors.New("payment message refused"))
 
 func refused(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrPaymentRefused, fmt.Sprintf(format, args...))

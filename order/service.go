@@ -30,9 +30,9 @@ import (
 
 // ErrUnknownProduct: a reservation names a product the catalog does not
 // have (another deployment shares the broker, or the catalog was reset).
-// Retrying at once cannot help; the message must be kept for an operator:
-// it is shardstock.Permanent.
-var ErrUnknownProduct = shardstock.Permanent(errors.New("product not in the catalog"))
+// No process can write it; the message is kept for an operator: it is
+// shardstock.Refused.
+var ErrUnknownProduct = shardstock.Refused(errors.New("product not in the catalog"))
 
 // Store is the order table and what the service reads of the catalog
 // (sqlstore.Store). Insert writes a reservation's row and returns the
@@ -67,10 +67,11 @@ type HoldFinder interface {
 	FindHold(ctx context.Context, products []string, id string) (product, user string, shard int, found bool, err error)
 }
 
-// Budget hands out the cluster's order-creation tokens (shard.Set's
-// TakeBudget): up to want, as many as it has now.
+// Budget is the cluster's bucket of order-creation tokens (shard.Set):
+// TakeBudget takes up to want at rate a second with burst, as many as it
+// has now.
 type Budget interface {
-	Take(ctx context.Context, want int) (int, error)
+	TakeBudget(ctx context.Context, rate float64, burst, want int) (int, error)
 }
 
 // ClaimReturner gives a buyer's per-user limit claim back at the buyer's
@@ -183,7 +184,7 @@ type Service struct {
 // NewService returns a Service.
 func NewService(cfg Config) *Service {
 	cfg.fill()
-	burst := max(1, int(cfg.Rate/10))
+	burst := max(1, int(cfg.Rate/10)) // a tenth of a second's orders at once (also the shared bucket's)
 	return &Service{store: cfg.Store, settler: cfg.Settler, holds: cfg.Holds, cfg: cfg,
 		limiter: rate.NewLimiter(rate.Limit(cfg.Rate), burst), kick: make(chan struct{}, 1)}
 }
@@ -339,7 +340,7 @@ func (s *Service) firstStatus(ctx context.Context, ev shardstock.ReservationEven
 func (s *Service) admit(ctx context.Context, n int) error {
 	for n > 0 {
 		if s.cfg.Budget != nil {
-			got, err := s.cfg.Budget.Take(ctx, min(n, s.limiter.Burst()))
+			got, err := s.cfg.Budget.TakeBudget(ctx, s.cfg.Rate, s.limiter.Burst(), min(n, s.limiter.Burst()))
 			if err == nil {
 				s.budgetDown.Store(false)
 				if n -= got; n > 0 {

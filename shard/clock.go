@@ -2,6 +2,7 @@ package shard
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -46,6 +47,16 @@ func (c *Clock) Known() bool { return c.known.Load() }
 
 // Skew is how far the coordinator's clock is ahead of the shards'.
 func (c *Clock) Skew() time.Duration { return time.Duration(c.skew.Load()) }
+
+// SkewWarning says, when the skew is past a second, by how much and what
+// it means for the sale ("" otherwise): /readyz shows it (the coordinator
+// stays ready; its checks are corrected by the skew).
+func (c *Clock) SkewWarning() string {
+	if skew := c.Skew(); skew > time.Second || skew < -time.Second {
+		return fmt.Sprintf("this coordinator's clock is %s off the shards'; sale windows are judged by the shards' clock, and its own checks are corrected by the skew", skew.Round(time.Millisecond))
+	}
+	return ""
+}
 
 // Run measures the skew every 2 s until ctx is done.
 func (c *Clock) Run(ctx context.Context) {

@@ -1,10 +1,14 @@
 package shard
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
+	"sync"
 
+	"github.com/hashicorp/go-multierror"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -68,3 +72,47 @@ func GroupLost(err error) bool { return redis.HasErrorPrefix(err, "NOGROUP") }
 // StreamDeleted reports whether a blocked stream read ended because a
 // stream it waited on was deleted (UNBLOCKED: a product archived).
 func StreamDeleted(err error) bool { return redis.HasErrorPrefix(err, "UNBLOCKED") }
+
+// CheckCredentials asks every shard at once whether it takes this
+// coordinator's credentials, and returns an error naming each that refuses
+// them (Refused), with what to change: a settings mistake, which would
+// otherwise look like an outage for as long as it lasts. A shard that does
+// not answer at all is no error here (it is waited for, as ever).
+func (s *Set) CheckCredentials(ctx context.Context) error {
+	addrs := s.Addrs()
+	refusals := make([]error, len(addrs))
+	var wg sync.WaitGroup // (at once: a shard that does not answer costs one timeout, not one each)
+	for i := range addrs {
+		wg.Go(func() {
+			if err := s.Ping(ctx, i); Refused(err) {
+				refusals[i] = err
+			}
+		})
+	}
+	wg.Wait()
+	var errs *multierror.Error
+	hint := "give each shard's user and password in its URL: redis://USER:PASSWORD@host:port/0"
+	for i, err := range refusals {
+		if err == nil {
+			continue
+		}
+		errs = multierror.Append(errs, fmt.Errorf("shard %d (%s) refuses this coordinator: %w", i, addrs[i], err))
+		if redis.HasErrorPrefix(err, "NOPERM") {
+			hint = "the shard's user lacks rights the coordinator needs (deploy/redis.sh's coordinator user has them: scripts, streams, INFO)"
+		}
+	}
+	if errs != nil {
+		errs.ErrorFormat = oneLine
+		return fmt.Errorf("%w; %s", errs, hint)
+	}
+	return nil
+}
+
+// oneLine formats errors as one line, joined by "; ".
+func oneLine(errs []error) string {
+	out := make([]string, len(errs))
+	for i, err := range errs {
+		out[i] = strings.TrimRight(err.Error(), ".")
+	}
+	return strings.Join(out, "; ")
+}

@@ -184,9 +184,8 @@ func (m *Main) ready(c echo.Context) error {
 	if why := m.cannotSell(); why != "" {
 		return c.JSON(http.StatusServiceUnavailable, api.ErrorBody{Error: "unavailable", Message: why})
 	}
-	if skew := m.clock.Skew(); skew > time.Second || skew < -time.Second {
-		return c.JSON(http.StatusOK, map[string]any{"status": "ready", "clock_skew_seconds": skew.Seconds(),
-			"warning": fmt.Sprintf("this coordinator's clock is %s off the shards'; sale windows are judged by the shards' clock, and its own checks are corrected by the skew", skew.Round(time.Millisecond))})
+	if warning := m.clock.SkewWarning(); warning != "" {
+		return c.JSON(http.StatusOK, map[string]any{"status": "ready", "clock_skew_seconds": m.clock.Skew().Seconds(), "warning": warning})
 	}
 	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
 }

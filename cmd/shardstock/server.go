@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,7 +16,6 @@ import (
 	"github.com/hashicorp/go-multierror"
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/shardstock/shardstock"
 	"github.com/shardstock/shardstock/api"
@@ -108,8 +106,8 @@ func (m *Main) Run(ctx context.Context) error {
 		return fmt.Errorf("SHARDSTOCK_SHARDS: %w", err)
 	}
 	m.set = set
-	if err := m.checkCredentials(ctx); err != nil {
-		return err
+	if err := set.CheckCredentials(ctx); err != nil {
+		return fmt.Errorf("SHARDSTOCK_SHARDS: %w", err)
 	}
 	m.clock = shard.NewClock(shard.ClockConfig{Set: set, Wall: m.cfg.Test.Clock, OnSkew: func(d time.Duration) { m.metrics.ClockSkew.Set(d.Seconds()) }})
 	m.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "shardstock_claim_givebacks_pending",
@@ -134,7 +132,7 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	m.orders = order.NewService(order.Config{Store: m.store, Settler: m.mq, Holds: inventory.HoldSearch{Finder: set, Products: m.inv.catalog, Now: m.clock.Now, Keep: 2 * m.cfg.FailFastAge}, Claims: set, LateHolds: m.inv.resync, PayTimeout: m.cfg.PayTimeout,
 		FailFastAge: m.cfg.FailFastAge, Rate: m.cfg.OrderRate, Now: m.cfg.Test.OrderClock, Logger: m.log, PaySecret: m.cfg.PaySecret, PayPrevious: m.cfg.PayPrevious,
-		Budget:   orderBudget{set: set, rate: m.cfg.OrderRate},
+		Budget:   set,
 		OnIngest: func(st shardstock.OrderStatus) { m.metrics.OrdersIngested.WithLabelValues(string(st)).Inc() }})
 	if err := m.openSpool(); err != nil {
 		return err
@@ -161,139 +159,6 @@ func (m *Main) Run(ctx context.Context) error {
 	return m.listen()
 }
 
-// checkCredentials refuses to start when a shard refuses this
-// coordinator (no password, a wrong one, no rights): a settings mistake,
-// which would otherwise look like an outage for as long as it lasts. A
-// shard that does not answer at all is waited for, as ever.
-func (m *Main) checkCredentials(ctx context.Context) error {
-	addrs := m.set.Addrs()
-	refusals := make([]error, len(addrs))
-	var wg sync.WaitGroup // (at once: a shard that does not answer costs one timeout, not one each)
-	for i := range addrs {
-		wg.Go(func() {
-			if err := m.set.Ping(ctx, i); shard.Refused(err) {
-				refusals[i] = err
-			}
-		})
-	}
-	wg.Wait()
-	var errs *multierror.Error
-	hint := "give each shard's user and password in its URL: redis://USER:PASSWORD@host:port/0"
-	for i, err := range refusals {
-		if err == nil {
-			continue
-		}
-		errs = multierror.Append(errs, fmt.Errorf("shard %d (%s) refuses this coordinator: %w", i, addrs[i], err))
-		if redis.HasErrorPrefix(err, "NOPERM") {
-			hint = "the shard's user lacks rights the coordinator needs (deploy/redis.sh's coordinator user has them: scripts, streams, INFO)"
-		}
-	}
-	if errs != nil {
-		errs.ErrorFormat = oneLine
-		return fmt.Errorf("SHARDSTOCK_SHARDS: %w; %s", errs, hint)
-	}
-	return nil
-}
-
-// checkShardList refuses to start on masters listed in another order than
-// the catalog's products were defined with, and says which products this
-// coordinator will not sell for want of their masters.
-func (m *Main) checkShardList(ctx context.Context) error {
-	ids, err := m.store.ProductIDs(ctx)
-	if err != nil {
-		return fmt.Errorf("SHARDSTOCK_DB: products: %w", err)
-	}
-	beyond, err := m.inv.catalog.CheckShards(ctx, ids)
-	if err != nil {
-		return fmt.Errorf("SHARDSTOCK_SHARDS: %w", err)
-	}
-	if len(beyond) > 0 {
-		m.log.Warn("SHARDSTOCK_SHARDS lacks masters some products live on, or lists them elsewhere (sales that have ended): this coordinator does not sell or settle them. "+
-			"A shorter list is the old list of a rolling grow; otherwise add the missing masters, after the others, in the order they were first listed",
-			"masters", len(m.cfg.Shards), "products", len(beyond), "first", beyond[:min(len(beyond), 5)])
-	}
-	return nil
-}
-
-// oneLine formats errors as one line, joined by "; ".
-func oneLine(errs []error) string {
-	out := make([]string, len(errs))
-	for i, err := range errs {
-		out[i] = strings.TrimRight(err.Error(), ".")
-	}
-	return strings.Join(out, "; ")
-}
-
-func (m *Main) openSpool() error {
-	if m.cfg.SpoolDir == "" {
-		return nil
-	}
-	sp, err := spool.Open(m.cfg.SpoolDir, spool.Config{MaxEntries: m.cfg.SpoolEntries, MaxBytes: m.cfg.SpoolBytes, Logger: m.log,
-		OnWriteError: m.metrics.SpoolWriteErrors.Inc})
-	if err != nil {
-		return fmt.Errorf("SHARDSTOCK_SPOOL_DIR: %w", err)
-	}
-	m.spool = sp
-	m.spooled.Store(sp)
-	m.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "shardstock_spool_depth",
-		Help: "Purchases waiting in the disk spool for a shard to take them."}, func() float64 { return float64(sp.Depth()) }))
-	if n := sp.Depth(); n > 0 {
-		m.log.Info("spool: purchases from before the restart will be replayed", "n", n)
-	}
-	return nil
-}
-
-// spoolPort is the spool for the purchase path (a nil interface, not a
-// nil *spool.Spool, when disabled).
-func (m *Main) spoolPort() flashsale.Spool {
-	if m.spool == nil {
-		return nil
-	}
-	return m.spool
-}
-
-func (m *Main) openStore(ctx context.Context) error {
-	store, err := sqlstore.OpenTLS(m.cfg.DB, m.cfg.DBCAs)
-	if err != nil {
-		return fmt.Errorf("SHARDSTOCK_DB: %w", err)
-	}
-	m.store = store
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := store.Migrate(ctx); err != nil {
-		return fmt.Errorf("SHARDSTOCK_DB: %w", err)
-	}
-	return nil
-}
-
-// openTransport opens the message transport SHARDSTOCK_MQ names (it is
-// where settlements are published).
-func (m *Main) openTransport(ctx context.Context) (messaging.Transport, error) {
-	if m.cfg.MQ == "streams" {
-		return &messaging.Streams{StreamSettler: messaging.StreamSettler{Clients: m.clients(), Direct: func(ctx context.Context, st shardstock.Settlement) error {
-			return m.inv.settlements.Settle(ctx, st)
-		}}}, nil
-	}
-	rc, _ := messaging.ParseRocketMQ(m.cfg.MQ)
-	rc.Instance = messaging.ConsumerName()
-	if rc.Credentials.IsZero() {
-		rc.Credentials = m.cfg.MQCredentials
-	}
-	r, err := messaging.OpenRocketMQ(ctx, rc)
-	if err != nil {
-		return nil, fmt.Errorf("SHARDSTOCK_MQ: %w", err)
-	}
-	return &messaging.Broker{MQ: r, Clients: m.clients()}, nil
-}
-
-func (m *Main) clients() []*redis.Client {
-	var cs []*redis.Client
-	for _, sh := range m.set.Shards() {
-		cs = append(cs, sh.Client)
-	}
-	return cs
-}
-
 // resumeEvery is how often a coordinator looks for transfers left
 // unfinished (inventory.Stock.RunResume): one is resumed at its second look.
 const resumeEvery = 5 * time.Second
@@ -313,10 +178,10 @@ func (m *Main) startLoops() error {
 	m.loops.Go(func() { m.room.Run(ctx) })
 	m.loops.Go(func() { m.report.Run(ctx, 2*time.Second) })
 	if m.cfg.ArchiveAfter > 0 {
-		m.loops.Go(func() { m.archiveLoop(ctx) })
+		m.loops.Go(func() { m.inv.sale.RunArchive(ctx, m.cfg.ArchiveAfter, m.cfg.Test.ArchiveEvery) })
 	}
 	if m.cfg.PagesDir != "" {
-		m.loops.Go(func() { m.publishLoop(ctx) })
+		m.loops.Go(func() { m.pages.RunPublish(ctx, m.cfg.PagesDir, m.store.ProductIDs, m.log) })
 	}
 	if m.spool != nil {
 		m.loops.Go(func() { m.spool.Run(ctx, m.buyers.Replay) })
@@ -329,69 +194,13 @@ func (m *Main) startLoops() error {
 		}
 	}
 	err := m.mq.Start(ctx, &m.loops, messaging.Pipeline{Ingest: ingest, Settle: m.inv.settlements.Settle,
-		Pay: m.applyPayment, Refused: refused, Logger: m.log, ClaimIdle: m.cfg.ClaimIdle, DeadLettered: m.deadLettered,
+		Pay: m.applyPayment, Logger: m.log, ClaimIdle: m.cfg.ClaimIdle, DeadLettered: m.deadLettered,
 		OnError:  func(group string) { m.metrics.ConsumerErrors.WithLabelValues(group).Inc() },
 		OnParked: func(group string) { m.metrics.ParkedEntries.WithLabelValues(group).Inc() }})
 	if err != nil {
 		return fmt.Errorf("SHARDSTOCK_MQ: %w", err)
 	}
 	return nil
-}
-
-// publishLoop writes the product pages to SHARDSTOCK_PAGES_DIR every 2 s
-// (only the files whose content changed).
-func (m *Main) publishLoop(ctx context.Context) {
-	t := time.NewTicker(2 * time.Second)
-	defer t.Stop()
-	failing := false
-	for {
-		ids, err := m.store.ProductIDs(ctx)
-		if err == nil {
-			err = m.pages.Publish(ctx, m.cfg.PagesDir, ids)
-		}
-		if err != nil && !failing && ctx.Err() == nil {
-			m.log.Warn("could not publish the sale pages; will retry", "dir", m.cfg.PagesDir, "err", err)
-		}
-		failing = err != nil
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
-
-// orderBudget is the cluster's order-creation rate, kept on the shards
-// (SHARDSTOCK_ORDER_RATE for all coordinators together).
-type orderBudget struct {
-	set  *shard.Set
-	rate float64
-}
-
-func (b orderBudget) Take(ctx context.Context, want int) (int, error) {
-	return b.set.TakeBudget(ctx, b.rate, max(1, int(b.rate/10)), want)
-}
-
-// archiveLoop archives the products whose window ended ArchiveAfter ago
-// and whose orders are final (every coordinator runs it; an archive is
-// idempotent).
-func (m *Main) archiveLoop(ctx context.Context) {
-	every := m.cfg.Test.ArchiveEvery
-	if every <= 0 {
-		every = time.Minute
-	}
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if err := m.inv.sale.ArchiveDue(ctx, m.cfg.ArchiveAfter); err != nil && ctx.Err() == nil {
-			m.log.Warn("automatic archive: will try again", "err", err)
-		}
-	}
 }
 
 func (m *Main) listen() error {

@@ -1,12 +1,5 @@
 package main
 
-import (
-	"errors"
-
-	"github.com/shardstock/shardstock/inventory"
-	"github.com/shardstock/shardstock/order"
-)
-
 // Settlements reach the inventory on the shards' settle streams (Redis
 // Streams) or the settlements topic (RocketMQ), where anyone who can write
 // to them could put one. The inventory applies only what the order table
@@ -16,11 +9,6 @@ import (
 // counted (shardstock_settlements_refused_total) and alerted on. Payment
 // results the order service refuses (order.ErrPaymentRefused) go the same
 // way (payments.go).
-
-// refused tells the transport which errors are refusals to dead-letter.
-func refused(err error) bool {
-	return errors.Is(err, inventory.ErrSettlementRefused) || errors.Is(err, order.ErrPaymentRefused)
-}
 
 // deadLettered logs and counts a message the transport moved to a dead
 // letter.
