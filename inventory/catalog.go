@@ -71,7 +71,8 @@ type Catalog struct {
 	controls  atomic.Pointer[map[string]shardstock.Controls]
 	sessions  atomic.Pointer[map[string]sessionWindow] // product -> the window of its sessions
 	gen       atomic.Uint64
-	movedOnce sync.Once // the shard-moved error is logged once
+	refresh   sync.Mutex // one RefreshControls at a time (controls.go)
+	movedOnce sync.Once  // the shard-moved error is logged once
 }
 
 type cached struct {

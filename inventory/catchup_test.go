@@ -41,14 +41,14 @@ type lateRace struct {
 func newLateRace(t *testing.T) *lateRace {
 	f := newFixture(t)
 	f.define("race", 30, 0)
-	if err := f.store.RecordSynced(context.Background(), 0, "run-1", time.Now().Add(-time.Minute)); err != nil {
+	if err := f.store.ShardLog.RecordSynced(context.Background(), 0, "run-1", time.Now().Add(-time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	reserved := time.Now().Add(-10 * time.Second)
 	return &lateRace{f: f, reserved: reserved,
 		ev: shardstock.ReservationEvent{ID: "o-race", UserID: "ann", ProductID: "race", Shard: 0, AtMS: reserved.UnixMilli()},
-		writer: NewResync(ResyncConfig{Addrs: f.mem.addrs, Products: f.catalog, IDs: f.store, Inits: f.store, History: f.store,
-			Changes: f.store, Orders: f.store, Counters: f.mem, Holds: f.mem, Repairs: f.mem, Times: f.store,
+		writer: NewResync(ResyncConfig{Addrs: f.mem.addrs, Products: f.catalog, IDs: f.store.Catalog, Inits: f.store.Catalog, History: f.store.Transfers,
+			Changes: f.store.Transfers, Orders: f.store.Orders, Counters: f.mem, Holds: f.mem, Repairs: f.mem, Times: f.store.ShardLog,
 			Fenced: func(int) bool { return false }})}
 }
 
@@ -64,7 +64,7 @@ func (r *lateRace) write(t *testing.T, fail func(string, ...any)) {
 		return
 	}
 	now := time.Now()
-	if _, err := r.f.store.Insert(ctx, r.ev, 1, status, now, now.Add(time.Hour)); err != nil {
+	if _, err := r.f.store.Orders.Insert(ctx, r.ev, 1, status, now, now.Add(time.Hour)); err != nil {
 		fail("insert: %v", err)
 		return
 	}
@@ -76,7 +76,7 @@ func (r *lateRace) write(t *testing.T, fail func(string, ...any)) {
 // on shard 0.
 func (r *lateRace) held(t *testing.T) {
 	t.Helper()
-	o, err := r.f.store.Order(context.Background(), r.ev.ID)
+	o, err := r.f.store.Orders.Order(context.Background(), r.ev.ID)
 	if err != nil || o == nil {
 		t.Fatalf("order: %v %v", o, err)
 	}
@@ -97,13 +97,13 @@ func (r *lateRace) held(t *testing.T) {
 func TestAnOrderWrittenWhileItsShardResyncsGetsItsHoldBack(t *testing.T) {
 	r := newLateRace(t)
 	f := r.f
-	resyncer := NewResync(ResyncConfig{Addrs: f.mem.addrs, Products: f.catalog, IDs: f.store, Inits: f.store, History: f.store,
-		Changes: f.store, Orders: &readHook{ShardOrders: f.store, after: func() { r.write(t, t.Errorf) }},
-		Counters: f.mem, Holds: f.mem, Repairs: f.mem, Times: f.store})
+	resyncer := NewResync(ResyncConfig{Addrs: f.mem.addrs, Products: f.catalog, IDs: f.store.Catalog, Inits: f.store.Catalog, History: f.store.Transfers,
+		Changes: f.store.Transfers, Orders: &readHook{ShardOrders: f.store.Orders, after: func() { r.write(t, t.Errorf) }},
+		Counters: f.mem, Holds: f.mem, Repairs: f.mem, Times: f.store.ShardLog})
 	fence := &fences{synced: map[int]string{}}
 	q := NewResyncRequests()
-	restarts := NewRestarts(RestartsConfig{Addrs: f.mem.addrs[:2], Requests: q, Fence: fence, Stamp: fence, Runs: f.store,
-		IDs: f.store, Resync: resyncer})
+	restarts := NewRestarts(RestartsConfig{Addrs: f.mem.addrs[:2], Requests: q, Fence: fence, Stamp: fence, Runs: f.store.ShardLog,
+		IDs: f.store.Catalog, Resync: resyncer})
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { restarts.Run(ctx) })
@@ -131,7 +131,7 @@ func TestAnOrderCheckedAfterItsWriteReadsTheResyncTimeAfresh(t *testing.T) {
 	if err != nil || status != shardstock.StatusAwaitingPayment {
 		t.Fatalf("admit: %q %v", status, err)
 	}
-	if err := r.f.store.RecordSynced(ctx, 0, "run-2", time.Now()); err != nil {
+	if err := r.f.store.ShardLog.RecordSynced(ctx, 0, "run-2", time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	r.write(t, t.Fatalf) // (Admit again: the second within a second reads the cached old time)

@@ -25,7 +25,13 @@ func (s *Catalog) Controls(id string) (shardstock.Controls, bool) {
 
 // RefreshControls reads the controls and the sessions from the catalog;
 // when they changed, every cached product is read again on its next use.
+// One runs at a time: a refresh whose read began before an operator's
+// change stored what it read after the change's own refresh, and the
+// change was undone here until the next (an archive right after "end"
+// answered 409 "has not ended": TestArchiveFreesRedis, 1 run in about 20).
 func (s *Catalog) RefreshControls(ctx context.Context) error {
+	s.refresh.Lock()
+	defer s.refresh.Unlock()
 	sessions, err := s.cfg.Sessions.Sessions(ctx)
 	if err != nil {
 		return err

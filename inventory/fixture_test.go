@@ -55,7 +55,7 @@ func newRedisFixture(t *testing.T) *fixture {
 	f := &fixture{t: t, redis: shardtest.Start(t, 3)}
 	f.openStore()
 	set, err := shard.Open(f.redis.URLs(), shard.Config{Timeout: time.Second, Start: shard.StartRandom,
-		Rand: func(int) int { return f.start }, Ledger: f.store})
+		Rand: func(int) int { return f.start }, Ledger: f.store.Orders, Inits: f.store.Catalog})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,13 +85,13 @@ func (f *fixture) wire(set shardSet, addrs []string) {
 	f.openStore()
 	f.shards = set
 	st := f.store
-	f.catalog = NewCatalog(CatalogConfig{Addrs: addrs, Shards: set, Products: st, Sessions: st, Controls: st, Drains: st})
-	f.resync = NewResync(ResyncConfig{Addrs: addrs, Products: f.catalog, IDs: st, Inits: st, History: st,
-		Changes: st, Orders: st, Counters: set, Holds: set, Repairs: set})
-	f.views = NewViews(ViewsConfig{Addrs: addrs, Products: f.catalog, IDs: st, Shards: set, Record: st, Probe: set, Problems: f.resync})
-	f.stock = NewStock(StockConfig{Addrs: addrs, Products: f.catalog, IDs: st, Status: f.views, Log: st, Drains: st, Keys: st, Shards: set})
-	f.sale = NewSale(SaleConfig{Addrs: addrs, Products: f.catalog, IDs: st, Status: f.views, Store: st, Orders: st, Shards: set, Transfers: f.stock})
-	f.audit = NewAudit(AuditConfig{Addrs: addrs, Status: f.views, Orders: st, History: st, Transfers: f.stock})
+	f.catalog = NewCatalog(CatalogConfig{Addrs: addrs, Shards: set, Products: st.Catalog, Sessions: st.Sessions, Controls: st.Controls, Drains: st.ShardLog})
+	f.resync = NewResync(ResyncConfig{Addrs: addrs, Products: f.catalog, IDs: st.Catalog, Inits: st.Catalog, History: st.Transfers,
+		Changes: st.Transfers, Orders: st.Orders, Counters: set, Holds: set, Repairs: set})
+	f.views = NewViews(ViewsConfig{Addrs: addrs, Products: f.catalog, IDs: st.Catalog, Shards: set, Changes: st.Transfers, Archives: st.Controls, Probe: set, Problems: f.resync})
+	f.stock = NewStock(StockConfig{Addrs: addrs, Products: f.catalog, IDs: st.Catalog, Status: f.views, Log: st.Transfers, Drains: st.ShardLog, Keys: st.Transfers, Shards: set})
+	f.sale = NewSale(SaleConfig{Addrs: addrs, Products: f.catalog, IDs: st.Catalog, Status: f.views, Store: st.Controls, Orders: st.Orders, Shards: set, Transfers: f.stock})
+	f.audit = NewAudit(AuditConfig{Addrs: addrs, Status: f.views, Orders: st.Orders, History: st.Transfers, Transfers: f.stock})
 }
 
 // define makes a product and sells `sold` units from shard 0 so the shards

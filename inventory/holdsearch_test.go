@@ -27,7 +27,7 @@ func TestAHoldSearchOnTheOldShardListCannotTell(t *testing.T) {
 	f := newFixture(t)
 	f.define("grown", 30, 0)
 	ctx := context.Background()
-	old := NewCatalog(CatalogConfig{Addrs: f.mem.addrs[:2], Shards: f.mem, Products: f.store, Sessions: f.store, Controls: f.store, Drains: f.store})
+	old := NewCatalog(CatalogConfig{Addrs: f.mem.addrs[:2], Shards: f.mem, Products: f.store.Catalog, Sessions: f.store.Sessions, Controls: f.store.Controls, Drains: f.store.ShardLog})
 	_, _, _, found, err := HoldSearch{Finder: nowhere{}, Products: old}.FindHold(ctx, []string{"grown"}, "r1")
 	if found || !errors.Is(err, shardstock.ErrUnavailable) || !shardstock.IsPermanent(err) {
 		t.Fatalf("on the old shard list: found %v, %v; want ErrUnavailable, and Permanent (it cannot tell; a coordinator with the whole list can)", found, err)

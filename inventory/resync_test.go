@@ -20,11 +20,11 @@ func TestResyncThatDisagreesKeepsTheShardFenced(t *testing.T) {
 	f := newFixture(t)
 	f.define("odd", 30, 0) // 10 per shard
 	ctx := context.Background()
-	tr, err := f.store.StartTransfer(ctx, shardstock.Transfer{ID: "bogus", ProductID: "odd", From: 0, To: 1, Wanted: 50})
+	tr, err := f.store.Transfers.StartTransfer(ctx, shardstock.Transfer{ID: "bogus", ProductID: "odd", From: 0, To: 1, Wanted: 50})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := f.store.MarkTransfer(ctx, tr.ID, "out", 50); err != nil {
+	if err := f.store.Transfers.MarkTransfer(ctx, tr.ID, "out", 50); err != nil {
 		t.Fatal(err)
 	}
 	err = f.resync.Shard(ctx, 0)
@@ -41,7 +41,7 @@ func TestResyncThatDisagreesKeepsTheShardFenced(t *testing.T) {
 	if c := f.counters(0, "odd"); c.Alloc != 10 || c.Salable != 10 {
 		t.Fatalf("the blocked replay moved units: %+v", c)
 	}
-	if err := f.store.MarkTransfer(ctx, tr.ID, "out", 4); err != nil { // the log put right
+	if err := f.store.Transfers.MarkTransfer(ctx, tr.ID, "out", 4); err != nil { // the log put right
 		t.Fatal(err)
 	}
 	if err := f.resync.Shard(ctx, 0); err != nil {
@@ -72,21 +72,21 @@ func TestHoldLateWaitsForTheFenceAndSettles(t *testing.T) {
 	f.define("late", 30, 0) // 10 per shard
 	ctx := context.Background()
 	synced := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
-	if err := f.store.RecordSynced(ctx, 0, "run-after-crash", synced); err != nil {
+	if err := f.store.ShardLog.RecordSynced(ctx, 0, "run-after-crash", synced); err != nil {
 		t.Fatal(err)
 	}
 	var fenced atomic.Bool
 	fenced.Store(true)
-	r := NewResync(ResyncConfig{Addrs: f.mem.addrs, Products: f.catalog, IDs: f.store, Inits: f.store, History: f.store,
-		Changes: f.store, Orders: f.store, Counters: f.mem, Holds: f.mem, Repairs: f.mem, Times: f.store, Fenced: func(int) bool { return fenced.Load() }})
+	r := NewResync(ResyncConfig{Addrs: f.mem.addrs, Products: f.catalog, IDs: f.store.Catalog, Inits: f.store.Catalog, History: f.store.Transfers,
+		Changes: f.store.Transfers, Orders: f.store.Orders, Counters: f.mem, Holds: f.mem, Repairs: f.mem, Times: f.store.ShardLog, Fenced: func(int) bool { return fenced.Load() }})
 	order := func(id, user string, reserved time.Time, status shardstock.OrderStatus) shardstock.Order {
 		t.Helper()
 		ev := shardstock.ReservationEvent{ID: id, UserID: user, ProductID: "late", Shard: 0, AtMS: reserved.UnixMilli()}
-		if _, err := f.store.Insert(ctx, ev, 1, shardstock.StatusAwaitingPayment, synced, synced.Add(time.Hour)); err != nil {
+		if _, err := f.store.Orders.Insert(ctx, ev, 1, shardstock.StatusAwaitingPayment, synced, synced.Add(time.Hour)); err != nil {
 			t.Fatal(err)
 		}
 		if status != shardstock.StatusAwaitingPayment {
-			if _, err := f.store.Transition(ctx, id, user, status, synced); err != nil {
+			if _, err := f.store.Orders.Transition(ctx, id, user, status, synced); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -123,12 +123,12 @@ func TestHoldLateFailsAnOrderWhoseUnitWasSoldAgain(t *testing.T) {
 	f.define("gone", 30, 10) // shard 0's 10 units all sold
 	ctx := context.Background()
 	synced := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
-	if err := f.store.RecordSynced(ctx, 0, "run-after-crash", synced); err != nil {
+	if err := f.store.ShardLog.RecordSynced(ctx, 0, "run-after-crash", synced); err != nil {
 		t.Fatal(err)
 	}
 	var failed []string
-	r := NewResync(ResyncConfig{Addrs: f.mem.addrs, Products: f.catalog, IDs: f.store, Inits: f.store, History: f.store,
-		Changes: f.store, Orders: f.store, Counters: f.mem, Holds: f.mem, Repairs: f.mem, Times: f.store,
+	r := NewResync(ResyncConfig{Addrs: f.mem.addrs, Products: f.catalog, IDs: f.store.Catalog, Inits: f.store.Catalog, History: f.store.Transfers,
+		Changes: f.store.Transfers, Orders: f.store.Orders, Counters: f.mem, Holds: f.mem, Repairs: f.mem, Times: f.store.ShardLog,
 		FailLost: func(_ context.Context, id, user string) error { failed = append(failed, id+"/"+user); return nil }})
 	r.HoldLate(ctx, shardstock.Order{ID: "o-lost", UserID: "dan", ProductID: "gone", Shard: 0, Status: shardstock.StatusAwaitingPayment}, synced.Add(-time.Second), time.Now())
 	if len(failed) != 1 || failed[0] != "o-lost/dan" {
@@ -155,17 +155,17 @@ func TestResyncFailsAnOrderWhoseUnitIsGone(t *testing.T) {
 	now := time.Now()
 	insert := func(id, user string) {
 		ev := shardstock.ReservationEvent{ID: id, UserID: user, ProductID: "gone", Shard: 0, AtMS: now.UnixMilli()}
-		if _, err := f.store.Insert(ctx, ev, 1, shardstock.StatusAwaitingPayment, now, now.Add(time.Hour)); err != nil {
+		if _, err := f.store.Orders.Insert(ctx, ev, 1, shardstock.StatusAwaitingPayment, now, now.Add(time.Hour)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	insert("o-lost", "dan")
 	var failed []string
-	r := NewResync(ResyncConfig{Addrs: f.mem.addrs, Products: f.catalog, IDs: f.store, Inits: f.store, History: f.store,
-		Changes: f.store, Orders: f.store, Counters: f.mem, Holds: f.mem, Repairs: f.mem,
+	r := NewResync(ResyncConfig{Addrs: f.mem.addrs, Products: f.catalog, IDs: f.store.Catalog, Inits: f.store.Catalog, History: f.store.Transfers,
+		Changes: f.store.Transfers, Orders: f.store.Orders, Counters: f.mem, Holds: f.mem, Repairs: f.mem,
 		FailLost: func(ctx context.Context, id, user string) error {
 			failed = append(failed, id+"/"+user)
-			_, err := f.store.Transition(ctx, id, user, shardstock.StatusFailed, now)
+			_, err := f.store.Orders.Transition(ctx, id, user, shardstock.StatusFailed, now)
 			return err
 		}})
 	if err := r.Shard(ctx, 0); err != nil {
@@ -179,7 +179,7 @@ func TestResyncFailsAnOrderWhoseUnitIsGone(t *testing.T) {
 	}
 
 	insert("o-paid", "eve")
-	if _, err := f.store.Transition(ctx, "o-paid", "eve", shardstock.StatusPaid, now); err != nil {
+	if _, err := f.store.Orders.Transition(ctx, "o-paid", "eve", shardstock.StatusPaid, now); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.Shard(ctx, 0); err == nil || !strings.Contains(err.Error(), "no salable unit left") {
@@ -276,7 +276,7 @@ func TestARemovalWhoseShardLostItsDataFinishes(t *testing.T) {
 				t.Fatal("the removal did not stop after its step")
 			}
 			f.crashAt("")
-			open, err := f.store.UnfinishedTransfers(ctx)
+			open, err := f.store.Transfers.UnfinishedTransfers(ctx)
 			if err != nil || len(open) == 0 {
 				t.Fatalf("unfinished transfers: %+v %v", open, err)
 			}
@@ -285,7 +285,7 @@ func TestARemovalWhoseShardLostItsDataFinishes(t *testing.T) {
 			if _, err := f.stock.Resume(ctx, ""); err != nil {
 				t.Fatalf("resume after the removal's shard lost its data: %v", err)
 			}
-			if left, _ := f.store.UnfinishedTransfers(ctx); len(left) != 0 {
+			if left, _ := f.store.Transfers.UnfinishedTransfers(ctx); len(left) != 0 {
 				t.Fatalf("still unfinished: %+v", left)
 			}
 			st, err := f.views.Status(ctx, "gone")
@@ -328,7 +328,7 @@ func TestALateCheckAfterACancelLeavesNoClaim(t *testing.T) {
 	f.define("late", 30, 0) // 10 per shard
 	ctx := context.Background()
 	synced := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
-	if err := f.store.RecordSynced(ctx, 0, "run-after-crash", synced); err != nil {
+	if err := f.store.ShardLog.RecordSynced(ctx, 0, "run-after-crash", synced); err != nil {
 		t.Fatal(err)
 	}
 	before := synced.Add(-time.Second)
@@ -336,14 +336,14 @@ func TestALateCheckAfterACancelLeavesNoClaim(t *testing.T) {
 	write := func(id, user string) shardstock.Order {
 		t.Helper()
 		ev := shardstock.ReservationEvent{ID: id, UserID: user, ProductID: "late", Shard: 0, AtMS: before.UnixMilli()}
-		if _, err := f.store.Insert(ctx, ev, 1, shardstock.StatusAwaitingPayment, synced, synced.Add(time.Hour)); err != nil {
+		if _, err := f.store.Orders.Insert(ctx, ev, 1, shardstock.StatusAwaitingPayment, synced, synced.Add(time.Hour)); err != nil {
 			t.Fatal(err)
 		}
 		return shardstock.Order{ID: id, UserID: user, ProductID: "late", Shard: 0, Status: shardstock.StatusAwaitingPayment}
 	}
 	cancel := func(o shardstock.Order) { // as the order service does: the row, then (its settlement published) the claim
 		t.Helper()
-		if _, err := f.store.Transition(ctx, o.ID, o.UserID, shardstock.StatusCancelled, synced); err != nil {
+		if _, err := f.store.Orders.Transition(ctx, o.ID, o.UserID, shardstock.StatusCancelled, synced); err != nil {
 			t.Fatal(err)
 		}
 		if err := f.mem.GiveBack(ctx, p, o.UserID, o.ID); err != nil {
@@ -354,8 +354,8 @@ func TestALateCheckAfterACancelLeavesNoClaim(t *testing.T) {
 	// Kept while the shard is fenced, cancelled, then checked.
 	var fenced atomic.Bool
 	fenced.Store(true)
-	r := NewResync(ResyncConfig{Addrs: f.mem.addrs, Products: f.catalog, IDs: f.store, Inits: f.store, History: f.store,
-		Changes: f.store, Orders: f.store, Counters: f.mem, Holds: f.mem, Repairs: f.mem, Times: f.store, Fenced: func(int) bool { return fenced.Load() }})
+	r := NewResync(ResyncConfig{Addrs: f.mem.addrs, Products: f.catalog, IDs: f.store.Catalog, Inits: f.store.Catalog, History: f.store.Transfers,
+		Changes: f.store.Transfers, Orders: f.store.Orders, Counters: f.mem, Holds: f.mem, Repairs: f.mem, Times: f.store.ShardLog, Fenced: func(int) bool { return fenced.Load() }})
 	kept := write("o-kept", "ann")
 	r.HoldLate(ctx, kept, before, time.Now())
 	cancel(kept)
@@ -371,8 +371,8 @@ func TestALateCheckAfterACancelLeavesNoClaim(t *testing.T) {
 	// Cancelled, and its claim given back, as the check takes the claim back.
 	var racing shardstock.Order
 	holds := cancelBeforeReclaim{memShards: f.mem, cancel: func() { cancel(racing) }}
-	r = NewResync(ResyncConfig{Addrs: f.mem.addrs, Products: f.catalog, IDs: f.store, Inits: f.store, History: f.store,
-		Changes: f.store, Orders: f.store, Counters: f.mem, Holds: holds, Repairs: f.mem, Times: f.store})
+	r = NewResync(ResyncConfig{Addrs: f.mem.addrs, Products: f.catalog, IDs: f.store.Catalog, Inits: f.store.Catalog, History: f.store.Transfers,
+		Changes: f.store.Transfers, Orders: f.store.Orders, Counters: f.mem, Holds: holds, Repairs: f.mem, Times: f.store.ShardLog})
 	racing = write("o-racing", "ben")
 	r.HoldLate(ctx, racing, before, time.Now())
 	if f.mem.claimed("late", "ben", "o-racing") {

@@ -83,7 +83,7 @@ func (s *Views) StockOf(ctx context.Context, id string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return currentStock(ctx, s.cfg.Record, p)
+	return currentStock(ctx, s.cfg.Changes, p)
 }
 
 // ShardView is one shard's share of a product, as buyers see it.

@@ -41,7 +41,7 @@ func TestRebalanceInterruptedAtEachStep(t *testing.T) {
 				t.Fatal("the crash was not reported")
 			}
 			alloc, _ := f.totals("cut") // conservation on every shard, even mid-transfer
-			open, _ := f.store.UnfinishedTransfers(context.Background())
+			open, _ := f.store.Transfers.UnfinishedTransfers(context.Background())
 			if alloc > 30 || len(open) != 1 {
 				t.Fatalf("after a crash at %s: Σ alloc %d (stock 30), unfinished %+v", step, alloc, open)
 			}
@@ -115,7 +115,7 @@ func TestAStuckTransferEndsAndBlocksNothing(t *testing.T) {
 		t.Fatal("the crash was not reported")
 	}
 	f.crashAt("")
-	open, _ := f.store.UnfinishedTransfers(context.Background())
+	open, _ := f.store.Transfers.UnfinishedTransfers(context.Background())
 	if len(open) != 1 || open[0].Moved == 0 {
 		t.Fatalf("unfinished: %+v", open)
 	}
@@ -128,7 +128,7 @@ func TestAStuckTransferEndsAndBlocksNothing(t *testing.T) {
 	if _, err := f.stock.Drain(context.Background(), tr.From, true); err != nil {
 		t.Fatalf("drain with a transfer stuck: %v", err)
 	}
-	if left, _ := f.store.UnfinishedTransfers(context.Background()); len(left) != 0 {
+	if left, _ := f.store.Transfers.UnfinishedTransfers(context.Background()); len(left) != 0 {
 		t.Fatalf("the stuck transfer did not end: %+v", left)
 	}
 	// On the shards that kept their data conservation holds, and Σ alloc is
@@ -166,7 +166,7 @@ func TestATransferWhoseDestinationLostItsDataNeverComesBack(t *testing.T) {
 		t.Fatal("the rebalance did not stop after its units arrived")
 	}
 	f.crashAt("")
-	open, _ := f.store.UnfinishedTransfers(ctx)
+	open, _ := f.store.Transfers.UnfinishedTransfers(ctx)
 	if len(open) != 1 || open[0].Moved == 0 {
 		t.Fatalf("unfinished: %+v", open)
 	}
@@ -180,7 +180,7 @@ func TestATransferWhoseDestinationLostItsDataNeverComesBack(t *testing.T) {
 	if _, err := f.stock.Resume(ctx, "gone"); err != nil {
 		t.Fatal(err)
 	}
-	if left, _ := f.store.UnfinishedTransfers(ctx); len(left) != 0 {
+	if left, _ := f.store.Transfers.UnfinishedTransfers(ctx); len(left) != 0 {
 		t.Fatalf("the transfer did not end: %+v", left)
 	}
 	var kept int64
@@ -206,7 +206,7 @@ func TestATransferBetweenTwoLostShardsEnds(t *testing.T) {
 		t.Fatal("the crash was not reported")
 	}
 	f.crashAt("")
-	open, _ := f.store.UnfinishedTransfers(context.Background())
+	open, _ := f.store.Transfers.UnfinishedTransfers(context.Background())
 	if len(open) != 1 {
 		t.Fatalf("unfinished: %+v", open)
 	}
@@ -215,7 +215,7 @@ func TestATransferBetweenTwoLostShardsEnds(t *testing.T) {
 	if _, err := f.stock.Resume(context.Background(), "lost"); err != nil {
 		t.Fatalf("resume: %v", err)
 	}
-	if left, _ := f.store.UnfinishedTransfers(context.Background()); len(left) != 0 {
+	if left, _ := f.store.Transfers.UnfinishedTransfers(context.Background()); len(left) != 0 {
 		t.Fatalf("the transfer between two lost shards did not end: %+v", left)
 	}
 }

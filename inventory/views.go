@@ -9,11 +9,9 @@ import (
 	"github.com/shardstock/shardstock"
 )
 
-// StockRecord is what SQL adds to the shards' view of a product: the units
-// operators added or took back since its definition, and an archived
-// product's final totals (sqlstore.Store).
-type StockRecord interface {
-	StockChanges
+// ArchiveRecord is an archived product's final totals, kept when its
+// shard keys were deleted (sqlstore.Controls).
+type ArchiveRecord interface {
 	ArchiveTotals(ctx context.Context, id string) ([]shardstock.ShardTotals, error)
 }
 
@@ -41,7 +39,8 @@ type ViewsConfig struct {
 	Products Products
 	IDs      ProductList
 	Shards   ViewShards
-	Record   StockRecord
+	Changes  StockChanges  // the units operators added or took back since a definition
+	Archives ArchiveRecord // archived products' final totals
 	Probe    Probe
 	Problems Problems
 	Breakers func() []string // optional: each shard's breaker state, for the shard overview
@@ -114,7 +113,7 @@ func (s *Views) Status(ctx context.Context, id string) (*ProductStatus, error) {
 		return nil, err
 	}
 	st := &ProductStatus{Product: *p, Paused: p.Paused, Archived: p.Archived, Shards: make([]ShardStock, len(s.cfg.Addrs))}
-	if st.Stock, err = currentStock(ctx, s.cfg.Record, p); err != nil {
+	if st.Stock, err = currentStock(ctx, s.cfg.Changes, p); err != nil {
 		return nil, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
 	}
 	if p.Archived {
@@ -203,7 +202,7 @@ func currentStock(ctx context.Context, c StockChanges, p *shardstock.Product) (i
 // archivedStatus is the view of an archived product: the totals the
 // catalog kept.
 func (s *Views) archivedStatus(ctx context.Context, st *ProductStatus) error {
-	totals, err := s.cfg.Record.ArchiveTotals(ctx, st.ID)
+	totals, err := s.cfg.Archives.ArchiveTotals(ctx, st.ID)
 	if err != nil {
 		return fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
 	}

@@ -54,10 +54,10 @@ type harness struct {
 func newHarness(t *testing.T, store *sqlstore.Store, limit int64) *harness {
 	h := &harness{t: t, store: store, settler: &recordingSettler{}}
 	h.now.Store(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC).UnixMilli())
-	h.svc = NewService(Config{Store: store, Settler: h.settler, PayTimeout: 15 * time.Minute, FailFastAge: 30 * time.Minute,
+	h.svc = NewService(Config{Store: store.Orders, Catalog: store.Catalog, Settler: h.settler, PayTimeout: 15 * time.Minute, FailFastAge: 30 * time.Minute,
 		Rate: 1e6, Now: func() time.Time { return time.UnixMilli(h.now.Load()) }})
 	def := fmt.Sprintf(`{"id":"p","stock":100,"per_user_limit":%d}`, limit)
-	if _, _, err := store.SaveProduct(context.Background(), "p", def); err != nil {
+	if _, _, err := store.Catalog.SaveProduct(context.Background(), "p", def); err != nil {
 		t.Fatal(err)
 	}
 	return h
@@ -76,7 +76,7 @@ func (h *harness) ingest(ev shardstock.ReservationEvent) {
 
 func (h *harness) status(id string) shardstock.OrderStatus {
 	h.t.Helper()
-	o, err := h.store.Order(context.Background(), id)
+	o, err := h.store.Orders.Order(context.Background(), id)
 	if err != nil || o == nil {
 		h.t.Fatalf("order %s: %v %v", id, o, err)
 	}
@@ -103,7 +103,7 @@ func TestIngestIsIdempotent(t *testing.T) {
 		ev := h.event("r1", "alice", 0)
 		h.ingest(ev)
 		h.ingest(ev) // the same message again
-		counts, _ := s.CountByStatus(context.Background(), "p")
+		counts, _ := s.Orders.CountByStatus(context.Background(), "p")
 		if counts[shardstock.StatusAwaitingPayment] != 1 || len(counts) != 1 {
 			t.Fatalf("counts %v, want one awaiting order", counts)
 		}
@@ -119,7 +119,7 @@ func TestIngestIsIdempotent(t *testing.T) {
 		if len(got) != 1 || got[0].Shard != 2 || got[0].Action != shardstock.ReleaseDuplicate {
 			t.Fatalf("duplicate hold: %v", got)
 		}
-		if o, _ := s.Order(context.Background(), "r1"); o.Shard != 0 {
+		if o, _ := s.Orders.Order(context.Background(), "r1"); o.Shard != 0 {
 			t.Fatalf("order moved to shard %d", o.Shard)
 		}
 	})
@@ -157,7 +157,7 @@ func TestConcurrentOrdersOfOneBuyer(t *testing.T) {
 			wg.Go(func() { h.ingest(h.event(fmt.Sprintf("c%d", i), "carol", i%3)) })
 		}
 		wg.Wait()
-		counts, _ := s.CountByStatus(context.Background(), "p")
+		counts, _ := s.Orders.CountByStatus(context.Background(), "p")
 		if counts[shardstock.StatusAwaitingPayment] != 3 || counts[shardstock.StatusFailed] != 9 {
 			t.Fatalf("counts %v, want 3 awaiting and 9 failed", counts)
 		}
@@ -338,7 +338,7 @@ func TestIngestBatchDecidesLikeIngest(t *testing.T) {
 				t.Errorf("%s is %s, want %s", id, got, st)
 			}
 		}
-		if o, _ := s.Order(context.Background(), "old1"); o.Shard != 1 {
+		if o, _ := s.Orders.Order(context.Background(), "old1"); o.Shard != 1 {
 			t.Fatalf("old1 moved to shard %d", o.Shard)
 		}
 		released := map[string]int{}
@@ -386,7 +386,7 @@ func TestConcurrentBatchesOfOneBuyer(t *testing.T) {
 			})
 		}
 		wg.Wait()
-		counts, _ := s.CountByStatus(context.Background(), "p")
+		counts, _ := s.Orders.CountByStatus(context.Background(), "p")
 		if counts[shardstock.StatusAwaitingPayment] != 3 || counts[shardstock.StatusFailed] != 21 {
 			t.Fatalf("counts %v, want 3 awaiting and 21 failed", counts)
 		}
@@ -446,20 +446,20 @@ func TestClaimsOfReleasedOrdersGoBackDurably(t *testing.T) {
 		if got := h.settler.all(); len(got) != 3 {
 			t.Fatalf("settlements published with the homes down: %v, want all 3", got)
 		}
-		if n, _ := s.ClaimsPending(context.Background(), "", 10); len(n) != 2 {
+		if n, _ := s.Orders.ClaimsPending(context.Background(), "", 10); len(n) != 2 {
 			t.Fatalf("pending give-backs: %v, want c1 and f1", n)
 		}
 		// A new store on the same database (another coordinator, or this one
 		// restarted) finds them: the queue is the order table.
 		homes.down.Store(false)
-		other := NewService(Config{Store: s, Settler: h.settler, Claims: homes, Now: h.svc.cfg.Now})
+		other := NewService(Config{Store: s.Orders, Catalog: s.Catalog, Settler: h.settler, Claims: homes, Now: h.svc.cfg.Now})
 		if err := other.sweep(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		if got := strings.Join(sorted(homes.returned), ","); got != "c1,f1" {
 			t.Fatalf("claims given back: %s, want c1,f1 (never the paid p1)", got)
 		}
-		if n, _ := s.ClaimsPending(context.Background(), "", 10); len(n) != 0 {
+		if n, _ := s.Orders.ClaimsPending(context.Background(), "", 10); len(n) != 0 {
 			t.Fatalf("still pending after the homes returned: %v", n)
 		}
 	})
@@ -505,14 +505,14 @@ func TestClaimGiveBacksPassADownHome(t *testing.T) {
 		if a := homes.asked.Load(); a != 21 {
 			t.Fatalf("give-backs tried: %d, want 21 (shard 0 once, then skipped)", a)
 		}
-		if n, _ := s.ClaimsPending(context.Background(), "", 500); len(n) != 220 {
+		if n, _ := s.Orders.ClaimsPending(context.Background(), "", 500); len(n) != 220 {
 			t.Fatalf("still pending: %d, want the 220 of shard 0's buyers", len(n))
 		}
 		homes.zeroDown.Store(false)
 		if err := h.svc.sweep(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		if n, _ := s.ClaimsPending(context.Background(), "", 500); len(n) != 0 {
+		if n, _ := s.Orders.ClaimsPending(context.Background(), "", 500); len(n) != 0 {
 			t.Fatalf("still pending after shard 0 returned: %d", len(n))
 		}
 	})
@@ -575,7 +575,7 @@ func TestIdsAreComparedExactly(t *testing.T) {
 		if h.status("o-bob") != shardstock.StatusAwaitingPayment {
 			t.Fatal("BOB's cancel changed bob's order")
 		}
-		if o, err := s.Order(context.Background(), "O-BOB"); err != nil || o != nil {
+		if o, err := s.Orders.Order(context.Background(), "O-BOB"); err != nil || o != nil {
 			t.Fatalf("order id in another case: %v %v", o, err)
 		}
 	})

@@ -34,8 +34,7 @@ import (
 // shardstock.Refused.
 var ErrUnknownProduct = shardstock.Refused(errors.New("product not in the catalog"))
 
-// Store is the order table and what the service reads of the catalog
-// (sqlstore.Store). Insert writes a reservation's row and returns the
+// Store is the order table (sqlstore.Orders). Insert writes a reservation's row and returns the
 // status written, or shardstock.ErrOrderExists; InsertBatch writes several
 // in one commit (nil error: all decided) and returns their statuses;
 // Transition moves an order out of awaiting_payment and reports whether
@@ -52,6 +51,13 @@ type Store interface {
 	ClaimsPending(ctx context.Context, after string, limit int) ([]shardstock.Order, error)
 	MarkClaimReturned(ctx context.Context, id string) error
 	RecordTransaction(ctx context.Context, transaction, id string) (string, error)
+}
+
+// Catalog is what the service reads of the product catalog
+// (sqlstore.Catalog): a product's definition (its limit, its shards), and
+// every product's id (a reservation without its order row is looked for on
+// them).
+type Catalog interface {
 	ProductDefinition(ctx context.Context, id string) (string, error)
 	ProductIDs(ctx context.Context) ([]string, error)
 }
@@ -104,6 +110,7 @@ type LateHolds interface {
 // Config sets up a Service; zero values mean the defaults.
 type Config struct {
 	Store   Store   // the orders (required)
+	Catalog Catalog // the products (required to write orders)
 	Settler Settler // where settlements go (required to settle)
 	// Holds, if set, finds a reservation's hold on the shards when it has
 	// no order row yet; nil: no pending lookups.
@@ -404,7 +411,7 @@ func (s *Service) product(ctx context.Context, product string) (*shardstock.Prod
 	if v, ok := s.products.Load(product); ok {
 		return v.(*shardstock.Product), nil
 	}
-	def, err := s.store.ProductDefinition(ctx, product)
+	def, err := s.cfg.Catalog.ProductDefinition(ctx, product)
 	if err != nil {
 		return nil, err
 	}
@@ -458,7 +465,7 @@ func (s *Service) find(ctx context.Context, id string) (*shardstock.Order, error
 	if o != nil || s.holds == nil || !s.mayBePending(id) {
 		return o, nil
 	}
-	products, err := s.store.ProductIDs(ctx)
+	products, err := s.cfg.Catalog.ProductIDs(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
 	}

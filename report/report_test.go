@@ -26,8 +26,8 @@ func TestTwoRecordersMakeOneReport(t *testing.T) {
 			now := func() time.Time { return at }
 			stock := map[string][]int64{"lamp": {2, 1}}
 			salable := func(context.Context) (map[string][]int64, error) { return stock, nil }
-			a := report.NewRecorder(report.RecorderConfig{Store: store, Stock: salable, Now: now})
-			b := report.NewRecorder(report.RecorderConfig{Store: store, Stock: salable, Now: now})
+			a := report.NewRecorder(report.RecorderConfig{Store: store.Reports, Stock: salable, Now: now})
+			b := report.NewRecorder(report.RecorderConfig{Store: store.Reports, Stock: salable, Now: now})
 
 			a.Purchase("lamp", "reserved", 3*time.Millisecond)
 			b.Purchase("lamp", "reserved", 4*time.Millisecond)
@@ -41,11 +41,11 @@ func TestTwoRecordersMakeOneReport(t *testing.T) {
 			at = at.Add(time.Second)
 			mustFlush(t, a, b) // nothing new: nothing written
 
-			rows, err := store.SaleSeconds(ctx, "lamp")
+			rows, err := store.Reports.SaleSeconds(ctx, "lamp")
 			if err != nil {
 				t.Fatal(err)
 			}
-			if other, _ := store.SaleSeconds(ctx, ""); len(other) != 0 {
+			if other, _ := store.Reports.SaleSeconds(ctx, ""); len(other) != 0 {
 				t.Fatalf("a purchase of no catalog product was recorded: %v", other)
 			}
 			rep := report.Build("lamp", rows, map[shardstock.OrderStatus]int64{"paid": 2})

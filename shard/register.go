@@ -37,10 +37,15 @@ import (
 // while the rebuild reads the holds can be missed; the order table's
 // (product, user, seq) key guards that window.
 
-// Ledger is the order table's side of a register rebuild (sqlstore.Store).
-type Ledger interface {
+// Inits are the catalog's record of the shards each product was
+// initialised on (sqlstore.Catalog): a register rebuild asks only those.
+type Inits interface {
 	// InitialisedShards lists the shards on record as initialised for product.
 	InitialisedShards(ctx context.Context, product string) (map[int]bool, error)
+}
+
+// Ledger is the order table's side of a register rebuild (sqlstore.Orders).
+type Ledger interface {
 	// LiveOrders lists the orders of product held on shard that are
 	// awaiting payment or paid.
 	LiveOrders(ctx context.Context, product string, shard int) ([]shardstock.Order, error)
@@ -59,7 +64,7 @@ var errRegisterLost = errors.New("no per-user limit register for this product on
 // rebuildRegister rebuilds p's register on home (once at a time per
 // product and shard); a nil error means the register is there now.
 func (s *Set) rebuildRegister(ctx context.Context, p *shardstock.Product, home *Shard) error {
-	if s.cfg.Ledger == nil {
+	if s.cfg.Ledger == nil || s.cfg.Inits == nil {
 		return errRegisterLost
 	}
 	_, err, _ := s.rebuilds.Do(fmt.Sprintf("%s/%d", p.ID, home.Index), func() (any, error) {
@@ -72,7 +77,7 @@ func (s *Set) rebuildRegister(ctx context.Context, p *shardstock.Product, home *
 // and the order table's live orders held on home: once, or with merge into
 // the register that is there (a shard back without its last writes).
 func (s *Set) rebuild(ctx context.Context, p *shardstock.Product, home *Shard, merge bool) error {
-	on, err := s.cfg.Ledger.InitialisedShards(ctx, p.ID)
+	on, err := s.cfg.Inits.InitialisedShards(ctx, p.ID)
 	if err != nil {
 		return fmt.Errorf("register rebuild: catalog: %w", err)
 	}

@@ -190,7 +190,7 @@ func (s *Set) RestoreHold(ctx context.Context, i int, o shardstock.Order, atMS i
 // is left alone: the first purchase of a buyer homed there rebuilds it
 // (rebuildRegister).
 func (s *Set) RepairRegister(ctx context.Context, p *shardstock.Product, i int) error {
-	if s.cfg.Ledger == nil {
+	if s.cfg.Ledger == nil || s.cfg.Inits == nil {
 		return errRegisterLost
 	}
 	sh := s.shards[i]

@@ -68,9 +68,11 @@ type Config struct {
 	Rand func(n int) int
 	// Start picks the shard a purchase reserves on first; default StartHome.
 	Start Start
-	// Ledger, if set, lets a per-user limit register lost with its shard's
-	// data be rebuilt (register.go); nil: such buyers stay unavailable.
+	// Ledger and Inits, if set, let a per-user limit register lost with its
+	// shard's data be rebuilt (register.go); nil: such buyers stay
+	// unavailable.
 	Ledger Ledger
+	Inits  Inits
 	// Resync, if set, fences a shard whose run id is not the one last
 	// resynced and is told so (shard index, new run id), to bring it back
 	// in line with SQL and call Synced (resync.go). It must not block.

@@ -48,15 +48,15 @@ func (l *fixtureLedger) InitialisedShards(ctx context.Context, product string) (
 	if l.noLedger.Load() {
 		return nil, nil
 	}
-	return l.store.InitialisedShards(ctx, product)
+	return l.store.Catalog.InitialisedShards(ctx, product)
 }
 
 func (l *fixtureLedger) LiveOrders(ctx context.Context, product string, shard int) ([]shardstock.Order, error) {
-	return l.store.LiveOrders(ctx, product, shard)
+	return l.store.Orders.LiveOrders(ctx, product, shard)
 }
 
 func (l *fixtureLedger) ReleasedOrders(ctx context.Context, product string) ([]shardstock.Order, error) {
-	return l.store.ReleasedOrders(ctx, product)
+	return l.store.Orders.ReleasedOrders(ctx, product)
 }
 
 // newFixture starts n shards; start is the start policy (default random,
@@ -72,6 +72,7 @@ func newFixture(t testing.TB, n int, start ...shard.Start) *fixture {
 		Rand:    f.rand,
 		Health:  (*countingHealth)(f),
 		Ledger:  (*fixtureLedger)(f),
+		Inits:   (*fixtureLedger)(f),
 	}
 	if len(start) > 0 {
 		cfg.Start = start[0]
@@ -98,7 +99,7 @@ func newFixture(t testing.TB, n int, start ...shard.Start) *fixture {
 // catalogOn is the inventory's catalog over set and store: how these
 // tests define products.
 func catalogOn(set *shard.Set, store *sqlstore.Store) *inventory.Catalog {
-	return inventory.NewCatalog(inventory.CatalogConfig{Addrs: set.Addrs(), Shards: set, Products: store, Sessions: store})
+	return inventory.NewCatalog(inventory.CatalogConfig{Addrs: set.Addrs(), Shards: set, Products: store.Catalog, Sessions: store.Sessions})
 }
 
 func (f *fixture) rand(n int) int {
@@ -532,7 +533,7 @@ func TestRebuiltRegisterCountsAnOrderWhoseHoldIsAway(t *testing.T) {
 		t.Fatalf("first purchase: shard %d, %v", i, err)
 	}
 	ev := shardstock.ReservationEvent{ID: id, UserID: held, ProductID: p.ID, Shard: i, AtMS: f.clock().UnixMilli()}
-	if st, err := f.store.Insert(f.ctx(), ev, 1, shardstock.StatusAwaitingPayment, f.clock(), f.clock().Add(15*time.Minute)); err != nil || st != shardstock.StatusAwaitingPayment {
+	if st, err := f.store.Orders.Insert(f.ctx(), ev, 1, shardstock.StatusAwaitingPayment, f.clock(), f.clock().Add(15*time.Minute)); err != nil || st != shardstock.StatusAwaitingPayment {
 		t.Fatalf("the order: %v, %v", st, err)
 	}
 	// Shard i back from a crash without the hold (its resync has not put it

@@ -13,7 +13,7 @@ import (
 
 // SaveProduct records a product definition, once. It returns created =
 // false and the stored definition when the id exists already.
-func (s *Store) SaveProduct(ctx context.Context, id, definition string) (created bool, stored string, err error) {
+func (s *Catalog) SaveProduct(ctx context.Context, id, definition string) (created bool, stored string, err error) {
 	_, err = s.db.ExecContext(ctx, `INSERT INTO products (id, definition, created_at) VALUES (?, ?, ?)`,
 		id, definition, time.Now().UnixMilli())
 	if err == nil {
@@ -27,7 +27,7 @@ func (s *Store) SaveProduct(ctx context.Context, id, definition string) (created
 }
 
 // ProductDefinition returns a product's stored definition, or "" if none.
-func (s *Store) ProductDefinition(ctx context.Context, id string) (string, error) {
+func (s *Catalog) ProductDefinition(ctx context.Context, id string) (string, error) {
 	var def string
 	err := s.reads.QueryRowContext(ctx, `SELECT definition FROM products WHERE id = ?`, id).Scan(&def)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -39,46 +39,8 @@ func (s *Store) ProductDefinition(ctx context.Context, id string) (string, error
 	return def, nil
 }
 
-// InitialisedShards lists the shards on record as initialised for product.
-func (s *Store) InitialisedShards(ctx context.Context, product string) (map[int]bool, error) {
-	out, err := s.shardSet(ctx, `SELECT shard FROM product_shards WHERE product_id = ?`, product)
-	if err != nil {
-		return nil, fmt.Errorf("initialised shards of %s: %w", product, err)
-	}
-	return out, nil
-}
-
-// shardSet runs a query of one integer column and returns its values as
-// a set of shard indexes.
-func (s *Store) shardSet(ctx context.Context, q string, args ...any) (map[int]bool, error) {
-	rows, err := s.reads.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := map[int]bool{}
-	for rows.Next() {
-		var i int
-		if err := rows.Scan(&i); err != nil {
-			return nil, err
-		}
-		out[i] = true
-	}
-	return out, rows.Err()
-}
-
-// RecordInit puts shard on record as initialised for product (once).
-func (s *Store) RecordInit(ctx context.Context, product string, shard int, epoch string) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO product_shards (product_id, shard, epoch, created_at) VALUES (?, ?, ?, ?)`,
-		product, shard, epoch, time.Now().UnixMilli())
-	if err != nil && !isDuplicate(err) {
-		return fmt.Errorf("record init of %s on shard %d: %w", product, shard, err)
-	}
-	return nil
-}
-
 // ProductIDs lists every product id.
-func (s *Store) ProductIDs(ctx context.Context) ([]string, error) {
+func (s *Catalog) ProductIDs(ctx context.Context) ([]string, error) {
 	rows, err := s.reads.QueryContext(ctx, `SELECT id FROM products ORDER BY id`)
 	if err != nil {
 		return nil, fmt.Errorf("list products: %w", err)
@@ -93,4 +55,23 @@ func (s *Store) ProductIDs(ctx context.Context) ([]string, error) {
 		ids = append(ids, id)
 	}
 	return ids, rows.Err()
+}
+
+// InitialisedShards lists the shards on record as initialised for product.
+func (s *Catalog) InitialisedShards(ctx context.Context, product string) (map[int]bool, error) {
+	out, err := s.shardSet(ctx, `SELECT shard FROM product_shards WHERE product_id = ?`, product)
+	if err != nil {
+		return nil, fmt.Errorf("initialised shards of %s: %w", product, err)
+	}
+	return out, nil
+}
+
+// RecordInit puts shard on record as initialised for product (once).
+func (s *Catalog) RecordInit(ctx context.Context, product string, shard int, epoch string) error {
+	_, err := s.db.ExecContext(ctx, `INSERT INTO product_shards (product_id, shard, epoch, created_at) VALUES (?, ?, ?, ?)`,
+		product, shard, epoch, time.Now().UnixMilli())
+	if err != nil && !isDuplicate(err) {
+		return fmt.Errorf("record init of %s on shard %d: %w", product, shard, err)
+	}
+	return nil
 }

@@ -75,13 +75,13 @@ func TestProductControlsKeepCaseApart(t *testing.T) {
 	for name, s := range sqlstoretest.Stores(t) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
-			must(t, s.SetPaused(ctx, "lamp", true))
-			must(t, s.SetPaused(ctx, "Lamp", false))
-			must(t, s.SetArchive(ctx, "Vase", shardstock.ArchiveDone))
-			must(t, s.SetPaused(ctx, "vase", false))
-			must(t, s.RecordArchiveTotals(ctx, "Vase", []shardstock.ShardTotals{{Shard: 0, Sold: 5}}))
-			must(t, s.RecordArchiveTotals(ctx, "vase", []shardstock.ShardTotals{{Shard: 0, Sold: 7}}))
-			c, err := s.ProductControls(ctx)
+			must(t, s.Controls.SetPaused(ctx, "lamp", true))
+			must(t, s.Controls.SetPaused(ctx, "Lamp", false))
+			must(t, s.Controls.SetArchive(ctx, "Vase", shardstock.ArchiveDone))
+			must(t, s.Controls.SetPaused(ctx, "vase", false))
+			must(t, s.Controls.RecordArchiveTotals(ctx, "Vase", []shardstock.ShardTotals{{Shard: 0, Sold: 5}}))
+			must(t, s.Controls.RecordArchiveTotals(ctx, "vase", []shardstock.ShardTotals{{Shard: 0, Sold: 7}}))
+			c, err := s.Controls.ProductControls(ctx)
 			must(t, err)
 			for _, want := range []struct {
 				id       string
@@ -98,7 +98,7 @@ func TestProductControlsKeepCaseApart(t *testing.T) {
 				}
 			}
 			for id, sold := range map[string]int64{"Vase": 5, "vase": 7} {
-				totals, err := s.ArchiveTotals(ctx, id)
+				totals, err := s.Controls.ArchiveTotals(ctx, id)
 				must(t, err)
 				if len(totals) != 1 || totals[0].Sold != sold {
 					t.Errorf("archive totals of %s: %+v, want one shard with %d sold", id, totals, sold)
@@ -115,7 +115,7 @@ func TestPaymentTransactionsKeepCaseApart(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			for _, c := range []struct{ transaction, order string }{{"tx-A", "order-1"}, {"tx-a", "order-2"}} {
-				was, err := s.RecordTransaction(ctx, c.transaction, c.order)
+				was, err := s.Orders.RecordTransaction(ctx, c.transaction, c.order)
 				must(t, err)
 				if was != "" {
 					t.Errorf("transaction %s of %s: on record for %s already, want new", c.transaction, c.order, was)

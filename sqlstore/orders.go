@@ -32,7 +32,7 @@ func scanOrder(row interface{ Scan(...any) error }) (*shardstock.Order, error) {
 }
 
 // Order returns order id, or nil if there is none.
-func (s *Store) Order(ctx context.Context, id string) (*shardstock.Order, error) {
+func (s *Orders) Order(ctx context.Context, id string) (*shardstock.Order, error) {
 	o, err := scanOrder(s.reads.QueryRowContext(ctx, `SELECT `+orderColumns+` FROM orders WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
@@ -48,7 +48,7 @@ func (s *Store) Order(ctx context.Context, id string) (*shardstock.Order, error)
 // none is free the order is written as failed instead (the per-user limit's
 // last guard) and marked for settlement. It returns the status written, or
 // shardstock.ErrOrderExists when the reservation id has a row already.
-func (s *Store) Insert(ctx context.Context, ev shardstock.ReservationEvent, limit int64, status shardstock.OrderStatus, now, payBy time.Time) (shardstock.OrderStatus, error) {
+func (s *Orders) Insert(ctx context.Context, ev shardstock.ReservationEvent, limit int64, status shardstock.OrderStatus, now, payBy time.Time) (shardstock.OrderStatus, error) {
 	for attempt := 0; ; attempt++ {
 		written, err := s.insertOnce(ctx, ev, limit, status, now, payBy)
 		if err == nil || !(isDuplicate(err) || isLockConflict(err)) || attempt >= 5 {
@@ -66,7 +66,7 @@ func (s *Store) Insert(ctx context.Context, ev shardstock.ReservationEvent, limi
 	}
 }
 
-func (s *Store) insertOnce(ctx context.Context, ev shardstock.ReservationEvent, limit int64, status shardstock.OrderStatus, now, payBy time.Time) (shardstock.OrderStatus, error) {
+func (s *Orders) insertOnce(ctx context.Context, ev shardstock.ReservationEvent, limit int64, status shardstock.OrderStatus, now, payBy time.Time) (shardstock.OrderStatus, error) {
 	return insertRow(ctx, s.db, ev, limit, status, now, payBy)
 }
 
@@ -115,7 +115,7 @@ func payByOf(status shardstock.OrderStatus, payBy time.Time) sql.NullInt64 {
 // that has a row already (left as it is). Any error rolls the whole batch
 // back — a seq taken meanwhile by another process included — and the caller
 // falls back to Insert, row by row.
-func (s *Store) InsertBatch(ctx context.Context, rows []shardstock.NewOrder, now, payBy time.Time) ([]shardstock.OrderStatus, error) {
+func (s *Orders) InsertBatch(ctx context.Context, rows []shardstock.NewOrder, now, payBy time.Time) ([]shardstock.OrderStatus, error) {
 	for attempt := 0; ; attempt++ {
 		out, err := s.insertBatch(ctx, rows, now, payBy)
 		if err == nil || !isLockConflict(err) || attempt >= 3 {
@@ -124,7 +124,7 @@ func (s *Store) InsertBatch(ctx context.Context, rows []shardstock.NewOrder, now
 	}
 }
 
-func (s *Store) insertBatch(ctx context.Context, rows []shardstock.NewOrder, now, payBy time.Time) ([]shardstock.OrderStatus, error) {
+func (s *Orders) insertBatch(ctx context.Context, rows []shardstock.NewOrder, now, payBy time.Time) ([]shardstock.OrderStatus, error) {
 	stmts := s.batch.prepared(ctx, s.db) // before the transaction: see prepared
 	t, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -319,7 +319,7 @@ func freeSeq(ctx context.Context, q dbtx, product, user string, limit int64) (in
 // Transition moves order id of user from awaiting_payment to status (paid,
 // or cancelled, which frees its seq) and marks it for settlement. It
 // reports whether this call made the change.
-func (s *Store) Transition(ctx context.Context, id, user string, status shardstock.OrderStatus, now time.Time) (bool, error) {
+func (s *Orders) Transition(ctx context.Context, id, user string, status shardstock.OrderStatus, now time.Time) (bool, error) {
 	res, err := s.exec(ctx, `UPDATE orders
 		SET status = ?, seq = CASE WHEN ? = 'paid' THEN seq ELSE NULL END, settle_pending = 1,
 		    claim_pending = CASE WHEN ? = 'paid' THEN 0 ELSE 1 END, updated_at = ?
@@ -337,7 +337,7 @@ func (s *Store) Transition(ctx context.Context, id, user string, status shardsto
 // pay_by keep the old rule: reserved before cutoff. Two statements, so each
 // is a range of the (status, pay_by) index (their OR in one would read every
 // order awaiting payment).
-func (s *Store) CancelExpired(ctx context.Context, cutoff, now time.Time) (int64, error) {
+func (s *Orders) CancelExpired(ctx context.Context, cutoff, now time.Time) (int64, error) {
 	const cancel = `UPDATE orders
 		SET status = 'cancelled', seq = NULL, settle_pending = 1, claim_pending = 1, updated_at = ?
 		WHERE status = 'awaiting_payment' AND `
@@ -361,7 +361,7 @@ func (s *Store) CancelExpired(ctx context.Context, cutoff, now time.Time) (int64
 
 // Unsettled returns up to limit orders whose final status the holder shard
 // has not been told yet, leaving out the shards in skip.
-func (s *Store) Unsettled(ctx context.Context, limit int, skip []int) ([]shardstock.Order, error) {
+func (s *Orders) Unsettled(ctx context.Context, limit int, skip []int) ([]shardstock.Order, error) {
 	q, args := `SELECT `+orderColumns+` FROM orders WHERE settle_pending = 1`, []any{}
 	if len(skip) > 0 {
 		q += ` AND shard NOT IN (?` + strings.Repeat(`, ?`, len(skip)-1) + `)`
@@ -377,7 +377,7 @@ func (s *Store) Unsettled(ctx context.Context, limit int, skip []int) ([]shardst
 }
 
 // orders runs a query of orderColumns and scans its rows.
-func (s *Store) orders(ctx context.Context, q string, args ...any) ([]shardstock.Order, error) {
+func (s *Orders) orders(ctx context.Context, q string, args ...any) ([]shardstock.Order, error) {
 	var out []shardstock.Order
 	err := collect(ctx, s.writes, q, args, func(r *sql.Rows) error {
 		o, err := scanOrder(r)
@@ -391,7 +391,7 @@ func (s *Store) orders(ctx context.Context, q string, args ...any) ([]shardstock
 
 // MarkSettled clears the settlement mark of order id if it is still in
 // status (a later change would have set it again).
-func (s *Store) MarkSettled(ctx context.Context, id string, status shardstock.OrderStatus) error {
+func (s *Orders) MarkSettled(ctx context.Context, id string, status shardstock.OrderStatus) error {
 	_, err := s.exec(ctx, `UPDATE orders SET settle_pending = 0 WHERE id = ? AND status = ?`, id, status)
 	if err != nil {
 		return fmt.Errorf("mark settled %s: %w", id, err)
@@ -403,7 +403,7 @@ func (s *Store) MarkSettled(ctx context.Context, id string, status shardstock.Or
 // settlement the transport took and whose buyer's per-user limit claim has
 // not been given back yet, in id order from after the id after ("": from
 // the first), so that a sweep pages past claims it could not give back.
-func (s *Store) ClaimsPending(ctx context.Context, after string, limit int) ([]shardstock.Order, error) {
+func (s *Orders) ClaimsPending(ctx context.Context, after string, limit int) ([]shardstock.Order, error) {
 	out, err := s.orders(ctx, `SELECT `+orderColumns+` FROM orders WHERE claim_pending = 1 AND settle_pending = 0 AND id > ? ORDER BY id LIMIT ?`, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("claims pending: %w", err)
@@ -412,7 +412,7 @@ func (s *Store) ClaimsPending(ctx context.Context, after string, limit int) ([]s
 }
 
 // MarkClaimReturned records that order id's claim was given back.
-func (s *Store) MarkClaimReturned(ctx context.Context, id string) error {
+func (s *Orders) MarkClaimReturned(ctx context.Context, id string) error {
 	if _, err := s.exec(ctx, `UPDATE orders SET claim_pending = 0 WHERE id = ?`, id); err != nil {
 		return fmt.Errorf("mark claim returned %s: %w", id, err)
 	}
@@ -421,7 +421,7 @@ func (s *Store) MarkClaimReturned(ctx context.Context, id string) error {
 
 // Resettle marks the final orders of product held on shards for settlement again (safe:
 // settlements are idempotent) and returns how many.
-func (s *Store) Resettle(ctx context.Context, product string, shards []int) (int64, error) {
+func (s *Orders) Resettle(ctx context.Context, product string, shards []int) (int64, error) {
 	if len(shards) == 0 {
 		return 0, nil
 	}
@@ -440,7 +440,7 @@ func (s *Store) Resettle(ctx context.Context, product string, shards []int) (int
 // LiveOrders lists the orders of product held on shard that are awaiting
 // payment or paid (the order table's side of a per-user limit register
 // rebuild, shard.Ledger).
-func (s *Store) LiveOrders(ctx context.Context, product string, shard int) ([]shardstock.Order, error) {
+func (s *Orders) LiveOrders(ctx context.Context, product string, shard int) ([]shardstock.Order, error) {
 	out, err := s.orders(ctx, `SELECT `+orderColumns+` FROM orders WHERE product_id = ? AND shard = ? AND status IN (?, ?)`,
 		product, shard, shardstock.StatusAwaitingPayment, shardstock.StatusPaid)
 	if err != nil {
@@ -451,7 +451,7 @@ func (s *Store) LiveOrders(ctx context.Context, product string, shard int) ([]sh
 
 // ReleasedOrders lists the orders of product, on every shard, that were
 // cancelled or failed (their buyers' claims are given back for good).
-func (s *Store) ReleasedOrders(ctx context.Context, product string) ([]shardstock.Order, error) {
+func (s *Orders) ReleasedOrders(ctx context.Context, product string) ([]shardstock.Order, error) {
 	out, err := s.orders(ctx, `SELECT `+orderColumns+` FROM orders WHERE product_id = ? AND status IN (?, ?)`,
 		product, shardstock.StatusCancelled, shardstock.StatusFailed)
 	if err != nil {
@@ -462,7 +462,7 @@ func (s *Store) ReleasedOrders(ctx context.Context, product string) ([]shardstoc
 
 // FinalOrders lists the orders of product held on shard that are paid,
 // cancelled or failed (what a restarted shard must have settled).
-func (s *Store) FinalOrders(ctx context.Context, product string, shard int) ([]shardstock.Order, error) {
+func (s *Orders) FinalOrders(ctx context.Context, product string, shard int) ([]shardstock.Order, error) {
 	out, err := s.orders(ctx, `SELECT `+orderColumns+` FROM orders WHERE product_id = ? AND shard = ? AND status IN (?, ?, ?)`,
 		product, shard, shardstock.StatusPaid, shardstock.StatusCancelled, shardstock.StatusFailed)
 	if err != nil {
@@ -472,7 +472,7 @@ func (s *Store) FinalOrders(ctx context.Context, product string, shard int) ([]s
 }
 
 // CountsByShard counts a product's orders per shard and status.
-func (s *Store) CountsByShard(ctx context.Context, product string) (map[int]shardstock.OrderCounts, error) {
+func (s *Orders) CountsByShard(ctx context.Context, product string) (map[int]shardstock.OrderCounts, error) {
 	rows, err := s.reads.QueryContext(ctx, `SELECT shard, status, COUNT(*) FROM orders WHERE product_id = ? GROUP BY shard, status`, product)
 	if err != nil {
 		return nil, fmt.Errorf("count orders: %w", err)
@@ -501,16 +501,16 @@ func (s *Store) CountsByShard(ctx context.Context, product string) (map[int]shar
 }
 
 // CountAllByStatus counts every order by status.
-func (s *Store) CountAllByStatus(ctx context.Context) (map[shardstock.OrderStatus]int64, error) {
+func (s *Orders) CountAllByStatus(ctx context.Context) (map[shardstock.OrderStatus]int64, error) {
 	return s.countBy(ctx, `SELECT status, COUNT(*) FROM orders GROUP BY status`)
 }
 
 // CountByStatus counts every order of product by status.
-func (s *Store) CountByStatus(ctx context.Context, product string) (map[shardstock.OrderStatus]int64, error) {
+func (s *Orders) CountByStatus(ctx context.Context, product string) (map[shardstock.OrderStatus]int64, error) {
 	return s.countBy(ctx, `SELECT status, COUNT(*) FROM orders WHERE product_id = ? GROUP BY status`, product)
 }
 
-func (s *Store) countBy(ctx context.Context, q string, args ...any) (map[shardstock.OrderStatus]int64, error) {
+func (s *Orders) countBy(ctx context.Context, q string, args ...any) (map[shardstock.OrderStatus]int64, error) {
 	rows, err := s.reads.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("count orders: %w", err)
@@ -526,4 +526,36 @@ func (s *Store) countBy(ctx context.Context, q string, args ...any) (map[shardst
 		out[st] = n
 	}
 	return out, rows.Err()
+}
+
+// OpenOrders counts product id's orders awaiting payment, and those whose
+// final status the holder shard has not been told yet.
+func (s *Orders) OpenOrders(ctx context.Context, id string) (awaiting, unsettled int64, err error) {
+	err = s.reads.QueryRowContext(ctx, `SELECT
+		COALESCE(SUM(CASE WHEN status = 'awaiting_payment' THEN 1 ELSE 0 END), 0),
+		COALESCE(SUM(CASE WHEN settle_pending = 1 THEN 1 ELSE 0 END), 0)
+		FROM orders WHERE product_id = ?`, id).Scan(&awaiting, &unsettled)
+	if err != nil {
+		return 0, 0, fmt.Errorf("open orders of %s: %w", id, err)
+	}
+	return awaiting, unsettled, nil
+}
+
+// RecordTransaction puts a payment provider's transaction id on record for
+// order id, once. It returns the order the id was on record for before
+// (id itself for a repeat), or "" when this call recorded it.
+func (s *Orders) RecordTransaction(ctx context.Context, transaction, id string) (string, error) {
+	_, err := s.db.ExecContext(ctx, `INSERT INTO payment_transactions (transaction_id, order_id, created_at) VALUES (?, ?, ?)`,
+		transaction, id, time.Now().UnixMilli())
+	if err == nil {
+		return "", nil
+	}
+	if !isDuplicate(err) {
+		return "", fmt.Errorf("record transaction: %w", err)
+	}
+	var was string
+	if err := s.writes.QueryRowContext(ctx, `SELECT order_id FROM payment_transactions WHERE transaction_id = ?`, transaction).Scan(&was); err != nil {
+		return "", fmt.Errorf("record transaction: %w", err)
+	}
+	return was, nil
 }

@@ -22,7 +22,7 @@ type segment struct {
 }
 
 // QueueLines returns every product's waiting-room line.
-func (s *Store) QueueLines(ctx context.Context) (map[string]shardstock.QueueLine, error) {
+func (s *Queues) QueueLines(ctx context.Context) (map[string]shardstock.QueueLine, error) {
 	rows, err := s.reads.QueryContext(ctx, `SELECT product_id, mode, rate, lead_ms, window_ms, difficulty, paused, held, clock, expired, window_version, joined, lobby, drawn, drawn_at, version FROM queue_lines`)
 	if err != nil {
 		return nil, fmt.Errorf("queue lines: %w", err)
@@ -60,18 +60,18 @@ func (s *Store) QueueLines(ctx context.Context) (map[string]shardstock.QueueLine
 // SaveQueueLine writes l's definition and clock as version l.Version+1 when
 // the stored line is at l.Version (0: there is none); false when another
 // writer was first. Joined, lobby and drawn are not written.
-func (s *Store) SaveQueueLine(ctx context.Context, l shardstock.QueueLine) (bool, error) {
+func (s *Queues) SaveQueueLine(ctx context.Context, l shardstock.QueueLine) (bool, error) {
 	return s.saveQueueLine(ctx, l, false)
 }
 
 // SaveQueueLineBeforeJoins is SaveQueueLine that also needs the stored
 // joined and lobby to be l's: nobody joined since l was read (a join takes
 // the line's row first, so it and this write take turns).
-func (s *Store) SaveQueueLineBeforeJoins(ctx context.Context, l shardstock.QueueLine) (bool, error) {
+func (s *Queues) SaveQueueLineBeforeJoins(ctx context.Context, l shardstock.QueueLine) (bool, error) {
 	return s.saveQueueLine(ctx, l, true)
 }
 
-func (s *Store) saveQueueLine(ctx context.Context, l shardstock.QueueLine, sameJoined bool) (bool, error) {
+func (s *Queues) saveQueueLine(ctx context.Context, l shardstock.QueueLine, sameJoined bool) (bool, error) {
 	segs := make([]segment, len(l.Clock))
 	for i, g := range l.Clock {
 		segs[i] = segment{g.At.UnixMilli(), g.Base, g.Rate}
@@ -109,7 +109,7 @@ func (s *Store) saveQueueLine(ctx context.Context, l shardstock.QueueLine, sameJ
 // JoinQueue gives buyer the next place in product's line, or the place
 // they have; position 0 while a draw line is not drawn (the lobby). A new
 // place is joined at at.
-func (s *Store) JoinQueue(ctx context.Context, product, buyer string, at time.Time) (shardstock.QueuePlace, error) {
+func (s *Queues) JoinQueue(ctx context.Context, product, buyer string, at time.Time) (shardstock.QueuePlace, error) {
 	for attempt := 1; ; attempt++ {
 		q, err := s.joinQueue(ctx, product, buyer, at)
 		if err == nil || !(isLockConflict(err) || isDuplicate(err)) || attempt == 5 {
@@ -121,7 +121,7 @@ func (s *Store) JoinQueue(ctx context.Context, product, buyer string, at time.Ti
 	}
 }
 
-func (s *Store) joinQueue(ctx context.Context, product, buyer string, now time.Time) (shardstock.QueuePlace, error) {
+func (s *Queues) joinQueue(ctx context.Context, product, buyer string, now time.Time) (shardstock.QueuePlace, error) {
 	var q shardstock.QueuePlace
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -161,17 +161,9 @@ func (s *Store) joinQueue(ctx context.Context, product, buyer string, now time.T
 	return q, tx.Commit()
 }
 
-// forUpdate locks the rows a MariaDB/MySQL SELECT reads.
-func (s *Store) forUpdate() string {
-	if s.dialect == "mysql" {
-		return " FOR UPDATE"
-	}
-	return ""
-}
-
 // QueuePlace returns buyer's place in product's line.
 // LineVersion is the line's version as read with it.
-func (s *Store) QueuePlace(ctx context.Context, product, buyer string) (shardstock.QueuePlace, bool, error) {
+func (s *Queues) QueuePlace(ctx context.Context, product, buyer string) (shardstock.QueuePlace, bool, error) {
 	var q shardstock.QueuePlace
 	var at int64
 	err := s.reads.QueryRowContext(ctx, `SELECT p.position, p.joined_at, l.version FROM queue_places p JOIN queue_lines l ON l.product_id = p.product_id
@@ -191,7 +183,7 @@ func (s *Store) QueuePlace(ctx context.Context, product, buyer string) (shardsto
 // marked drawn at now() as the places are written, and its version moved on; n, or -1 when it was drawn
 // already. The places are written drawChunk at a time (a
 // lobby of 50,000 took MariaDB 8.8 s one row at a time).
-func (s *Store) DrawQueue(ctx context.Context, product string, now func() time.Time, shuffle func([]string)) (int64, error) {
+func (s *Queues) DrawQueue(ctx context.Context, product string, now func() time.Time, shuffle func([]string)) (int64, error) {
 	n, err := s.drawQueue(ctx, product, now, shuffle)
 	if err != nil {
 		return 0, fmt.Errorf("draw queue: %w", err)
@@ -201,7 +193,7 @@ func (s *Store) DrawQueue(ctx context.Context, product string, now func() time.T
 
 const drawChunk = 500
 
-func (s *Store) drawQueue(ctx context.Context, product string, now func() time.Time, shuffle func([]string)) (int64, error) {
+func (s *Queues) drawQueue(ctx context.Context, product string, now func() time.Time, shuffle func([]string)) (int64, error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, err
@@ -258,7 +250,7 @@ func (s *Store) drawQueue(ctx context.Context, product string, now func() time.T
 }
 
 // RevokeQueue records that buyer's place in product's line admits nobody.
-func (s *Store) RevokeQueue(ctx context.Context, product, buyer string) error {
+func (s *Queues) RevokeQueue(ctx context.Context, product, buyer string) error {
 	_, err := s.exec(ctx, `INSERT INTO queue_revoked (product_id, buyer, revoked_at) VALUES (?, ?, ?)`, product, buyer, time.Now().UnixMilli())
 	if err != nil && !isDuplicate(err) {
 		return fmt.Errorf("revoke: %w", err)
@@ -267,7 +259,7 @@ func (s *Store) RevokeQueue(ctx context.Context, product, buyer string) error {
 }
 
 // QueueRevoked returns the revoked buyers per product.
-func (s *Store) QueueRevoked(ctx context.Context) (map[string]map[string]bool, error) {
+func (s *Queues) QueueRevoked(ctx context.Context) (map[string]map[string]bool, error) {
 	rows, err := s.reads.QueryContext(ctx, `SELECT product_id, buyer FROM queue_revoked`)
 	if err != nil {
 		return nil, fmt.Errorf("revoked: %w", err)
@@ -289,7 +281,7 @@ func (s *Store) QueueRevoked(ctx context.Context) (map[string]map[string]bool, e
 
 // QueueSecret returns the secret the coordinators of this catalog sign
 // waiting-room places with, made up by the first call (catalog_meta).
-func (s *Store) QueueSecret(ctx context.Context) ([]byte, error) {
+func (s *Queues) QueueSecret(ctx context.Context) ([]byte, error) {
 	b := make([]byte, 32)
 	rand.Read(b)
 	_, err := s.db.ExecContext(ctx, `INSERT INTO catalog_meta (name, value) VALUES ('queue_secret', ?)`, hex.EncodeToString(b))

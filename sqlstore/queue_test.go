@@ -19,10 +19,10 @@ func TestConcurrentJoinsGetDistinctPlaces(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			line := lampLine(shardstock.QueueFIFO)
-			if ok, err := s.SaveQueueLine(ctx, line); !ok || err != nil {
+			if ok, err := s.Queues.SaveQueueLine(ctx, line); !ok || err != nil {
 				t.Fatalf("save: %v %v", ok, err)
 			}
-			if ok, _ := s.SaveQueueLine(ctx, line); ok {
+			if ok, _ := s.Queues.SaveQueueLine(ctx, line); ok {
 				t.Fatal("a second line saved at version 0")
 			}
 			const buyers = 40
@@ -30,7 +30,7 @@ func TestConcurrentJoinsGetDistinctPlaces(t *testing.T) {
 			var wg sync.WaitGroup
 			for i := range 2 * buyers {
 				wg.Go(func() {
-					q, err := s.JoinQueue(ctx, "lamp", fmt.Sprint("b", i%buyers), time.Now()) // each buyer twice
+					q, err := s.Queues.JoinQueue(ctx, "lamp", fmt.Sprint("b", i%buyers), time.Now()) // each buyer twice
 					if err != nil {
 						t.Error(err)
 					}
@@ -50,7 +50,7 @@ func TestConcurrentJoinsGetDistinctPlaces(t *testing.T) {
 					t.Fatalf("places %v, want 1..%d each once", got, buyers)
 				}
 			}
-			lines, err := s.QueueLines(ctx)
+			lines, err := s.Queues.QueueLines(ctx)
 			if err != nil || lines["lamp"].Joined != buyers || lines["lamp"].Version != 1 || !lines["lamp"].Clock[0].At.Equal(line.Clock[0].At) {
 				t.Fatalf("the line after the joins: %+v %v", lines["lamp"], err)
 			}
@@ -65,33 +65,33 @@ func TestDrawPlacesTheLobbyOnce(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			line := lampLine(shardstock.QueueDraw)
-			if _, err := s.SaveQueueLine(ctx, line); err != nil {
+			if _, err := s.Queues.SaveQueueLine(ctx, line); err != nil {
 				t.Fatal(err)
 			}
 			for _, b := range []string{"c", "a", "b"} {
-				if q, err := s.JoinQueue(ctx, "lamp", b, time.Now()); q.Position != 0 || err != nil {
+				if q, err := s.Queues.JoinQueue(ctx, "lamp", b, time.Now()); q.Position != 0 || err != nil {
 					t.Fatalf("%s joins the lobby: %+v %v", b, q, err)
 				}
 			}
-			if lines, err := s.QueueLines(ctx); err != nil || lines["lamp"].Lobby != 3 || lines["lamp"].Joined != 0 {
+			if lines, err := s.Queues.QueueLines(ctx); err != nil || lines["lamp"].Lobby != 3 || lines["lamp"].Joined != 0 {
 				t.Fatalf("the line with three in the lobby: %+v %v, want lobby 3", lines["lamp"], err)
 			}
 			reverse := func(s []string) { slices.Reverse(s) }
-			if n, err := s.DrawQueue(ctx, "lamp", time.Now, reverse); n != 3 || err != nil {
+			if n, err := s.Queues.DrawQueue(ctx, "lamp", time.Now, reverse); n != 3 || err != nil {
 				t.Fatalf("the draw: %d %v, want 3 placed", n, err)
 			}
-			if n, err := s.DrawQueue(ctx, "lamp", time.Now, func([]string) { t.Error("drawn twice") }); n != -1 || err != nil {
+			if n, err := s.Queues.DrawQueue(ctx, "lamp", time.Now, func([]string) { t.Error("drawn twice") }); n != -1 || err != nil {
 				t.Fatalf("a second draw: %d %v, want -1 (drawn already)", n, err)
 			}
 			for b, want := range map[string]int64{"c": 1, "b": 2, "a": 3} {
-				if q, found, err := s.QueuePlace(ctx, "lamp", b); q.Position != want || !found || err != nil {
+				if q, found, err := s.Queues.QueuePlace(ctx, "lamp", b); q.Position != want || !found || err != nil {
 					t.Errorf("%s's place %+v %v %v, want %d", b, q, found, err, want)
 				}
 			}
-			if q, err := s.JoinQueue(ctx, "lamp", "late", time.Now()); q.Position != 4 || err != nil {
+			if q, err := s.Queues.JoinQueue(ctx, "lamp", "late", time.Now()); q.Position != 4 || err != nil {
 				t.Fatalf("a join after the draw: %+v %v, want 4", q, err)
 			}
-			if lines, err := s.QueueLines(ctx); err != nil || lines["lamp"].Lobby != 0 || lines["lamp"].Joined != 4 {
+			if lines, err := s.Queues.QueueLines(ctx); err != nil || lines["lamp"].Lobby != 0 || lines["lamp"].Joined != 4 {
 				t.Fatalf("the line after the draw: %+v %v, want 4 joined and nobody in the lobby", lines["lamp"], err)
 			}
 		})
@@ -102,19 +102,19 @@ func TestQueueSecretIsMadeOnceAndRevocationsAreKept(t *testing.T) {
 	for name, s := range sqlstoretest.Stores(t) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
-			a, err := s.QueueSecret(ctx)
+			a, err := s.Queues.QueueSecret(ctx)
 			if err != nil || len(a) != 32 {
 				t.Fatalf("secret: %x %v", a, err)
 			}
-			if b, _ := s.QueueSecret(ctx); string(a) != string(b) {
+			if b, _ := s.Queues.QueueSecret(ctx); string(a) != string(b) {
 				t.Fatal("a second call made another secret")
 			}
 			for range 2 {
-				if err := s.RevokeQueue(ctx, "lamp", "bot"); err != nil {
+				if err := s.Queues.RevokeQueue(ctx, "lamp", "bot"); err != nil {
 					t.Fatal(err)
 				}
 			}
-			r, err := s.QueueRevoked(ctx)
+			r, err := s.Queues.QueueRevoked(ctx)
 			if err != nil || !r["lamp"]["bot"] || len(r["lamp"]) != 1 || r["Lamp"]["bot"] {
 				t.Fatalf("revoked: %v %v", r, err)
 			}
@@ -131,26 +131,26 @@ func TestRebaseOfAQueueLineLosesToAJoin(t *testing.T) {
 			ctx := context.Background()
 			line := lampLine(shardstock.QueueFIFO)
 			t0 := line.Starts()
-			if ok, err := s.SaveQueueLine(ctx, line); !ok || err != nil {
+			if ok, err := s.Queues.SaveQueueLine(ctx, line); !ok || err != nil {
 				t.Fatalf("save: %v %v", ok, err)
 			}
-			lines, _ := s.QueueLines(ctx)
+			lines, _ := s.Queues.QueueLines(ctx)
 			read := lines["lamp"]
-			q, err := s.JoinQueue(ctx, "lamp", "a", t0.Add(time.Minute))
+			q, err := s.Queues.JoinQueue(ctx, "lamp", "a", t0.Add(time.Minute))
 			if err != nil || q.Position != 1 || !q.JoinedAt.Equal(t0.Add(time.Minute)) || q.LineVersion != 1 {
 				t.Fatalf("a's join: %+v %v, want place 1 at t0+1m on version 1", q, err)
 			}
 			read.AppendAt(t0.Add(time.Minute), read.Joined+5, 5)
-			if ok, err := s.SaveQueueLineBeforeJoins(ctx, read); ok || err != nil {
+			if ok, err := s.Queues.SaveQueueLineBeforeJoins(ctx, read); ok || err != nil {
 				t.Fatalf("a rebase from a read before a's join was written: %v %v", ok, err)
 			}
-			lines, _ = s.QueueLines(ctx)
+			lines, _ = s.Queues.QueueLines(ctx)
 			read = lines["lamp"]
 			read.AppendAt(t0.Add(time.Minute), read.Joined+5, 5)
-			if ok, err := s.SaveQueueLineBeforeJoins(ctx, read); !ok || err != nil {
+			if ok, err := s.Queues.SaveQueueLineBeforeJoins(ctx, read); !ok || err != nil {
 				t.Fatalf("a rebase from a fresh read: %v %v", ok, err)
 			}
-			again, found, err := s.QueuePlace(ctx, "lamp", "a")
+			again, found, err := s.Queues.QueuePlace(ctx, "lamp", "a")
 			if err != nil || !found || again.Position != 1 || !again.JoinedAt.Equal(q.JoinedAt) || again.LineVersion != 2 {
 				t.Fatalf("a's place read back: %+v %v %v, want place 1 joined as before, version 2", again, found, err)
 			}
@@ -165,22 +165,22 @@ func TestDrawOfALobbyLargerThanAChunk(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			line := lampLine(shardstock.QueueDraw)
-			if _, err := s.SaveQueueLine(ctx, line); err != nil {
+			if _, err := s.Queues.SaveQueueLine(ctx, line); err != nil {
 				t.Fatal(err)
 			}
 			const n = 1201
 			for i := range n {
-				if _, err := s.JoinQueue(ctx, "lamp", fmt.Sprintf("b%04d", i), time.Now()); err != nil {
+				if _, err := s.Queues.JoinQueue(ctx, "lamp", fmt.Sprintf("b%04d", i), time.Now()); err != nil {
 					t.Fatal(err)
 				}
 			}
 			var order []string
-			drawn, err := s.DrawQueue(ctx, "lamp", time.Now, func(b []string) { slices.Reverse(b); order = slices.Clone(b) })
+			drawn, err := s.Queues.DrawQueue(ctx, "lamp", time.Now, func(b []string) { slices.Reverse(b); order = slices.Clone(b) })
 			if drawn != n || err != nil {
 				t.Fatalf("the draw: %d %v, want %d", drawn, err, n)
 			}
 			for i, b := range order {
-				if q, _, err := s.QueuePlace(ctx, "lamp", b); q.Position != int64(i+1) || err != nil {
+				if q, _, err := s.Queues.QueuePlace(ctx, "lamp", b); q.Position != int64(i+1) || err != nil {
 					t.Fatalf("%s's place %d %v, want %d", b, q.Position, err, i+1)
 				}
 			}

@@ -13,7 +13,7 @@ import (
 // AddSeconds writes a batch of per-second counts in one transaction: a
 // count of kind "outcome" or "latency" is added to what other coordinators
 // wrote for the same second, one of kind "salable" replaces it.
-func (s *Store) AddSeconds(ctx context.Context, rows []shardstock.SaleSecond) error {
+func (s *Reports) AddSeconds(ctx context.Context, rows []shardstock.SaleSecond) error {
 	if len(rows) == 0 {
 		return nil
 	}
@@ -46,20 +46,8 @@ func (s *Store) AddSeconds(ctx context.Context, rows []shardstock.SaleSecond) er
 	return tx.Commit()
 }
 
-func (s *Store) upsert(replace bool) string {
-	switch {
-	case s.dialect == "mysql" && replace:
-		return ` ON DUPLICATE KEY UPDATE n = VALUES(n)`
-	case s.dialect == "mysql":
-		return ` ON DUPLICATE KEY UPDATE n = n + VALUES(n)`
-	case replace:
-		return ` ON CONFLICT (product_id, second, kind, label) DO UPDATE SET n = excluded.n`
-	}
-	return ` ON CONFLICT (product_id, second, kind, label) DO UPDATE SET n = n + excluded.n`
-}
-
 // SaleSeconds returns every recorded second of product, in time order.
-func (s *Store) SaleSeconds(ctx context.Context, product string) ([]shardstock.SaleSecond, error) {
+func (s *Reports) SaleSeconds(ctx context.Context, product string) ([]shardstock.SaleSecond, error) {
 	rows, err := s.reads.QueryContext(ctx, `SELECT second, kind, label, n FROM sale_seconds WHERE product_id = ? ORDER BY second`, product)
 	if err != nil {
 		return nil, err

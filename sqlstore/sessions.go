@@ -12,7 +12,7 @@ import (
 )
 
 // SaveSession creates or replaces a session; created reports a new one.
-func (s *Store) SaveSession(ctx context.Context, ss shardstock.Session) (created bool, err error) {
+func (s *Sessions) SaveSession(ctx context.Context, ss shardstock.Session) (created bool, err error) {
 	def, err := json.Marshal(ss)
 	if err != nil {
 		return false, err
@@ -45,7 +45,7 @@ func (s *Store) SaveSession(ctx context.Context, ss shardstock.Session) (created
 }
 
 // NextSession returns the first session to start after after (nil: none).
-func (s *Store) NextSession(ctx context.Context, after time.Time) (*shardstock.Session, error) {
+func (s *Sessions) NextSession(ctx context.Context, after time.Time) (*shardstock.Session, error) {
 	var def string
 	err := s.reads.QueryRowContext(ctx, `SELECT definition FROM sessions WHERE starts_at > ? ORDER BY starts_at LIMIT 1`, after.UnixMilli()).Scan(&def)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -63,7 +63,7 @@ func (s *Store) NextSession(ctx context.Context, after time.Time) (*shardstock.S
 
 // CurrentSession returns the session whose window contains now, else the
 // next to start, else the last to end; nil when there is none.
-func (s *Store) CurrentSession(ctx context.Context, now time.Time) (*shardstock.Session, error) {
+func (s *Sessions) CurrentSession(ctx context.Context, now time.Time) (*shardstock.Session, error) {
 	ms := now.UnixMilli()
 	queries := []struct {
 		q    string
@@ -91,7 +91,7 @@ func (s *Store) CurrentSession(ctx context.Context, now time.Time) (*shardstock.
 }
 
 // Sessions lists every session, by start.
-func (s *Store) Sessions(ctx context.Context) ([]shardstock.Session, error) {
+func (s *Sessions) Sessions(ctx context.Context) ([]shardstock.Session, error) {
 	rows, err := s.reads.QueryContext(ctx, `SELECT definition FROM sessions ORDER BY starts_at, id`)
 	if err != nil {
 		return nil, fmt.Errorf("list sessions: %w", err)
@@ -113,7 +113,7 @@ func (s *Store) Sessions(ctx context.Context) ([]shardstock.Session, error) {
 }
 
 // DeleteSession removes session id; false when there was none.
-func (s *Store) DeleteSession(ctx context.Context, id string) (bool, error) {
+func (s *Sessions) DeleteSession(ctx context.Context, id string) (bool, error) {
 	res, err := s.db.ExecContext(ctx, `DELETE FROM sessions WHERE id = ?`, id)
 	if err != nil {
 		return false, fmt.Errorf("delete session %s: %w", id, err)

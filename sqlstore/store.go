@@ -1,9 +1,9 @@
-// Package sqlstore is the SQL adapter: every table of the app — the
-// product catalog, the orders, sessions, transfers, product controls and
-// the schema migrations — on SQLite (embedded) or MariaDB/MySQL. It
-// implements the ports of the services (order.Store, inventory's catalog,
-// transfer log and controls, flashsale's pages, metrics' order counts, the
-// shard set's register ledger) and imports only the domain (package
+// Package sqlstore is the SQL adapter: every table of the app on SQLite
+// (embedded) or MariaDB/MySQL, and the schema migrations. A Store is the
+// connections; each role the tables play is a type of its own, in a file of
+// its own (Catalog, Controls, Orders, Transfers, ShardLog, Queues, Reports,
+// Sessions), and each port of the services to SQL is filled by one of them
+// (ports_test.go lists which). It imports only the domain (package
 // shardstock).
 package sqlstore
 
@@ -33,8 +33,35 @@ import (
 var migrations embed.FS
 
 // Store is the SQL database of the app, on SQLite (embedded) or
-// MySQL/MariaDB. Safe for concurrent use.
+// MySQL/MariaDB: the connections and the schema (Open, Migrate, Close), and
+// one type per role the tables play, each in a file of its own and each
+// filling the ports of that role. Safe for concurrent use.
 type Store struct {
+	*core
+	Catalog   *Catalog   // the product definitions, and the shards each is initialised on (catalog.go)
+	Controls  *Controls  // what operators change: pause, window, archive (controls.go)
+	Orders    *Orders    // the order table, payments' transaction ids (orders.go)
+	Transfers *Transfers // the stock log: transfers, stock changes, idempotency keys (transfers.go)
+	ShardLog  *ShardLog  // what is on record of each shard: drains, resyncs, the catalog's id (shards.go)
+	Queues    *Queues    // the waiting rooms' lines and places (queue.go)
+	Reports   *Reports   // the sale report's per-second counts (report.go)
+	Sessions  *Sessions  // the sale sessions (sessions.go)
+}
+
+// The roles: each holds the connections, and nothing else.
+type (
+	Catalog   struct{ *core }
+	Controls  struct{ *core }
+	Orders    struct{ *core }
+	Transfers struct{ *core }
+	ShardLog  struct{ *core }
+	Queues    struct{ *core }
+	Reports   struct{ *core }
+	Sessions  struct{ *core }
+)
+
+// core is the connections every role uses.
+type core struct {
 	db *sql.DB
 	// read serves the plain reads (no transaction, nothing written first in
 	// the same call). On SQLite it is a pool of read-only connections of
@@ -62,18 +89,19 @@ func OpenTLS(dsn string, roots *x509.CertPool) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	st := &Store{db: db, read: db, dialect: dialect, batch: newBatchStmts()}
+	c := &core{db: db, read: db, dialect: dialect, batch: newBatchStmts()}
 	if dialect == "sqlite" {
-		if st.read, err = openSQLiteReader(strings.TrimPrefix(dsn, "sqlite:")); err != nil {
+		if c.read, err = openSQLiteReader(strings.TrimPrefix(dsn, "sqlite:")); err != nil {
 			db.Close()
 			return nil, err
 		}
 	}
-	st.writes, st.reads = newStmtDB(st.db), newStmtDB(st.read)
-	if st.read == st.db {
-		st.reads = st.writes
+	c.writes, c.reads = newStmtDB(c.db), newStmtDB(c.read)
+	if c.read == c.db {
+		c.reads = c.writes
 	}
-	return st, nil
+	return &Store{core: c, Catalog: &Catalog{c}, Controls: &Controls{c}, Orders: &Orders{c}, Transfers: &Transfers{c},
+		ShardLog: &ShardLog{c}, Queues: &Queues{c}, Reports: &Reports{c}, Sessions: &Sessions{c}}, nil
 }
 
 // Connect opens the database of dsn (as Open does) and returns it with its
@@ -216,7 +244,7 @@ type migrator interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-func (s *Store) apply(ctx context.Context, db migrator, file string) error {
+func (s *core) apply(ctx context.Context, db migrator, file string) error {
 	name := filepath.Base(file)
 	version, err := strconv.Atoi(strings.SplitN(name, "_", 2)[0])
 	if err != nil {
@@ -300,7 +328,7 @@ func isLockConflict(err error) bool {
 // and none begun after execRetryFor: a lock wait can last the server's
 // innodb_lock_wait_timeout (50 s by default), and a buyer's request must
 // end well within the HTTP server's write timeout.
-func (s *Store) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
+func (s *core) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
 	start := time.Now()
 	for attempt := 1; ; attempt++ {
 		res, err := s.writes.ExecContext(ctx, q, args...)
@@ -347,4 +375,24 @@ func private(path string) error {
 		}
 	}
 	return nil
+}
+
+func (s *core) upsert(replace bool) string {
+	switch {
+	case s.dialect == "mysql" && replace:
+		return ` ON DUPLICATE KEY UPDATE n = VALUES(n)`
+	case s.dialect == "mysql":
+		return ` ON DUPLICATE KEY UPDATE n = n + VALUES(n)`
+	case replace:
+		return ` ON CONFLICT (product_id, second, kind, label) DO UPDATE SET n = excluded.n`
+	}
+	return ` ON CONFLICT (product_id, second, kind, label) DO UPDATE SET n = n + excluded.n`
+}
+
+// forUpdate locks the rows a MariaDB/MySQL SELECT reads.
+func (s *core) forUpdate() string {
+	if s.dialect == "mysql" {
+		return " FOR UPDATE"
+	}
+	return ""
 }

@@ -54,7 +54,7 @@ func TestSQLiteReadsDoNotQueueBehindAWrite(t *testing.T) {
 	dsn := "sqlite:" + t.TempDir() + "/orders.db"
 	s := sqlstoretest.Open(t, dsn)
 	ctx := context.Background()
-	if err := s.SetPaused(ctx, "p", true); err != nil {
+	if err := s.Controls.SetPaused(ctx, "p", true); err != nil {
 		t.Fatal(err)
 	}
 	other, _, err := sqlstore.Connect(dsn, nil) // the other coordinator
@@ -67,26 +67,26 @@ func TestSQLiteReadsDoNotQueueBehindAWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	wrote := make(chan error, 1)
-	go func() { wrote <- s.SetPaused(ctx, "p", false) }() // waits for the lock on s's writer
+	go func() { wrote <- s.Controls.SetPaused(ctx, "p", false) }() // waits for the lock on s's writer
 	time.Sleep(200 * time.Millisecond)
 
 	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	c, err := s.ProductControls(rctx)
+	c, err := s.Controls.ProductControls(rctx)
 	if err != nil {
 		t.Fatalf("the controls, read while a write waits for the lock: %v", err)
 	}
 	if !c["p"].Paused {
 		t.Fatalf("read %+v, want the last commit (paused)", c["p"])
 	}
-	if _, err := s.Order(rctx, "01ARZ3NDEKTSV4RRFFQ69G5FAV"); err != nil {
+	if _, err := s.Orders.Order(rctx, "01ARZ3NDEKTSV4RRFFQ69G5FAV"); err != nil {
 		t.Fatalf("an order lookup while a write waits for the lock: %v", err)
 	}
 	tx.Rollback()
 	if err := <-wrote; err != nil {
 		t.Fatalf("the waiting write: %v", err)
 	}
-	if c, err := s.ProductControls(ctx); err != nil || c["p"].Paused {
+	if c, err := s.Controls.ProductControls(ctx); err != nil || c["p"].Paused {
 		t.Fatalf("after the write: %+v %v", c["p"], err)
 	}
 }
@@ -189,7 +189,7 @@ func TestCancelExpired(t *testing.T) {
 					t.Fatalf("row %d: %v", i, err)
 				}
 			}
-			n, err := s.CancelExpired(ctx, cutoff, now)
+			n, err := s.Orders.CancelExpired(ctx, cutoff, now)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -209,7 +209,7 @@ func TestCancelExpired(t *testing.T) {
 					t.Errorf("%s: %s, want %s", r.id, status, want)
 				}
 			}
-			unsettled, err := s.Unsettled(ctx, 10, nil)
+			unsettled, err := s.Orders.Unsettled(ctx, 10, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -217,11 +217,11 @@ func TestCancelExpired(t *testing.T) {
 				t.Fatalf("unsettled: %v, want the 2 cancelled", unsettled)
 			}
 			for _, o := range unsettled {
-				if err := s.MarkSettled(ctx, o.ID, o.Status); err != nil {
+				if err := s.Orders.MarkSettled(ctx, o.ID, o.Status); err != nil {
 					t.Fatal(err)
 				}
 			}
-			claims, err := s.ClaimsPending(ctx, "", 10)
+			claims, err := s.Orders.ClaimsPending(ctx, "", 10)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -258,7 +258,7 @@ func TestInsertBatchOfEverySize(t *testing.T) {
 					ev := shardstock.ReservationEvent{ID: id, UserID: fmt.Sprintf("u%d-%d", size, i/3), ProductID: "p", Shard: i % 3, AtMS: now.UnixMilli()}
 					rows = append(rows, shardstock.NewOrder{Event: ev, Limit: 2, Status: shardstock.StatusAwaitingPayment})
 				}
-				got, err := s.InsertBatch(ctx, rows, now, now.Add(time.Minute))
+				got, err := s.Orders.InsertBatch(ctx, rows, now, now.Add(time.Minute))
 				if err != nil {
 					t.Fatalf("batch of %d: %v", size, err)
 				}
@@ -275,13 +275,13 @@ func TestInsertBatchOfEverySize(t *testing.T) {
 						continue
 					}
 					ids[r.Event.UserID]++
-					o, err := s.Order(ctx, r.Event.ID)
+					o, err := s.Orders.Order(ctx, r.Event.ID)
 					if err != nil || got[i] == "" || o.Status != got[i] || o.UserID != r.Event.UserID {
 						t.Fatalf("batch of %d, row %d: %s answered %q, row %+v, %v", size, i, r.Event.ID, got[i], o, err)
 					}
 				}
 			}
-			counts, err := s.CountByStatus(ctx, "p")
+			counts, err := s.Orders.CountByStatus(ctx, "p")
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -2,10 +2,7 @@ package sqlstore
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
-	"errors"
 	"fmt"
 	"time"
 
@@ -14,7 +11,7 @@ import (
 
 // StartTransfer records a transfer before its first step.
 // A repeat of a recorded id returns the first record (a retried request).
-func (s *Store) StartTransfer(ctx context.Context, t shardstock.Transfer) (shardstock.Transfer, error) {
+func (s *Transfers) StartTransfer(ctx context.Context, t shardstock.Transfer) (shardstock.Transfer, error) {
 	now := time.Now().UnixMilli()
 	_, err := s.db.ExecContext(ctx, `INSERT INTO transfers (id, product_id, from_shard, to_shard, wanted, state, created_at, updated_at)
 		VALUES (?, ?, ?, ?, ?, 'started', ?, ?)`, t.ID, t.ProductID, t.From, t.To, t.Wanted, now, now)
@@ -35,7 +32,7 @@ func (s *Store) StartTransfer(ctx context.Context, t shardstock.Transfer) (shard
 // coordinators may finish one transfer at once (a stock change's request
 // and another's resume loop: inventory.Stock.RunResume); each step is
 // idempotent, and a late "out" never takes a finished transfer back.
-func (s *Store) MarkTransfer(ctx context.Context, id, state string, moved int64) error {
+func (s *Transfers) MarkTransfer(ctx context.Context, id, state string, moved int64) error {
 	// (out again is allowed: the same count, from the shard's record of it)
 	_, err := s.db.ExecContext(ctx, `UPDATE transfers SET state = ?, moved = ?, updated_at = ? WHERE id = ? AND state IN ('started', 'out')`,
 		state, moved, time.Now().UnixMilli(), id)
@@ -46,18 +43,18 @@ func (s *Store) MarkTransfer(ctx context.Context, id, state string, moved int64)
 }
 
 // UnfinishedTransfers lists the transfers not done, oldest first.
-func (s *Store) UnfinishedTransfers(ctx context.Context) ([]shardstock.Transfer, error) {
+func (s *Transfers) UnfinishedTransfers(ctx context.Context) ([]shardstock.Transfer, error) {
 	return s.transfers(ctx, `WHERE state NOT IN ('done', 'reversed')`)
 }
 
 // ShardTransfers lists the transfers from or to shard whose units left
 // their source (state out, done or reversed), oldest first: what a shard
 // that lost its last writes must have applied.
-func (s *Store) ShardTransfers(ctx context.Context, shard int) ([]shardstock.Transfer, error) {
+func (s *Transfers) ShardTransfers(ctx context.Context, shard int) ([]shardstock.Transfer, error) {
 	return s.transfers(ctx, `WHERE state IN ('out', 'done', 'reversed') AND (from_shard = ? OR to_shard = ?)`, shard, shard)
 }
 
-func (s *Store) transfers(ctx context.Context, where string, args ...any) ([]shardstock.Transfer, error) {
+func (s *Transfers) transfers(ctx context.Context, where string, args ...any) ([]shardstock.Transfer, error) {
 	rows, err := s.reads.QueryContext(ctx, `SELECT id, product_id, from_shard, to_shard, wanted, moved, state
 		FROM transfers `+where+` ORDER BY created_at`, args...)
 	if err != nil {
@@ -77,46 +74,6 @@ func (s *Store) transfers(ctx context.Context, where string, args ...any) ([]sha
 	return out, rows.Err()
 }
 
-// SetDrained puts shard on or off the drained list.
-func (s *Store) SetDrained(ctx context.Context, shard int, drained bool) error {
-	var err error
-	if drained {
-		_, err = s.db.ExecContext(ctx, `INSERT INTO drained_shards (shard, drained_at) VALUES (?, ?)`, shard, time.Now().UnixMilli())
-		if isDuplicate(err) {
-			err = nil
-		}
-	} else {
-		_, err = s.db.ExecContext(ctx, `DELETE FROM drained_shards WHERE shard = ?`, shard)
-	}
-	if err != nil {
-		return fmt.Errorf("drain shard %d: %w", shard, err)
-	}
-	return nil
-}
-
-// DrainedShards lists the drained shards.
-func (s *Store) DrainedShards(ctx context.Context) (map[int]bool, error) {
-	out, err := s.shardSet(ctx, `SELECT shard FROM drained_shards`)
-	if err != nil {
-		return nil, fmt.Errorf("drained shards: %w", err)
-	}
-	return out, nil
-}
-
-// SyncedRunID is the run id shard had when it was last resynced ("" when
-// never).
-func (s *Store) SyncedRunID(ctx context.Context, shard int) (string, error) {
-	var run string
-	err := s.reads.QueryRowContext(ctx, `SELECT run_id FROM shard_runs WHERE shard = ?`, shard).Scan(&run)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", nil
-	}
-	if err != nil {
-		return "", fmt.Errorf("synced run id of shard %d: %w", shard, err)
-	}
-	return run, nil
-}
-
 // millisOrZero is t in unix ms, 0 for the zero time.
 func millisOrZero(t time.Time) int64 {
 	if t.IsZero() {
@@ -125,72 +82,72 @@ func millisOrZero(t time.Time) int64 {
 	return t.UnixMilli()
 }
 
-// SyncedAt is when shard was last put on record as resynced (zero: never,
-// or recorded without a time: its first run).
-func (s *Store) SyncedAt(ctx context.Context, shard int) (time.Time, error) {
-	var ms int64
-	err := s.reads.QueryRowContext(ctx, `SELECT synced_at FROM shard_runs WHERE shard = ?`, shard).Scan(&ms)
-	if errors.Is(err, sql.ErrNoRows) {
-		return time.Time{}, nil
-	}
+// StockChanges sums the units operators added to and removed from product
+// id after its definition (finished stock changes in the transfer log:
+// from or to shard -1, outside the shards).
+func (s *Transfers) StockChanges(ctx context.Context, id string) (added, removed int64, err error) {
+	err = s.reads.QueryRowContext(ctx, `SELECT
+		COALESCE(SUM(CASE WHEN from_shard = -1 THEN moved ELSE 0 END), 0),
+		COALESCE(SUM(CASE WHEN to_shard = -1 THEN moved ELSE 0 END), 0)
+		FROM transfers WHERE product_id = ? AND state = 'done' AND (from_shard = -1 OR to_shard = -1)`, id).Scan(&added, &removed)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("resync time of shard %d: %w", shard, err)
+		return 0, 0, fmt.Errorf("stock changes of %s: %w", id, err)
 	}
-	if ms == 0 {
-		return time.Time{}, nil // (recorded without a time)
-	}
-	return time.UnixMilli(ms), nil
+	return added, removed, nil
 }
 
-// RecordSynced records that shard, running as run, was resynced at at
-// (zero: no time).
-func (s *Store) RecordSynced(ctx context.Context, shard int, run string, at time.Time) error {
+// RecordStockChange records the transfers of one stock change together,
+// in one transaction, before any of them runs, and returns them; when the
+// change was recorded before (a retried request with the same key), it
+// returns that record instead, so a retry finishes the first plan rather
+// than making a second one. Each transfer's id is changeID-<shard>.
+func (s *Transfers) RecordStockChange(ctx context.Context, changeID string, plan []shardstock.Transfer) ([]shardstock.Transfer, error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return err
+		return nil, fmt.Errorf("record stock change %s: %w", changeID, err)
 	}
 	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, `DELETE FROM shard_runs WHERE shard = ?`, shard); err != nil {
-		return fmt.Errorf("record resync of shard %d: %w", shard, err)
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM transfers WHERE id LIKE ?`, changeID+"-%").Scan(&n); err != nil {
+		return nil, fmt.Errorf("record stock change %s: %w", changeID, err)
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO shard_runs (shard, run_id, synced_at) VALUES (?, ?, ?)`,
-		shard, run, millisOrZero(at)); err != nil && !isDuplicate(err) {
-		return fmt.Errorf("record resync of shard %d: %w", shard, err)
+	if n == 0 {
+		now := time.Now().UnixMilli()
+		for _, t := range plan {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO transfers (id, product_id, from_shard, to_shard, wanted, state, created_at, updated_at)
+				VALUES (?, ?, ?, ?, ?, 'started', ?, ?)`, t.ID, t.ProductID, t.From, t.To, t.Wanted, now, now); err != nil {
+				return nil, fmt.Errorf("record stock change %s: %w", changeID, err)
+			}
+		}
+		if err := tx.Commit(); err != nil {
+			return nil, fmt.Errorf("record stock change %s: %w", changeID, err)
+		}
+		return plan, nil
 	}
-	return tx.Commit()
+	tx.Rollback()
+	return s.transfers(ctx, `WHERE id LIKE ?`, changeID+"-%")
 }
 
-// RecordTransaction puts a payment provider's transaction id on record for
-// order id, once. It returns the order the id was on record for before
-// (id itself for a repeat), or "" when this call recorded it.
-func (s *Store) RecordTransaction(ctx context.Context, transaction, id string) (string, error) {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO payment_transactions (transaction_id, order_id, created_at) VALUES (?, ?, ?)`,
-		transaction, id, time.Now().UnixMilli())
+// BindKey records that the Idempotency-Key whose hash is keyHash was used
+// for request on product; it returns shardstock.ErrKeyReused when the key
+// was first used for another product or request. Of two first uses at
+// once, the one inserted first binds the key.
+func (s *Transfers) BindKey(ctx context.Context, keyHash, product, request string) error {
+	_, err := s.db.ExecContext(ctx, `INSERT INTO stock_change_keys (key_hash, product_id, request, created_at) VALUES (?, ?, ?, ?)`,
+		keyHash, product, request, time.Now().UnixMilli())
 	if err == nil {
-		return "", nil
+		return nil
 	}
 	if !isDuplicate(err) {
-		return "", fmt.Errorf("record transaction: %w", err)
+		return fmt.Errorf("bind idempotency key: %w", err)
 	}
-	var was string
-	if err := s.writes.QueryRowContext(ctx, `SELECT order_id FROM payment_transactions WHERE transaction_id = ?`, transaction).Scan(&was); err != nil {
-		return "", fmt.Errorf("record transaction: %w", err)
+	var p, r string
+	if err := s.writes.QueryRowContext(ctx, `SELECT product_id, request FROM stock_change_keys WHERE key_hash = ?`, keyHash).Scan(&p, &r); err != nil {
+		return fmt.Errorf("bind idempotency key: %w", err)
 	}
-	return was, nil
-}
-
-// CatalogID returns the id of this catalog, made up and put on record by
-// the first call on a new database (the first of concurrent calls wins).
-func (s *Store) CatalogID(ctx context.Context) (string, error) {
-	b := make([]byte, 12)
-	rand.Read(b)
-	_, err := s.db.ExecContext(ctx, `INSERT INTO catalog_meta (name, value) VALUES ('catalog_id', ?)`, hex.EncodeToString(b))
-	if err != nil && !isDuplicate(err) {
-		return "", fmt.Errorf("catalog id: %w", err)
+	if p != product || r != request {
+		return &shardstock.Error{Code: shardstock.ErrKeyReused.Code,
+			Message: fmt.Sprintf("this Idempotency-Key was first used to %s units of %s; use a new key for another change", r, p)}
 	}
-	var id string
-	if err := s.reads.QueryRowContext(ctx, `SELECT value FROM catalog_meta WHERE name = 'catalog_id'`).Scan(&id); err != nil {
-		return "", fmt.Errorf("catalog id: %w", err)
-	}
-	return id, nil
+	return nil
 }

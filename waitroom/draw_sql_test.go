@@ -33,7 +33,7 @@ func TestADrawnPlaceIsNotPassedBeforeTheDrawEnds(t *testing.T) {
 	db := sqlstoretest.DB(t, dsn)
 	ctx := context.Background()
 	starts := time.Now().Add(1500 * time.Millisecond).Truncate(time.Millisecond)
-	room := New(Config{Store: s, Products: products{"lamp": {ID: "lamp", Stock: 1000, StartsAt: starts}}})
+	room := New(Config{Store: s.Queues, Products: products{"lamp": {ID: "lamp", Stock: 1000, StartsAt: starts}}})
 	if err := room.Start(ctx); err != nil {
 		t.Fatal(err)
 	}

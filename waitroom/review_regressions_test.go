@@ -21,7 +21,7 @@ import (
 // joins, as a join lands between a Refresh's read and its write whenever
 // joins come faster than one per refresh's few milliseconds.
 type crowdSQL struct {
-	*sqlstore.Store
+	*sqlstore.Queues
 	mu       sync.Mutex
 	on       bool
 	n        int
@@ -36,13 +36,13 @@ func (c *crowdSQL) joinOne(ctx context.Context) {
 	c.n++
 	b := fmt.Sprint("crowd", c.n)
 	c.mu.Unlock()
-	if _, err := c.Store.JoinQueue(ctx, "lamp", b, c.now()); err != nil {
+	if _, err := c.Queues.JoinQueue(ctx, "lamp", b, c.now()); err != nil {
 		panic(err)
 	}
 }
 
 func (c *crowdSQL) QueueLines(ctx context.Context) (map[string]shardstock.QueueLine, error) {
-	l, err := c.Store.QueueLines(ctx)
+	l, err := c.Queues.QueueLines(ctx)
 	c.mu.Lock()
 	on := c.on
 	c.mu.Unlock()
@@ -56,7 +56,7 @@ func (c *crowdSQL) DrawQueue(ctx context.Context, product string, now func() tim
 	if c.advance != nil {
 		c.advance(c.drawTime)
 	}
-	n, err := c.Store.DrawQueue(ctx, product, now, shuffle)
+	n, err := c.Queues.DrawQueue(ctx, product, now, shuffle)
 	if err == nil && n >= 0 && c.joinDraw {
 		c.joinOne(ctx)
 	}
@@ -81,7 +81,7 @@ func TestAHoldLandsWhileBuyersKeepJoining(t *testing.T) {
 		for name, s := range sqlstoretest.Stores(t) {
 			t.Run(map[bool]string{false: "quiet/", true: "crowd/"}[joining]+name, func(t *testing.T) {
 				f := newSQLFix(t, s, api.QueueDefinition{Mode: "fifo", Rate: 10, LeadSeconds: 600, WindowSeconds: 5})
-				crowd := &crowdSQL{Store: s, now: f.clock}
+				crowd := &crowdSQL{Queues: s.Queues, now: f.clock}
 				a := f.another(crowd, f.items) // the coordinator that tends, under the crowd
 				f.at(-time.Minute, a)
 				toks := map[int64]string{}
@@ -137,7 +137,7 @@ func TestTheDrawGraceRunsFromTheDraw(t *testing.T) {
 		for name, s := range sqlstoretest.Stores(t) {
 			t.Run(by+"/"+name, func(t *testing.T) {
 				f := newSQLFix(t, s, api.QueueDefinition{Mode: "draw", Rate: 10, LeadSeconds: 600, WindowSeconds: 3})
-				crowd := &crowdSQL{Store: s, now: f.clock, drawTime: 4 * time.Second, joinDraw: by == "tend"}
+				crowd := &crowdSQL{Queues: s.Queues, now: f.clock, drawTime: 4 * time.Second, joinDraw: by == "tend"}
 				crowd.advance = func(d time.Duration) {
 					f.mu.Lock()
 					f.now = f.now.Add(d)

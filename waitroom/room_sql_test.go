@@ -34,7 +34,7 @@ func newSQLFix(t *testing.T, s *sqlstore.Store, d api.QueueDefinition) *sqlFix {
 	t.Helper()
 	f := &sqlFix{t: t, store: s, now: saleStart.Add(-time.Hour), left: map[string]int64{"lamp": 100},
 		items: products{"lamp": {ID: "lamp", Stock: 100, StartsAt: saleStart}}}
-	f.room = f.another(s, f.items)
+	f.room = f.another(s.Queues, f.items)
 	if _, err := f.room.Define(context.Background(), "lamp", d); err != nil {
 		t.Fatal(err)
 	}
@@ -201,13 +201,13 @@ func TestALongClockDoesNotFreezeTheRooms(t *testing.T) {
 
 // hookedSQL runs afterRead once, after the next read of the lines.
 type hookedSQL struct {
-	*sqlstore.Store
+	*sqlstore.Queues
 	mu        sync.Mutex
 	afterRead func()
 }
 
 func (h *hookedSQL) QueueLines(ctx context.Context) (map[string]shardstock.QueueLine, error) {
-	l, err := h.Store.QueueLines(ctx)
+	l, err := h.Queues.QueueLines(ctx)
 	h.mu.Lock()
 	f := h.afterRead
 	h.afterRead = nil
@@ -229,7 +229,7 @@ func TestAModeChangeRacingAJoin(t *testing.T) {
 	for name, s := range sqlstoretest.Stores(t) {
 		t.Run("draw-to-fifo/"+name, func(t *testing.T) {
 			f := newSQLFix(t, s, api.QueueDefinition{Mode: "draw", Rate: 1, LeadSeconds: 600, WindowSeconds: 30})
-			hooked := &hookedSQL{Store: s}
+			hooked := &hookedSQL{Queues: s.Queues}
 			a := f.another(hooked, f.items)
 			f.at(-time.Minute, a)
 			var ann Place
@@ -247,7 +247,7 @@ func TestAModeChangeRacingAJoin(t *testing.T) {
 	for name, s := range sqlstoretest.Stores(t) { // fresh databases
 		t.Run("fifo-to-draw/"+name, func(t *testing.T) {
 			f := newSQLFix(t, s, api.QueueDefinition{Mode: "fifo", Rate: 1, LeadSeconds: 600, WindowSeconds: 30})
-			hooked := &hookedSQL{Store: s}
+			hooked := &hookedSQL{Queues: s.Queues}
 			a := f.another(hooked, f.items)
 			f.at(-time.Minute, a)
 			var bob Place
@@ -324,7 +324,7 @@ func TestALineFollowsAStartMovedAtTheLastMoment(t *testing.T) {
 			t.Run(mode+"/"+name, func(t *testing.T) {
 				f := newSQLFix(t, s, api.QueueDefinition{Mode: mode, Rate: 1, LeadSeconds: 600, WindowSeconds: 30})
 				stale := products{"lamp": {ID: "lamp", Stock: 100, StartsAt: saleStart}} // B's catalog, not yet refreshed
-				b := f.another(s, stale)
+				b := f.another(s.Queues, stale)
 				f.at(-time.Minute, b)
 				toks := map[string]string{}
 				for i := range 5 {

@@ -68,7 +68,7 @@ func TestRedisUsersRunASale(t *testing.T) {
 	waitFor(t, 30*time.Second, "settled", func() (bool, string) {
 		st := productStatus(t, base, "locked")
 		c := statusCounts(t, m, "locked")
-		_, unsettled, err := m.store.OpenOrders(context.Background(), "locked")
+		_, unsettled, err := m.store.Orders.OpenOrders(context.Background(), "locked")
 		ok := err == nil && unsettled == 0 && st.Totals.Sold == 8 && st.Totals.Locked == 0 && st.Totals.Salable+st.Totals.Sold == 23 &&
 			c[shardstock.StatusPaid] == 8
 		return ok, fmt.Sprint(st.Totals, c, " unsettled in SQL: ", unsettled, err)

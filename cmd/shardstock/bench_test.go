@@ -50,7 +50,7 @@ func BenchmarkOrderPipeline(b *testing.B) {
 			start := time.Now()
 			reserveMany(b, m, p, b.N)
 			for {
-				c, err := m.store.CountByStatus(context.Background(), "bench")
+				c, err := m.store.Orders.CountByStatus(context.Background(), "bench")
 				if err == nil && c[shardstock.StatusAwaitingPayment] == int64(b.N) {
 					break
 				}

@@ -202,7 +202,7 @@ func TestChaos(t *testing.T) {
 		}
 		mu.Unlock()
 		for _, rp := range cands {
-			if o, _ := st.Order(context.Background(), rp.order); o == nil || o.Status != "awaiting_payment" {
+			if o, _ := st.Orders.Order(context.Background(), rp.order); o == nil || o.Status != "awaiting_payment" {
 				continue
 			}
 			start := time.Now()
@@ -338,7 +338,7 @@ func TestChaos(t *testing.T) {
 	waitFor(t, 90*time.Second, "every reservation has its order", func() (bool, string) {
 		missing, lostOnWipe, lostOnCrash = nil, nil, nil
 		for id, rp := range want {
-			o, err := store.Order(ctx, id)
+			o, err := store.Orders.Order(ctx, id)
 			if err != nil {
 				return false, err.Error()
 			}
@@ -373,7 +373,7 @@ func TestChaos(t *testing.T) {
 	}
 	var final map[shardstock.OrderStatus]int64
 	waitFor(t, 120*time.Second, "payments settled and unpaid orders timed out", func() (bool, string) {
-		c, _ := store.CountByStatus(ctx, "chaos")
+		c, _ := store.Orders.CountByStatus(ctx, "chaos")
 		final = c
 		st := productStatus(t, a, "chaos")
 		locked := int64(0)
@@ -389,7 +389,7 @@ func TestChaos(t *testing.T) {
 	var checks reportChecks
 	check := checks.checker(t)
 	after := productStatus(t, a, "chaos")
-	paidByShard, err := store.CountsByShard(ctx, "chaos")
+	paidByShard, err := store.Orders.CountsByShard(ctx, "chaos")
 	if err != nil {
 		t.Fatal(err)
 	}

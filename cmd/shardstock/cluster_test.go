@@ -519,7 +519,7 @@ func TestClusterSaleAcrossHostsWithPartitions(t *testing.T) {
 	waitFor(t, 90*time.Second, "every reservation has its order", func() (bool, string) {
 		missing = nil
 		for id := range want {
-			o, err := store.Order(ctx, id)
+			o, err := store.Orders.Order(ctx, id)
 			if err != nil {
 				return false, err.Error()
 			}
@@ -550,7 +550,7 @@ func TestClusterSaleAcrossHostsWithPartitions(t *testing.T) {
 	}
 	var final map[shardstock.OrderStatus]int64
 	waitFor(t, 120*time.Second, "payments settled and unpaid orders timed out", func() (bool, string) {
-		counts, _ := store.CountByStatus(ctx, "hosts")
+		counts, _ := store.Orders.CountByStatus(ctx, "hosts")
 		final = counts
 		st := c.status("hosts")
 		locked := int64(0)
@@ -566,7 +566,7 @@ func TestClusterSaleAcrossHostsWithPartitions(t *testing.T) {
 	var checks reportChecks
 	check := checks.checker(t)
 	after := c.status("hosts")
-	byShard, err := store.CountsByShard(ctx, "hosts")
+	byShard, err := store.Orders.CountsByShard(ctx, "hosts")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -235,7 +235,7 @@ func sellOutAndPay(t *testing.T, m *Main, product string, stock int) {
 	// records it; the archive waits for both).
 	waitFor(t, 30*time.Second, product+" settled", func() (bool, string) {
 		st := productStatus(t, base, product)
-		_, unsettled, err := m.store.OpenOrders(context.Background(), product)
+		_, unsettled, err := m.store.Orders.OpenOrders(context.Background(), product)
 		return err == nil && unsettled == 0 && st.Totals.Sold == int64(stock) && st.Totals.Locked == 0,
 			fmt.Sprint(st.Totals, " unsettled in SQL: ", unsettled, err)
 	})
@@ -285,7 +285,7 @@ func TestArchiveASettledSale(t *testing.T) {
 	}
 	waitFor(t, 30*time.Second, "settled", func() (bool, string) { // on the shards and in SQL (sellOutAndPay)
 		st := productStatus(t, base, "arc")
-		_, unsettled, err := m.store.OpenOrders(context.Background(), "arc")
+		_, unsettled, err := m.store.Orders.OpenOrders(context.Background(), "arc")
 		return err == nil && unsettled == 0 && st.Totals.Sold == 30 && st.Totals.Locked == 0,
 			fmt.Sprint(st.Totals, " unsettled in SQL: ", unsettled, err)
 	})

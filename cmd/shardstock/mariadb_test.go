@@ -282,7 +282,7 @@ func TestPaymentWaitsOutALockConflict(t *testing.T) {
 	}
 	now := time.Now()
 	ev := shardstock.ReservationEvent{ID: "01M8TVK5JNTY48244KRZ4MVVN0", UserID: "alice", ProductID: "lamp", Shard: 1, AtMS: now.UnixMilli()}
-	if _, err := store.Insert(ctx, ev, 1, shardstock.StatusAwaitingPayment, now, now.Add(time.Minute)); err != nil {
+	if _, err := store.Orders.Insert(ctx, ev, 1, shardstock.StatusAwaitingPayment, now, now.Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	other := openDB(t, dsn, nil)
@@ -295,14 +295,14 @@ func TestPaymentWaitsOutALockConflict(t *testing.T) {
 	}
 	released := make(chan error, 1)
 	go func() { time.Sleep(1500 * time.Millisecond); released <- tx.Commit() }()
-	changed, err := store.Transition(ctx, ev.ID, ev.UserID, shardstock.StatusPaid, time.Now())
+	changed, err := store.Orders.Transition(ctx, ev.ID, ev.UserID, shardstock.StatusPaid, time.Now())
 	if err != nil || !changed {
 		t.Fatalf("pay behind a lock held past the lock wait timeout: changed %v, %v", changed, err)
 	}
 	if err := <-released; err != nil {
 		t.Fatal(err)
 	}
-	if o, err := store.Order(ctx, ev.ID); err != nil || o.Status != shardstock.StatusPaid {
+	if o, err := store.Orders.Order(ctx, ev.ID); err != nil || o.Status != shardstock.StatusPaid {
 		t.Fatalf("order after the payment: %+v %v", o, err)
 	}
 }

@@ -97,7 +97,7 @@ func (h *history) purchase(c int, user string, p *mproduct, patient bool) modelR
 			if status == "admitted" {
 				h.fail("a 403 not_admitted to %s's place in %s's line, which is admitted: %s (look: %s)", user, p.id, rep.raw, look.raw)
 			}
-			lines, err := h.sql.QueueLines(context.Background())
+			lines, err := h.sql.Queues.QueueLines(context.Background())
 			h.fail("stranded stock: %s's waiting room has admitted nobody for %s with %d units salable (%s's look: %s; the line at %s: %+v %v)", p.id, patience, h.salable(p), user, look.raw, time.Now().UTC().Format(time.RFC3339Nano), lines[p.id], err)
 		}
 	}

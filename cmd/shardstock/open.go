@@ -22,7 +22,7 @@ import (
 // the catalog's products were defined with, and says which products this
 // coordinator will not sell for want of their masters.
 func (m *Main) checkShardList(ctx context.Context) error {
-	ids, err := m.store.ProductIDs(ctx)
+	ids, err := m.store.Catalog.ProductIDs(ctx)
 	if err != nil {
 		return fmt.Errorf("SHARDSTOCK_DB: products: %w", err)
 	}

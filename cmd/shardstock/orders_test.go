@@ -106,7 +106,7 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool
 
 func statusCounts(t *testing.T, m *Main, product string) map[shardstock.OrderStatus]int64 {
 	t.Helper()
-	c, err := m.store.CountByStatus(context.Background(), product)
+	c, err := m.store.Orders.CountByStatus(context.Background(), product)
 	if err != nil {
 		t.Logf("count orders: %v", err)
 		return map[shardstock.OrderStatus]int64{}
@@ -221,11 +221,11 @@ func TestOrderPipeline(t *testing.T) {
 func redeliver(t *testing.T, m *Main, r *shardtest.Redis, product, paidID, cancelledID string) {
 	t.Helper()
 	ctx := context.Background()
-	paid, err := m.store.Order(ctx, paidID)
+	paid, err := m.store.Orders.Order(ctx, paidID)
 	if err != nil || paid == nil {
 		t.Fatalf("order %s: %v", paidID, err)
 	}
-	cancelled, _ := m.store.Order(ctx, cancelledID)
+	cancelled, _ := m.store.Orders.Order(ctx, cancelledID)
 	ev := shardstock.ReservationEvent{ID: paid.ID, UserID: paid.UserID, ProductID: product, Shard: paid.Shard, AtMS: time.Now().UnixMilli()}
 	again := []shardstock.Settlement{
 		{OrderID: paid.ID, ProductID: product, UserID: paid.UserID, Shard: paid.Shard, Action: shardstock.Confirm},
@@ -276,7 +276,7 @@ func TestReconcileFindsAndFixesDrift(t *testing.T) {
 	if err := openDB(t, m.cfg.DB, nil).Exec(context.Background(), "UPDATE orders SET status = 'paid', settle_pending = 0 WHERE id = '"+lost+"'"); err != nil {
 		t.Fatal(err)
 	}
-	o, _ := m.store.Order(context.Background(), lost)
+	o, _ := m.store.Orders.Order(context.Background(), lost)
 	type report struct {
 		InSync bool `json:"in_sync"`
 		Shards []struct {
@@ -384,7 +384,7 @@ func TestSettlementsDoNotWaitForAnUnrelatedShard(t *testing.T) {
 		}
 		id := held[u].str("order_id")
 		waitFor(t, 10*time.Second, "order "+id+" written", func() (bool, string) {
-			o, _ := m.store.Order(context.Background(), id)
+			o, _ := m.store.Orders.Order(context.Background(), id)
 			return o != nil, fmt.Sprint(o)
 		})
 	}

@@ -35,7 +35,7 @@ func exactlyOnce(t *testing.T, m *Main, product string, orders map[string]string
 		t.Fatalf("%d order rows for %d reservations: %v", total, len(orders), c)
 	}
 	for id, user := range orders {
-		o, err := m.store.Order(context.Background(), id)
+		o, err := m.store.Orders.Order(context.Background(), id)
 		if err != nil || o == nil || o.UserID != user {
 			t.Fatalf("order %s of %s: %+v %v", id, user, o, err)
 		}
@@ -70,7 +70,7 @@ func TestCoordinatorKilledBeforeRelaying(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	before, _ := s.CountByStatus(context.Background(), "crash")
+	before, _ := s.Orders.CountByStatus(context.Background(), "crash")
 	s.Close()
 	t.Logf("orders written before the kill: %v of %d", before, len(orders))
 	if before[shardstock.StatusAwaitingPayment] >= int64(len(orders)) {
@@ -299,7 +299,7 @@ func TestSpoolWhenNoShardAnswers(t *testing.T) {
 		return c[shardstock.StatusAwaitingPayment] == 7, fmt.Sprint(c)
 	})
 	for id, user := range orders {
-		if o, err := m2.store.Order(context.Background(), id); err != nil || o == nil || o.UserID != user {
+		if o, err := m2.store.Orders.Order(context.Background(), id); err != nil || o == nil || o.UserID != user {
 			t.Fatalf("order %s of %s: %+v %v", id, user, o, err)
 		}
 	}
@@ -406,7 +406,7 @@ func TestPoisonMessageGoesAloneToTheDeadLetterTopic(t *testing.T) {
 		v := metricValue(t, m.URL(), "shardstock_reservations_dead_lettered_total")
 		return v == "1", v
 	})
-	if o, _ := m.store.Order(ctx, "x1"); o != nil {
+	if o, _ := m.store.Orders.Order(ctx, "x1"); o != nil {
 		t.Fatalf("the poison message became an order: %+v", o)
 	}
 }

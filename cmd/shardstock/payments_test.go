@@ -132,7 +132,7 @@ func TestPaymentResultsAsMessages(t *testing.T) {
 			}
 			centre.send(t, 1, b, "success", 990, "txn-b2")
 			waitFor(t, 60*time.Second, "b paid", func() (bool, string) {
-				o, _ := m.store.Order(context.Background(), b)
+				o, _ := m.store.Orders.Order(context.Background(), b)
 				return o != nil && o.Status == shardstock.StatusPaid, fmt.Sprint(o)
 			})
 			centre.send(t, 1, b, "fail", 990, "txn-b1") // an earlier attempt's, overtaken by the success
@@ -156,7 +156,7 @@ func TestPaymentResultsAsMessages(t *testing.T) {
 			})
 			want := map[string]shardstock.OrderStatus{early.str("order_id"): "paid", a: "paid", b: "paid", c: "paid", d: "paid", e: "cancelled"}
 			for id, st := range want {
-				o, err := m.store.Order(context.Background(), id)
+				o, err := m.store.Orders.Order(context.Background(), id)
 				if err != nil || o == nil || o.Status != st {
 					t.Fatalf("order %s: %+v %v, want %s", id, o, err, st)
 				}

@@ -351,7 +351,7 @@ func TestCrashPastAClaimGiveBack(t *testing.T) {
 		t.Fatalf("cancel: %d %s", rep.status, rep.raw)
 	}
 	waitFor(t, 10*time.Second, "the first claim given back", func() (bool, string) {
-		os, err := m.store.ClaimsPending(context.Background(), "", 10)
+		os, err := m.store.Orders.ClaimsPending(context.Background(), "", 10)
 		c := statusCounts(t, m, "twice")
 		return err == nil && len(os) == 0 && c[shardstock.StatusCancelled] == 1, fmt.Sprint(os, err, c)
 	})
@@ -419,7 +419,7 @@ func TestCrashPastAGiveBackOnAHomeThatLostItsData(t *testing.T) {
 		t.Fatalf("cancel: %d %s", rep.status, rep.raw)
 	}
 	waitFor(t, 10*time.Second, "the claim given back", func() (bool, string) {
-		os, err := m.store.ClaimsPending(context.Background(), "", 10)
+		os, err := m.store.Orders.ClaimsPending(context.Background(), "", 10)
 		c := statusCounts(t, m, "once")
 		return err == nil && len(os) == 0 && c[shardstock.StatusCancelled] == 1, fmt.Sprint(os, err, c)
 	})
@@ -461,7 +461,7 @@ func TestALateOrderTakesItsClaimBack(t *testing.T) {
 	if err := f.m.orders.Ingest(ctx, late); err != nil {
 		t.Fatal(err)
 	}
-	if o, err := f.m.store.Order(ctx, late.ID); err != nil || o == nil || o.Status != shardstock.StatusAwaitingPayment {
+	if o, err := f.m.store.Orders.Order(ctx, late.ID); err != nil || o == nil || o.Status != shardstock.StatusAwaitingPayment {
 		t.Fatalf("the late order: %+v, %v; want awaiting payment", o, err)
 	}
 	if sh := productStatus(t, f.base, "crash").Shards[0]; *sh.Locked != 1 {
@@ -496,7 +496,7 @@ func TestALateOrderTakesItsClaimBack(t *testing.T) {
 		if err := f.m.orders.Ingest(ctx, ev); err != nil {
 			t.Fatal(err)
 		}
-		if o, err := f.m.store.Order(ctx, ev.ID); err != nil || o == nil || o.Status != shardstock.StatusFailed {
+		if o, err := f.m.store.Orders.Order(ctx, ev.ID); err != nil || o == nil || o.Status != shardstock.StatusFailed {
 			t.Fatalf("the late order of %s: %+v, %v; want failed", ev.UserID, o, err)
 		}
 	}
@@ -532,7 +532,7 @@ func TestALateCheckAfterACancelLeavesTheClaimGiven(t *testing.T) {
 	crashed := f.m.clock.Now()
 	f.r.Rewind(0)
 	waitFor(t, 20*time.Second, "shard 0 back in line", func() (bool, string) {
-		if at, err := f.m.store.SyncedAt(ctx, 0); err != nil || !at.After(crashed) {
+		if at, err := f.m.store.ShardLog.SyncedAt(ctx, 0); err != nil || !at.After(crashed) {
 			return false, fmt.Sprint("not resynced since the crash: ", at, err) // (a resync after repairs the register)
 		}
 		if err := f.m.set.Ping(ctx, 0); err != nil || f.m.set.Fenced(0) {
@@ -547,20 +547,20 @@ func TestALateCheckAfterACancelLeavesTheClaimGiven(t *testing.T) {
 	// resync time before this one.
 	ev := shardstock.ReservationEvent{ID: "01JLATE00000000000000000CA", UserID: lena, ProductID: "crash", Shard: 0, AtMS: reservedAt.UnixMilli()}
 	now := time.Now()
-	if _, err := f.m.store.Insert(ctx, ev, 1, shardstock.StatusAwaitingPayment, now, now.Add(time.Hour)); err != nil {
+	if _, err := f.m.store.Orders.Insert(ctx, ev, 1, shardstock.StatusAwaitingPayment, now, now.Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	var fenced atomic.Bool
 	fenced.Store(true)
 	set, store := f.m.set, f.m.store
-	r := inventory.NewResync(inventory.ResyncConfig{Addrs: set.Addrs(), Products: f.m.inv.catalog, IDs: store,
-		Inits: store, History: store, Changes: store, Orders: store, Counters: set, Holds: set, Repairs: set,
-		Times: store, Fenced: func(int) bool { return fenced.Load() }})
+	r := inventory.NewResync(inventory.ResyncConfig{Addrs: set.Addrs(), Products: f.m.inv.catalog, IDs: store.Catalog,
+		Inits: store.Catalog, History: store.Transfers, Changes: store.Transfers, Orders: store.Orders, Counters: set, Holds: set, Repairs: set,
+		Times: store.ShardLog, Fenced: func(int) bool { return fenced.Load() }})
 	r.HoldLate(ctx, shardstock.Order{ID: ev.ID, UserID: lena, ProductID: "crash", Shard: 0, Status: shardstock.StatusAwaitingPayment}, reservedAt, time.Now())
 	f.cancel(ev.ID, lena)
 	waitFor(t, 10*time.Second, "the settlement published and the claim given back", func() (bool, string) {
-		unsettled, err1 := store.Unsettled(ctx, 10, nil) // (a claim goes back once its settlement is out)
-		pending, err2 := store.ClaimsPending(ctx, "", 10)
+		unsettled, err1 := store.Orders.Unsettled(ctx, 10, nil) // (a claim goes back once its settlement is out)
+		pending, err2 := store.Orders.ClaimsPending(ctx, "", 10)
 		c := statusCounts(t, f.m, "crash")
 		return err1 == nil && err2 == nil && len(unsettled) == 0 && len(pending) == 0 && c[shardstock.StatusCancelled] == 1,
 			fmt.Sprint(unsettled, pending, err1, err2, c)

@@ -68,7 +68,7 @@ func TestResyncOnTheOldShardListSpeaksOnlyForWhatItSees(t *testing.T) {
 		three.set.Ping(context.Background(), 0) // a new connection sees the new run
 		return !three.set.Fenced(0), "fenced"
 	})
-	run, err := three.store.SyncedRunID(context.Background(), 0)
+	run, err := three.store.ShardLog.SyncedRunID(context.Background(), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +182,7 @@ func (g grow) lateOrderOnShard1(t *testing.T, user, id string) {
 	if err := g.three.orders.Ingest(ctx, late); err != nil {
 		t.Fatal(err)
 	}
-	if o, err := g.three.store.Order(ctx, late.ID); err != nil || o == nil || o.Status != shardstock.StatusAwaitingPayment {
+	if o, err := g.three.store.Orders.Order(ctx, late.ID); err != nil || o == nil || o.Status != shardstock.StatusAwaitingPayment {
 		t.Fatalf("the late order: %+v, %v; want awaiting payment", o, err)
 	}
 }
@@ -250,14 +250,14 @@ func TestAnInterruptedStockAddFinishesByItself(t *testing.T) {
 	ctx := context.Background()
 	// The dying coordinator's steps: the record, then the shard's.
 	plan := []shardstock.Transfer{{ID: "cdead-1", ProductID: "added", From: -1, To: 1, Wanted: 10}}
-	if _, err := m.store.RecordStockChange(ctx, "cdead", plan); err != nil {
+	if _, err := m.store.Transfers.RecordStockChange(ctx, "cdead", plan); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.set.TransferIn(ctx, 1, "added", "cdead-1", 10, -1); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 3*resumeEvery, "the interrupted addition finished", func() (bool, string) {
-		open, err := m.store.UnfinishedTransfers(ctx)
+		open, err := m.store.Transfers.UnfinishedTransfers(ctx)
 		return err == nil && len(open) == 0, fmt.Sprint(open, err)
 	})
 	st := productStatus(t, m.URL(), "added")

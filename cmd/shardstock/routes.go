@@ -68,7 +68,7 @@ func (m *Main) mount(e *echo.Echo) {
 	orders := order.Handlers{Orders: m.orders, Callbacks: m.orders, Identity: m.identity()}
 	inv := m.inv.handlers()
 	queue := waitroom.Handlers{Rooms: m.room, Identity: m.identity()}
-	rep := report.Handler{Store: m.store, Products: m.inv.catalog, Orders: m.store.CountByStatus}
+	rep := report.Handler{Store: m.store.Reports, Products: m.inv.catalog, Orders: m.store.Orders.CountByStatus}
 
 	// Buyers, identified as SHARDSTOCK_USER_AUTH says (an HS256 token, or
 	// X-User-ID from SHARDSTOCK_TRUSTED_PROXIES). Purchases are served in front of echo

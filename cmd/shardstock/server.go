@@ -98,7 +98,7 @@ func (m *Main) Run(ctx context.Context) error {
 		m.metrics.RedisErrors.WithLabelValues(strconv.Itoa(i))
 	}
 	m.resyncs = inventory.NewResyncRequests()
-	set, err := shard.Open(m.cfg.Shards, shard.Config{Timeout: m.cfg.ShardTimeout, RootCAs: m.cfg.RedisCAs, Logger: m.log, Coalesce: m.cfg.Coalesce, BatchGap: m.cfg.BatchGap, Start: m.cfg.Start, Ledger: m.store, EmptyTTL: m.cfg.Test.EmptyTTL,
+	set, err := shard.Open(m.cfg.Shards, shard.Config{Timeout: m.cfg.ShardTimeout, RootCAs: m.cfg.RedisCAs, Logger: m.log, Coalesce: m.cfg.Coalesce, BatchGap: m.cfg.BatchGap, Start: m.cfg.Start, Ledger: m.store.Orders, Inits: m.store.Catalog, EmptyTTL: m.cfg.Test.EmptyTTL,
 		Dialer: m.cfg.Test.Dial, Resync: m.resyncs.Request,
 		Health: m.metrics.CountErrors(m.health), OnFailover: m.metrics.Failovers.Inc,
 		OnBatch: func(n int) { m.metrics.PipelineCalls.Observe(float64(n)) }})
@@ -115,7 +115,7 @@ func (m *Main) Run(ctx context.Context) error {
 		func() float64 { return float64(set.PendingGiveBacks()) }))
 	m.openInventory()
 	m.registry.MustRegister(&metrics.ShardCollector{Source: m.inv.views, Limits: m.inv.views, Breakers: m.breakerStates, Fences: m.inv.restarts.FenceStates},
-		&metrics.OrderCollector{Orders: m.store, TTL: time.Second, Failed: func(err error) {
+		&metrics.OrderCollector{Orders: m.store.Orders, TTL: time.Second, Failed: func(err error) {
 			m.log.Warn("order counts for /metrics: the database did not answer; the last counts are shown", "err", err)
 		}})
 	if err := m.inv.catalog.RefreshControls(ctx); err != nil {
@@ -130,7 +130,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if m.mq, err = m.openTransport(ctx); err != nil {
 		return err
 	}
-	m.orders = order.NewService(order.Config{Store: m.store, Settler: m.mq, Holds: inventory.HoldSearch{Finder: set, Products: m.inv.catalog, Now: m.clock.Now, Keep: 2 * m.cfg.FailFastAge}, Claims: set, LateHolds: m.inv.resync, PayTimeout: m.cfg.PayTimeout,
+	m.orders = order.NewService(order.Config{Store: m.store.Orders, Catalog: m.store.Catalog, Settler: m.mq, Holds: inventory.HoldSearch{Finder: set, Products: m.inv.catalog, Now: m.clock.Now, Keep: 2 * m.cfg.FailFastAge}, Claims: set, LateHolds: m.inv.resync, PayTimeout: m.cfg.PayTimeout,
 		FailFastAge: m.cfg.FailFastAge, Rate: m.cfg.OrderRate, Now: m.cfg.Test.OrderClock, Logger: m.log, PaySecret: m.cfg.PaySecret, PayPrevious: m.cfg.PayPrevious,
 		Budget:   set,
 		OnIngest: func(st shardstock.OrderStatus) { m.metrics.OrdersIngested.WithLabelValues(string(st)).Inc() }})
@@ -140,13 +140,13 @@ func (m *Main) Run(ctx context.Context) error {
 	if err := m.openRoom(ctx); err != nil {
 		return err
 	}
-	m.report = report.NewRecorder(report.RecorderConfig{Store: m.store, Stock: m.inv.views.Salable, Logger: m.log})
-	m.pages = flashsale.NewPages(flashsale.PagesConfig{Products: m.inv.catalog, Sessions: m.store, IDs: m.store.ProductIDs})
+	m.report = report.NewRecorder(report.RecorderConfig{Store: m.store.Reports, Stock: m.inv.views.Salable, Logger: m.log})
+	m.pages = flashsale.NewPages(flashsale.PagesConfig{Products: m.inv.catalog, Sessions: m.store.Sessions, IDs: m.store.Catalog.ProductIDs})
 	m.buyers = flashsale.NewHandler(flashsale.Config{Products: m.inv.catalog, Cache: m.inv.catalog, Reserver: m.set, Identity: m.identity(), RealIP: m.realIP(),
 		Now: m.clock.Now, NowKnown: m.clock.Known, MaxInFlight: m.cfg.MaxInFlight,
 		Observe: m.observePurchase, Spool: m.spoolPort(), Logger: m.log,
 		Limits: m.cfg.Limits, OnLimited: func(s string) { m.metrics.RateLimited.WithLabelValues(s).Inc() },
-		ProductIDs: m.store.ProductIDs, OrderOf: m.store.Order, Gate: m.room,
+		ProductIDs: m.store.Catalog.ProductIDs, OrderOf: m.store.Orders.Order, Gate: m.room,
 		EdgeQueues: func(now time.Time) string { return m.room.EdgeLines(now, 2*time.Second) }})
 	// The sale's clock before the first purchase: a coordinator whose own
 	// clock is behind judged a window that had ended open, and queued a
@@ -181,7 +181,7 @@ func (m *Main) startLoops() error {
 		m.loops.Go(func() { m.inv.sale.RunArchive(ctx, m.cfg.ArchiveAfter, m.cfg.Test.ArchiveEvery) })
 	}
 	if m.cfg.PagesDir != "" {
-		m.loops.Go(func() { m.pages.RunPublish(ctx, m.cfg.PagesDir, m.store.ProductIDs, m.log) })
+		m.loops.Go(func() { m.pages.RunPublish(ctx, m.cfg.PagesDir, m.store.Catalog.ProductIDs, m.log) })
 	}
 	if m.spool != nil {
 		m.loops.Go(func() { m.spool.Run(ctx, m.buyers.Replay) })

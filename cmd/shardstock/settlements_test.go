@@ -38,7 +38,7 @@ func TestForgedSettlementsChangeNothing(t *testing.T) {
 			}
 			id, at := alice.str("order_id"), int(alice.body["shard"].(float64))
 			waitFor(t, 60*time.Second, "alice's order written", func() (bool, string) {
-				o, err := m.store.Order(context.Background(), id)
+				o, err := m.store.Orders.Order(context.Background(), id)
 				return o != nil && o.Status == shardstock.StatusAwaitingPayment, fmt.Sprint(o, err)
 			})
 			forged := []shardstock.Settlement{

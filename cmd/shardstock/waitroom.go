@@ -11,7 +11,7 @@ import (
 // openRoom opens the waiting rooms: their lines from SQL, the units left
 // from the shards' snapshot.
 func (m *Main) openRoom(ctx context.Context) error {
-	m.room = waitroom.New(waitroom.Config{Store: m.store, Products: m.inv.catalog, Stock: m.unitsLeft,
+	m.room = waitroom.New(waitroom.Config{Store: m.store.Queues, Products: m.inv.catalog, Stock: m.unitsLeft,
 		Secret: m.cfg.QueueSecret, Now: m.clock.Now, Known: m.clock.Known, Logger: m.log})
 	if err := m.room.Start(ctx); err != nil {
 		return fmt.Errorf("SHARDSTOCK_DB: %w", err)
