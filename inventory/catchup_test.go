@@ -48,7 +48,7 @@ func newLateRace(t *testing.T) *lateRace {
 	return &lateRace{f: f, reserved: reserved,
 		ev: shardstock.ReservationEvent{ID: "o-race", UserID: "ann", ProductID: "race", Shard: 0, AtMS: reserved.UnixMilli()},
 		writer: NewResync(ResyncConfig{Addrs: f.mem.addrs, Products: f.catalog, IDs: f.store.Catalog, Inits: f.store.Catalog, History: f.store.Transfers,
-			Changes: f.store.Transfers, Orders: f.store.Orders, Counters: f.mem, Holds: f.mem, Repairs: f.mem, Times: f.store.ShardLog,
+			Changes: f.store.Transfers, Orders: f.store.Orders, Counters: f.mem, Holds: f.mem, Claims: f.mem, Repairs: f.mem, Times: f.store.ShardLog,
 			Fenced: func(int) bool { return false }})}
 }
 
@@ -99,7 +99,7 @@ func TestAnOrderWrittenWhileItsShardResyncsGetsItsHoldBack(t *testing.T) {
 	f := r.f
 	resyncer := NewResync(ResyncConfig{Addrs: f.mem.addrs, Products: f.catalog, IDs: f.store.Catalog, Inits: f.store.Catalog, History: f.store.Transfers,
 		Changes: f.store.Transfers, Orders: &readHook{ShardOrders: f.store.Orders, after: func() { r.write(t, t.Errorf) }},
-		Counters: f.mem, Holds: f.mem, Repairs: f.mem, Times: f.store.ShardLog})
+		Counters: f.mem, Holds: f.mem, Claims: f.mem, Repairs: f.mem, Times: f.store.ShardLog})
 	fence := &fences{synced: map[int]string{}}
 	q := NewResyncRequests()
 	restarts := NewRestarts(RestartsConfig{Addrs: f.mem.addrs[:2], Requests: q, Fence: fence, Stamp: fence, Runs: f.store.ShardLog,

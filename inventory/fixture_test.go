@@ -17,17 +17,25 @@ import (
 type shardSet interface {
 	ShardInit
 	ViewShards
-	Probe
 	Movers
 	SaleShards
-	Holds
 	Repairs
+}
+
+// shardRoles are the shards as the services' ports see them: the stock
+// (shard.Stock), the fence's probe (shard.Fence), the holds (shard.Holds)
+// and the claims (shard.Purchases); the fake fills all four.
+type shardRoles struct {
+	stock  shardSet
+	probe  Probe
+	holds  Holds
+	claims Claims
 }
 
 // fixture is the inventory's services over three shards and SQLite.
 type fixture struct {
 	t      *testing.T
-	shards shardSet
+	shards shardSet         // the stock role
 	mem    *memShards       // the shards, in memory (newFixture)
 	redis  *shardtest.Redis // or on redis-servers (newRedisFixture)
 	set    *shard.Set
@@ -45,7 +53,7 @@ type fixture struct {
 // newFixture is a fixture over shards in memory: most tests.
 func newFixture(t *testing.T) *fixture {
 	f := &fixture{t: t, mem: newMemShards(3)}
-	f.wire(f.mem, f.mem.addrs)
+	f.wire(shardRoles{f.mem, f.mem, f.mem, f.mem}, f.mem.addrs)
 	return f
 }
 
@@ -61,7 +69,7 @@ func newRedisFixture(t *testing.T) *fixture {
 	}
 	t.Cleanup(func() { set.Close() })
 	f.set = set
-	f.wire(set, set.Addrs())
+	f.wire(shardRoles{set.Stock, set.Fence, set.Holds, set.Purchases}, set.Addrs())
 	return f
 }
 
@@ -81,14 +89,15 @@ func (f *fixture) openStore() {
 }
 
 // wire builds the services as cmd/shardstock does, over set and SQLite.
-func (f *fixture) wire(set shardSet, addrs []string) {
+func (f *fixture) wire(roles shardRoles, addrs []string) {
 	f.openStore()
+	set := roles.stock
 	f.shards = set
 	st := f.store
 	f.catalog = NewCatalog(CatalogConfig{Addrs: addrs, Shards: set, Products: st.Catalog, Sessions: st.Sessions, Controls: st.Controls, Drains: st.ShardLog})
 	f.resync = NewResync(ResyncConfig{Addrs: addrs, Products: f.catalog, IDs: st.Catalog, Inits: st.Catalog, History: st.Transfers,
-		Changes: st.Transfers, Orders: st.Orders, Counters: set, Holds: set, Repairs: set})
-	f.views = NewViews(ViewsConfig{Addrs: addrs, Products: f.catalog, IDs: st.Catalog, Shards: set, Changes: st.Transfers, Archives: st.Controls, Probe: set, Problems: f.resync})
+		Changes: st.Transfers, Orders: st.Orders, Counters: set, Holds: roles.holds, Claims: roles.claims, Repairs: set})
+	f.views = NewViews(ViewsConfig{Addrs: addrs, Products: f.catalog, IDs: st.Catalog, Shards: set, Changes: st.Transfers, Archives: st.Controls, Probe: roles.probe, Problems: f.resync})
 	f.stock = NewStock(StockConfig{Addrs: addrs, Products: f.catalog, IDs: st.Catalog, Status: f.views, Log: st.Transfers, Drains: st.ShardLog, Keys: st.Transfers, Shards: set})
 	f.sale = NewSale(SaleConfig{Addrs: addrs, Products: f.catalog, IDs: st.Catalog, Status: f.views, Store: st.Controls, Orders: st.Orders, Shards: set, Transfers: f.stock})
 	f.audit = NewAudit(AuditConfig{Addrs: addrs, Status: f.views, Orders: st.Orders, History: st.Transfers, Transfers: f.stock})
@@ -110,7 +119,7 @@ func (f *fixture) define(id string, stock, sold int64) *shardstock.Product {
 	}
 	f.start = 0
 	for k := int64(0); k < sold; k++ {
-		if i, err := f.set.Reserve(context.Background(), p, fmt.Sprintf("u%d", k), fmt.Sprintf("%s-r%d", id, k)); err != nil || i != 0 {
+		if i, err := f.set.Purchases.Reserve(context.Background(), p, fmt.Sprintf("u%d", k), fmt.Sprintf("%s-r%d", id, k)); err != nil || i != 0 {
 			f.t.Fatalf("reserve: shard %d %v", i, err)
 		}
 	}

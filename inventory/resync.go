@@ -34,11 +34,16 @@ type ShardOrders interface {
 }
 
 // Holds are the hold scripts: a settlement applied, a lost hold restored
-// with its claim (shard.Set).
+// (shard.Holds).
 type Holds interface {
 	Confirm(ctx context.Context, i int, product, id string) (bool, error)
 	Release(ctx context.Context, i int, product, id string) (bool, error)
 	RestoreHold(ctx context.Context, i int, o shardstock.Order, atMS int64) (bool, error)
+}
+
+// Claims are the per-user limit registers at the buyers' homes: a lost
+// hold's claim taken back, a cancelled order's given back (shard.Purchases).
+type Claims interface {
 	Reclaim(ctx context.Context, p *shardstock.Product, user, id string) (bool, error)
 	GiveBack(ctx context.Context, p *shardstock.Product, user, id string) error
 	// HomeOf is user's home shard for p: an error (no call is made) when
@@ -71,6 +76,7 @@ type ResyncConfig struct {
 	Orders   ShardOrders // nil: no order table (a shard set tested alone)
 	Counters Counters
 	Holds    Holds
+	Claims   Claims
 	Repairs  Repairs
 	Times    ResyncTimes      // nil: orders written late are not checked (HoldLate)
 	Fenced   func(i int) bool // with Times: whether shard i is fenced now (shard.Set)
@@ -678,7 +684,7 @@ func (s *Resync) Admit(ctx context.Context, ev shardstock.ReservationEvent) (sha
 	// is left as it is (unless that home lost writes of its own too, which
 	// its own resync cannot repair for an order not written yet: a gap
 	// left open, docs/TESTING.md).
-	_, homeErr := s.cfg.Holds.HomeOf(p, o.UserID)
+	_, homeErr := s.cfg.Claims.HomeOf(p, o.UserID)
 	lost, restored, err := s.putBack(ctx, p, o, ev.AtMS, homeErr == nil)
 	switch {
 	case err != nil:
@@ -714,7 +720,7 @@ func (s *Resync) late(ctx context.Context, i int, at, since time.Time) (bool, er
 // back. An error decides nothing.
 func (s *Resync) putBack(ctx context.Context, p *shardstock.Product, o shardstock.Order, atMS int64, claim bool) (lost string, restored bool, err error) {
 	if claim {
-		ok, err := s.cfg.Holds.Reclaim(ctx, p, o.UserID, o.ID)
+		ok, err := s.cfg.Claims.Reclaim(ctx, p, o.UserID, o.ID)
 		if err != nil {
 			return "", false, err
 		}
@@ -857,7 +863,7 @@ func (s *Resync) giveUpLate(ctx context.Context, p *shardstock.Product, o shards
 	case err != nil:
 		return err
 	}
-	return s.cfg.Holds.GiveBack(ctx, p, o.UserID, o.ID)
+	return s.cfg.Claims.GiveBack(ctx, p, o.UserID, o.ID)
 }
 
 // settleLate settles the hold of late order o, now on its shard, when the

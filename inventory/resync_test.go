@@ -78,7 +78,7 @@ func TestHoldLateWaitsForTheFenceAndSettles(t *testing.T) {
 	var fenced atomic.Bool
 	fenced.Store(true)
 	r := NewResync(ResyncConfig{Addrs: f.mem.addrs, Products: f.catalog, IDs: f.store.Catalog, Inits: f.store.Catalog, History: f.store.Transfers,
-		Changes: f.store.Transfers, Orders: f.store.Orders, Counters: f.mem, Holds: f.mem, Repairs: f.mem, Times: f.store.ShardLog, Fenced: func(int) bool { return fenced.Load() }})
+		Changes: f.store.Transfers, Orders: f.store.Orders, Counters: f.mem, Holds: f.mem, Claims: f.mem, Repairs: f.mem, Times: f.store.ShardLog, Fenced: func(int) bool { return fenced.Load() }})
 	order := func(id, user string, reserved time.Time, status shardstock.OrderStatus) shardstock.Order {
 		t.Helper()
 		ev := shardstock.ReservationEvent{ID: id, UserID: user, ProductID: "late", Shard: 0, AtMS: reserved.UnixMilli()}
@@ -128,7 +128,7 @@ func TestHoldLateFailsAnOrderWhoseUnitWasSoldAgain(t *testing.T) {
 	}
 	var failed []string
 	r := NewResync(ResyncConfig{Addrs: f.mem.addrs, Products: f.catalog, IDs: f.store.Catalog, Inits: f.store.Catalog, History: f.store.Transfers,
-		Changes: f.store.Transfers, Orders: f.store.Orders, Counters: f.mem, Holds: f.mem, Repairs: f.mem, Times: f.store.ShardLog,
+		Changes: f.store.Transfers, Orders: f.store.Orders, Counters: f.mem, Holds: f.mem, Claims: f.mem, Repairs: f.mem, Times: f.store.ShardLog,
 		FailLost: func(_ context.Context, id, user string) error { failed = append(failed, id+"/"+user); return nil }})
 	r.HoldLate(ctx, shardstock.Order{ID: "o-lost", UserID: "dan", ProductID: "gone", Shard: 0, Status: shardstock.StatusAwaitingPayment}, synced.Add(-time.Second), time.Now())
 	if len(failed) != 1 || failed[0] != "o-lost/dan" {
@@ -162,7 +162,7 @@ func TestResyncFailsAnOrderWhoseUnitIsGone(t *testing.T) {
 	insert("o-lost", "dan")
 	var failed []string
 	r := NewResync(ResyncConfig{Addrs: f.mem.addrs, Products: f.catalog, IDs: f.store.Catalog, Inits: f.store.Catalog, History: f.store.Transfers,
-		Changes: f.store.Transfers, Orders: f.store.Orders, Counters: f.mem, Holds: f.mem, Repairs: f.mem,
+		Changes: f.store.Transfers, Orders: f.store.Orders, Counters: f.mem, Holds: f.mem, Claims: f.mem, Repairs: f.mem,
 		FailLost: func(ctx context.Context, id, user string) error {
 			failed = append(failed, id+"/"+user)
 			_, err := f.store.Orders.Transition(ctx, id, user, shardstock.StatusFailed, now)
@@ -355,7 +355,7 @@ func TestALateCheckAfterACancelLeavesNoClaim(t *testing.T) {
 	var fenced atomic.Bool
 	fenced.Store(true)
 	r := NewResync(ResyncConfig{Addrs: f.mem.addrs, Products: f.catalog, IDs: f.store.Catalog, Inits: f.store.Catalog, History: f.store.Transfers,
-		Changes: f.store.Transfers, Orders: f.store.Orders, Counters: f.mem, Holds: f.mem, Repairs: f.mem, Times: f.store.ShardLog, Fenced: func(int) bool { return fenced.Load() }})
+		Changes: f.store.Transfers, Orders: f.store.Orders, Counters: f.mem, Holds: f.mem, Claims: f.mem, Repairs: f.mem, Times: f.store.ShardLog, Fenced: func(int) bool { return fenced.Load() }})
 	kept := write("o-kept", "ann")
 	r.HoldLate(ctx, kept, before, time.Now())
 	cancel(kept)
@@ -372,7 +372,7 @@ func TestALateCheckAfterACancelLeavesNoClaim(t *testing.T) {
 	var racing shardstock.Order
 	holds := cancelBeforeReclaim{memShards: f.mem, cancel: func() { cancel(racing) }}
 	r = NewResync(ResyncConfig{Addrs: f.mem.addrs, Products: f.catalog, IDs: f.store.Catalog, Inits: f.store.Catalog, History: f.store.Transfers,
-		Changes: f.store.Transfers, Orders: f.store.Orders, Counters: f.mem, Holds: holds, Repairs: f.mem, Times: f.store.ShardLog})
+		Changes: f.store.Transfers, Orders: f.store.Orders, Counters: f.mem, Holds: holds, Claims: holds, Repairs: f.mem, Times: f.store.ShardLog})
 	racing = write("o-racing", "ben")
 	r.HoldLate(ctx, racing, before, time.Now())
 	if f.mem.claimed("late", "ben", "o-racing") {

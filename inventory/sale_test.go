@@ -24,7 +24,7 @@ func TestMoveWindowReachesTheScripts(t *testing.T) {
 	if p, _ := f.catalog.Product(ctx, "lamp"); !errors.Is(p.Open(time.Now()), shardstock.ErrEnded) {
 		t.Fatalf("the product after the PATCH: %+v", p)
 	}
-	if _, err := f.set.Reserve(ctx, stale, "bob", "r-after-end"); !errors.Is(err, shardstock.ErrEnded) {
+	if _, err := f.set.Purchases.Reserve(ctx, stale, "bob", "r-after-end"); !errors.Is(err, shardstock.ErrEnded) {
 		t.Fatalf("a reserve by a coordinator with the old window: %v, want ErrEnded from the script", err)
 	}
 	start := time.Now().Add(time.Hour)
@@ -61,7 +61,7 @@ func TestAWindowAShardMissedIsWrittenByThePurchaseItRefused(t *testing.T) {
 	var err error
 	for try := 0; try < 50; try++ { // (the set's connections to shard 0 broke with its restart)
 		var i int
-		if i, err = f.set.Reserve(ctx, reopened, "bob", "r-reopened"); err == nil {
+		if i, err = f.set.Purchases.Reserve(ctx, reopened, "bob", "r-reopened"); err == nil {
 			if i != 0 {
 				t.Fatalf("reserved on shard %d, want 0", i)
 			}
@@ -82,7 +82,7 @@ func TestAWindowAShardMissedIsWrittenByThePurchaseItRefused(t *testing.T) {
 	}
 	for _, start := range []int{0, 1, 2} {
 		f.start = start
-		if _, err := f.set.Reserve(ctx, reopened, "carol", "r-stale"); !errors.Is(err, shardstock.ErrEnded) {
+		if _, err := f.set.Purchases.Reserve(ctx, reopened, "carol", "r-stale"); !errors.Is(err, shardstock.ErrEnded) {
 			t.Fatalf("a coordinator that has not seen the end, reserving on shard %d: %v, want ErrEnded", start, err)
 		}
 	}
@@ -92,7 +92,7 @@ func TestAWindowAShardMissedIsWrittenByThePurchaseItRefused(t *testing.T) {
 	probe.EndsAt, probe.WindowVersion = time.Time{}, 0
 	for _, start := range []int{0, 1, 2} {
 		f.start = start
-		if _, err := f.set.Reserve(ctx, probe, "dave", "r-probe"); !errors.Is(err, shardstock.ErrEnded) {
+		if _, err := f.set.Purchases.Reserve(ctx, probe, "dave", "r-probe"); !errors.Is(err, shardstock.ErrEnded) {
 			t.Fatalf("shard %d after the stale coordinator's tries: %v, want ErrEnded (its older window was not written)", start, err)
 		}
 	}

@@ -82,7 +82,7 @@ func TestDrainMovesUnitsOffAndPurchasesSkipIt(t *testing.T) {
 	}
 	f.start = 1
 	for k := 0; k < 5; k++ {
-		if i, err := f.set.Reserve(context.Background(), p, fmt.Sprintf("d%d", k), fmt.Sprintf("dr-%d", k)); err != nil || i == 1 {
+		if i, err := f.set.Purchases.Reserve(context.Background(), p, fmt.Sprintf("d%d", k), fmt.Sprintf("dr-%d", k)); err != nil || i == 1 {
 			t.Fatalf("purchase on a drained shard: shard %d err %v", i, err)
 		}
 	}
@@ -230,15 +230,15 @@ func TestDefineRespectsDrains(t *testing.T) {
 	}
 	p := f.define("late", 30, 0)
 	alloc, _ := f.totals("late")
-	c, err := f.set.Counters(context.Background(), 2, "late")
+	c, err := f.set.Stock.Counters(context.Background(), 2, "late")
 	if err != nil || alloc != 30 || !c.Known || c.Alloc != 0 {
 		t.Fatalf("defined with shard 2 drained: Σ alloc %d, shard 2 %+v %v; want 30 and none on shard 2", alloc, c, err)
 	}
 	for k := 0; k < 12; k++ {
 		u := fmt.Sprintf("d%d", k)
-		i, err := f.set.Reserve(context.Background(), p, u, "late-"+u)
+		i, err := f.set.Purchases.Reserve(context.Background(), p, u, "late-"+u)
 		if err != nil || i == 2 {
-			t.Fatalf("purchase of %s (home %d): shard %d, %v", u, f.set.Home(u), i, err)
+			t.Fatalf("purchase of %s (home %d): shard %d, %v", u, f.set.Purchases.Home(u), i, err)
 		}
 	}
 }

@@ -35,7 +35,7 @@ func benchReserve(b *testing.B, start shard.Start, par int) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			u := fmt.Sprintf("u%d", n.Add(1))
-			if _, err := f.set.Reserve(f.ctx(), p, u, "r"+u); err != nil {
+			if _, err := f.set.Purchases.Reserve(f.ctx(), p, u, "r"+u); err != nil {
 				b.Error(err)
 				return
 			}
@@ -47,14 +47,14 @@ func benchReserve(b *testing.B, start shard.Start, par int) {
 func BenchmarkReserveSoldOut(b *testing.B) {
 	f := newFixture(b, 3)
 	p := f.define(shardstock.Product{ID: "gone", Stock: 1})
-	f.set.Reserve(f.ctx(), p, "winner", "r-winner")
+	f.set.Purchases.Reserve(f.ctx(), p, "winner", "r-winner")
 	for k := 0; k < 3; k++ {
-		f.set.Reserve(f.ctx(), p, fmt.Sprintf("l%d", k), fmt.Sprintf("r-l%d", k))
+		f.set.Purchases.Reserve(f.ctx(), p, fmt.Sprintf("l%d", k), fmt.Sprintf("r-l%d", k))
 	}
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if _, err := f.set.Reserve(f.ctx(), p, "late", "r-late"); err != shardstock.ErrSoldOut {
+			if _, err := f.set.Purchases.Reserve(f.ctx(), p, "late", "r-late"); err != shardstock.ErrSoldOut {
 				b.Error(err)
 				return
 			}

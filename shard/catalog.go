@@ -23,7 +23,7 @@ const CatalogKey = "ss:catalog"
 // stamps) unless it holds products the catalog does not know (known says
 // whether it does). Errors: shardstock.ErrForeignCatalog with what was found,
 // transport errors. It runs while the shard is fenced (shardstock.ResyncContext).
-func (s *Set) ClaimCatalog(ctx context.Context, i int, id string, known func(product string) bool) error {
+func (s *Fence) ClaimCatalog(ctx context.Context, i int, id string, known func(product string) bool) error {
 	sh := s.shards[i]
 	ctx = shardstock.ResyncContext(ctx)
 	var stamp string

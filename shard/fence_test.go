@@ -24,7 +24,7 @@ func TestVoidMarkerFencesLateSteps(t *testing.T) {
 	defer s.Close()
 	ctx := context.Background()
 	for i := range 2 {
-		if _, err := s.Init(ctx, i, "f", shardstock.Allocation{Alloc: 5, Limit: 3, Definition: "{}", Epoch: "e"}); err != nil {
+		if _, err := s.Stock.Init(ctx, i, "f", shardstock.Allocation{Alloc: 5, Limit: 3, Definition: "{}", Epoch: "e"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -44,7 +44,7 @@ func TestVoidMarkerFencesLateSteps(t *testing.T) {
 	}
 	salable := func(i int) int64 {
 		t.Helper()
-		c, err := s.Counters(ctx, i, "f")
+		c, err := s.Stock.Counters(ctx, i, "f")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -77,13 +77,13 @@ func TestVoidMarkerFencesLateSteps(t *testing.T) {
 
 	// A void marker is no hold: not found, not settled.
 	expect("fence y on shard 1", do(1, opResolve, "", "v", "y"), "void 1")
-	if _, _, _, found, err := s.FindHold(ctx, []string{"f"}, "y"); found || err != nil {
+	if _, _, _, found, err := s.Holds.FindHold(ctx, []string{"f"}, "y"); found || err != nil {
 		t.Fatalf("FindHold found a void marker: %v %v", found, err)
 	}
-	if _, err := s.Release(ctx, 1, "f", "y"); !errors.Is(err, shardstock.ErrUnknownHold) {
+	if _, err := s.Holds.Release(ctx, 1, "f", "y"); !errors.Is(err, shardstock.ErrUnknownHold) {
 		t.Fatalf("release of a void marker: %v, want shardstock.ErrUnknownHold", err)
 	}
-	if _, err := s.Confirm(ctx, 1, "f", "y"); !errors.Is(err, shardstock.ErrHoldReleased) {
+	if _, err := s.Holds.Confirm(ctx, 1, "f", "y"); !errors.Is(err, shardstock.ErrHoldReleased) {
 		t.Fatalf("confirm after a release of a void marker: %v, want shardstock.ErrHoldReleased", err)
 	}
 	if n := salable(1); n != 5 {
@@ -95,7 +95,7 @@ func TestVoidMarkerFencesLateSteps(t *testing.T) {
 	p := &shardstock.Product{ID: "f", Stock: 10, PerUserLimit: 3}
 	home := s.home("w", 2).Index
 	expect("claim z", do(home, opClaim, "", "w", "z"), "ok")
-	if held, err := s.Abandon(ctx, p, "w", "z", 1<<0|1<<1); held != -1 || err != nil {
+	if held, err := s.Purchases.Abandon(ctx, p, "w", "z", 1<<0|1<<1); held != -1 || err != nil {
 		t.Fatalf("Abandon of an attempt that holds nothing: held %d, %v; want -1, nil", held, err)
 	}
 	if claims := s.shards[home].Client.HGet(ctx, keysFor("f").claims, "w").Val(); strings.Contains(claims, "z") {
@@ -107,7 +107,7 @@ func TestVoidMarkerFencesLateSteps(t *testing.T) {
 	// An attempt whose unit is held (x on shard 0, taken by a step whose
 	// answer the caller never saw) is not given back: Abandon names the
 	// shard, so the buyer is told of the reservation instead of a refusal.
-	if held, err := s.Abandon(ctx, p, "u", "x", 1<<0|1<<1); held != 0 || err != nil {
+	if held, err := s.Purchases.Abandon(ctx, p, "u", "x", 1<<0|1<<1); held != 0 || err != nil {
 		t.Fatalf("Abandon of an attempt held on shard 0: held %d, %v; want 0, nil", held, err)
 	}
 	if n := salable(0); n != 4 {
@@ -130,10 +130,10 @@ func TestFencedShardAnswersOnlyItsResync(t *testing.T) {
 	if err := s.Ping(resync, 0); err != nil {
 		t.Fatalf("the resync's own ping: %v", err)
 	}
-	if !s.Fenced(0) {
+	if !s.Fence.Fenced(0) {
 		t.Fatal("a shard first seen is not fenced")
 	}
-	if _, err := s.Init(resync, 0, "f", shardstock.Allocation{Alloc: 5, Limit: 1, Definition: "{}", Epoch: "e"}); err != nil {
+	if _, err := s.Stock.Init(resync, 0, "f", shardstock.Allocation{Alloc: 5, Limit: 1, Definition: "{}", Epoch: "e"}); err != nil {
 		t.Fatalf("the resync's own script: %v", err)
 	}
 	if n := s.shards[0].Client.PoolStats().TotalConns; n == 0 {
@@ -145,14 +145,14 @@ func TestFencedShardAnswersOnlyItsResync(t *testing.T) {
 			t.Fatalf("%s on a fenced shard: %v, want errFenced", what, err)
 		}
 	}
-	_, err = s.Init(ctx, 0, "g", shardstock.Allocation{Alloc: 5, Limit: 1, Definition: "{}", Epoch: "e"})
+	_, err = s.Stock.Init(ctx, 0, "g", shardstock.Allocation{Alloc: 5, Limit: 1, Definition: "{}", Epoch: "e"})
 	refused("a script", err)
-	_, err = s.Counters(ctx, 0, "f")
+	_, err = s.Stock.Counters(ctx, 0, "f")
 	refused("a command", err)
 	refused("a ping", s.Ping(ctx, 0))
-	_, _, _, _, err = s.FindHold(ctx, []string{"f"}, "some-order")
+	_, _, _, _, err = s.Holds.FindHold(ctx, []string{"f"}, "some-order")
 	refused("a pipeline", err)
-	if got, _ := s.Counters(resync, 0, "g"); got.Alloc != 0 {
+	if got, _ := s.Stock.Counters(resync, 0, "g"); got.Alloc != 0 {
 		t.Fatalf("a refused Init allocated %d units", got.Alloc)
 	}
 
@@ -160,8 +160,8 @@ func TestFencedShardAnswersOnlyItsResync(t *testing.T) {
 	f.mu.Lock()
 	run := f.seen
 	f.mu.Unlock()
-	s.Synced(0, run)
-	if c, err := s.Counters(ctx, 0, "f"); err != nil || c.Alloc != 5 {
+	s.Fence.Synced(0, run)
+	if c, err := s.Stock.Counters(ctx, 0, "f"); err != nil || c.Alloc != 5 {
 		t.Fatalf("once resynced: %+v, %v", c, err)
 	}
 }
@@ -181,7 +181,7 @@ func TestAReleaseWithoutAHoldEndsTheID(t *testing.T) {
 	}
 	defer s.Close()
 	ctx := context.Background()
-	if _, err := s.Init(ctx, 0, "f", shardstock.Allocation{Alloc: 5, Limit: 3, Definition: "{}", Epoch: "e"}); err != nil {
+	if _, err := s.Stock.Init(ctx, 0, "f", shardstock.Allocation{Alloc: 5, Limit: 3, Definition: "{}", Epoch: "e"}); err != nil {
 		t.Fatal(err)
 	}
 	do := func(op, gen, id string) string {
@@ -194,7 +194,7 @@ func TestAReleaseWithoutAHoldEndsTheID(t *testing.T) {
 	}
 	counters := func() shardstock.Counters {
 		t.Helper()
-		c, err := s.Counters(ctx, 0, "f")
+		c, err := s.Stock.Counters(ctx, 0, "f")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -207,7 +207,7 @@ func TestAReleaseWithoutAHoldEndsTheID(t *testing.T) {
 		t.Fatalf("resolve y: %q", got)
 	}
 	for _, id := range []string{"x", "y"} {
-		if _, err := s.Release(ctx, 0, "f", id); !errors.Is(err, shardstock.ErrUnknownHold) {
+		if _, err := s.Holds.Release(ctx, 0, "f", id); !errors.Is(err, shardstock.ErrUnknownHold) {
 			t.Fatalf("release of %s without a hold: %v, want shardstock.ErrUnknownHold", id, err)
 		}
 	}
@@ -228,12 +228,12 @@ func TestAReleaseWithoutAHoldEndsTheID(t *testing.T) {
 	if claims := s.shards[0].Client.HGet(ctx, keysFor("f").claims, "u").Val(); claims != "" {
 		t.Fatalf("a step of a released id recorded the claim %q", claims)
 	}
-	if _, err := s.Confirm(ctx, 0, "f", "x"); !errors.Is(err, shardstock.ErrHoldReleased) {
+	if _, err := s.Holds.Confirm(ctx, 0, "f", "x"); !errors.Is(err, shardstock.ErrHoldReleased) {
 		t.Fatalf("confirm of a released id: %v, want shardstock.ErrHoldReleased", err)
 	}
 
 	// A shard without the product keeps no marker.
-	if _, err := s.Release(ctx, 0, "g", "z"); !errors.Is(err, shardstock.ErrUnknownHold) {
+	if _, err := s.Holds.Release(ctx, 0, "g", "z"); !errors.Is(err, shardstock.ErrUnknownHold) {
 		t.Fatalf("release on a shard without the product: %v", err)
 	}
 	if n := s.shards[0].Client.Exists(ctx, keysFor("g").holds).Val(); n != 0 {

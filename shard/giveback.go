@@ -33,13 +33,13 @@ type giveBacks struct {
 	done    chan struct{}
 }
 
-func (s *Set) startGiveBacks() {
+func (s *pool) startGiveBacks() {
 	s.giveBacks = &giveBacks{stop: make(chan struct{}), done: make(chan struct{})}
 	go s.giveBackLoop()
 }
 
 // queueGiveBack keeps a claim that could not be given back for later.
-func (s *Set) queueGiveBack(g giveBack) {
+func (s *pool) queueGiveBack(g giveBack) {
 	q := s.giveBacks
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -58,7 +58,7 @@ func (s *Set) PendingGiveBacks() int {
 	return len(s.giveBacks.pending)
 }
 
-func (s *Set) giveBackLoop() {
+func (s *pool) giveBackLoop() {
 	defer close(s.giveBacks.done)
 	t := time.NewTicker(giveBackEvery)
 	defer t.Stop()
@@ -73,7 +73,7 @@ func (s *Set) giveBackLoop() {
 }
 
 // retryGiveBacks tries every queued claim whose register is up once.
-func (s *Set) retryGiveBacks() {
+func (s *pool) retryGiveBacks() {
 	q := s.giveBacks
 	q.mu.Lock()
 	todo := q.pending
@@ -97,7 +97,7 @@ func (s *Set) retryGiveBacks() {
 	}
 }
 
-func (s *Set) stopGiveBacks() {
+func (s *pool) stopGiveBacks() {
 	close(s.giveBacks.stop)
 	<-s.giveBacks.done
 }

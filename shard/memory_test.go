@@ -43,7 +43,7 @@ func TestMeasureSaleMemory(t *testing.T) {
 	for range 64 {
 		wg.Go(func() {
 			for i := next.Add(1); i <= int64(units); i = next.Add(1) {
-				if _, err := f.set.Reserve(ctx, p, fmt.Sprintf("buyer%d", i), fmt.Sprintf("o%d", i)); err != nil {
+				if _, err := f.set.Purchases.Reserve(ctx, p, fmt.Sprintf("buyer%d", i), fmt.Sprintf("o%d", i)); err != nil {
 					t.Errorf("reserve %d: %v", i, err)
 					return
 				}
@@ -64,7 +64,7 @@ func TestMeasureSaleMemory(t *testing.T) {
 		for range 32 {
 			cw.Go(func() {
 				for id := range ch {
-					f.set.Confirm(ctx, i, "big", id)
+					f.set.Holds.Confirm(ctx, i, "big", id)
 				}
 			})
 		}

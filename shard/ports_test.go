@@ -1,20 +1,38 @@
 package shard_test
 
 import (
+	"github.com/shardstock/shardstock/flashsale"
+	"github.com/shardstock/shardstock/ha"
 	"github.com/shardstock/shardstock/inventory"
+	"github.com/shardstock/shardstock/order"
 	"github.com/shardstock/shardstock/shard"
 )
 
-// The shard set fills the inventory's ports to the shards (the wiring,
-// cmd/shardstock/inventory.go, hands it to each service). The checks sit in
-// a test so that shard never imports the services it serves.
+// Each port to the shards is filled by one role of the set (the wiring,
+// cmd/shardstock, hands each service the role its port names). The checks
+// sit in a test so that shard never imports the services it serves.
 var (
-	_ inventory.ShardInit   = (*shard.Set)(nil)
-	_ inventory.ViewShards  = (*shard.Set)(nil)
-	_ inventory.Probe       = (*shard.Set)(nil)
-	_ inventory.Movers      = (*shard.Set)(nil)
-	_ inventory.SaleShards  = (*shard.Set)(nil)
-	_ inventory.Holds       = (*shard.Set)(nil)
-	_ inventory.Repairs     = (*shard.Set)(nil)
-	_ inventory.SettleHolds = (*shard.Set)(nil)
+	// purchase.go, register.go
+	_ flashsale.Reserver  = (*shard.Purchases)(nil)
+	_ order.ClaimReturner = (*shard.Purchases)(nil)
+	_ inventory.Claims    = (*shard.Purchases)(nil)
+	// holds.go
+	_ inventory.Holds       = (*shard.Holds)(nil)
+	_ inventory.SettleHolds = (*shard.Holds)(nil)
+	_ inventory.HoldFinder  = (*shard.Holds)(nil)
+	_ order.HoldFinder      = (*shard.Holds)(nil)
+	// stock.go, snapshot.go
+	_ inventory.ShardInit  = (*shard.Stock)(nil)
+	_ inventory.ViewShards = (*shard.Stock)(nil)
+	_ inventory.Movers     = (*shard.Stock)(nil)
+	_ inventory.SaleShards = (*shard.Stock)(nil)
+	_ inventory.Repairs    = (*shard.Stock)(nil)
+	_ inventory.Counters   = (*shard.Stock)(nil)
+	// resync.go, catalog.go
+	_ inventory.Fence = (*shard.Fence)(nil)
+	_ inventory.Stamp = (*shard.Fence)(nil)
+	_ inventory.Probe = (*shard.Fence)(nil)
+	// the set itself
+	_ ha.Pinger    = (*shard.Set)(nil)
+	_ order.Budget = (*shard.Set)(nil)
 )

@@ -101,10 +101,10 @@ func ParseStart(s string) (Start, error) {
 // Home is the index of user's home shard for a product that lives on every
 // shard: where the user's purchases start and the user's per-user limit
 // register is.
-func (s *Set) Home(user string) int { return s.home(user, len(s.shards)).Index }
+func (s *Purchases) Home(user string) int { return s.home(user, len(s.shards)).Index }
 
 // home is user's home among the first n shards.
-func (s *Set) home(user string, n int) *Shard { return s.shards[homeIndex(user, n)] }
+func (s *pool) home(user string, n int) *Shard { return s.shards[homeIndex(user, n)] }
 
 // homeIndex is the index of user's home among n shards.
 func homeIndex(user string, n int) int {
@@ -115,7 +115,7 @@ func homeIndex(user string, n int) int {
 
 // KnownSoldOut reports, without a Redis call, that every shard of p
 // answered empty within the last EmptyTTL.
-func (s *Set) KnownSoldOut(p *shardstock.Product) bool {
+func (s *Purchases) KnownSoldOut(p *shardstock.Product) bool {
 	return s.empty.known(p.ID, p.Shards(len(s.shards)), s.cfg.Now())
 }
 
@@ -127,14 +127,14 @@ func (s *Set) KnownSoldOut(p *shardstock.Product) bool {
 // reports whether the shard's copy was behind (changed): then the refusal
 // was not the truth, and the purchase is asked again. A coordinator whose
 // catalog is older than the shard's copy changes nothing (the version).
-func (s *Set) windowBehind(ctx context.Context, p *shardstock.Product, i int, asOf time.Time) bool {
+func (s *pool) windowBehind(ctx context.Context, p *shardstock.Product, i int, asOf time.Time) bool {
 	if asOf.IsZero() {
 		asOf = s.cfg.Now()
 	}
 	if p.WindowVersion == 0 || p.Open(asOf) != nil {
 		return false
 	}
-	changed, err := s.SetWindow(ctx, i, p)
+	changed, err := s.setWindow(ctx, i, p)
 	if err != nil {
 		return false
 	}
@@ -147,7 +147,7 @@ func (s *Set) windowBehind(ctx context.Context, p *shardstock.Product, i int, as
 
 // shardsOf is how many shards p lives on, or ErrUnavailable when this
 // coordinator has fewer (it was started with a shorter SHARDSTOCK_SHARDS).
-func (s *Set) shardsOf(p *shardstock.Product) (int, error) {
+func (s *pool) shardsOf(p *shardstock.Product) (int, error) {
 	n := p.Shards(len(s.shards))
 	if n > len(s.shards) {
 		return 0, fmt.Errorf("%w: product %s lives on %d shards, this coordinator has %d", shardstock.ErrUnavailable, p.ID, n, len(s.shards))
@@ -163,7 +163,7 @@ func (s *Set) shardsOf(p *shardstock.Product) (int, error) {
 // wrapping every shard's error (go-multierror) — an outage is never
 // reported as sold out. On ErrUnavailable the buyer's claim is given back
 // when no step of the attempt is in doubt.
-func (s *Set) Reserve(ctx context.Context, p *shardstock.Product, user, id string) (int, error) {
+func (s *Purchases) Reserve(ctx context.Context, p *shardstock.Product, user, id string) (int, error) {
 	return s.reserve(ctx, p, user, id, time.Time{}, false, 0)
 }
 
@@ -178,11 +178,11 @@ func (s *Set) Reserve(ctx context.Context, p *shardstock.Product, user, id strin
 // Shards of the *shardstock.InDoubt it ended with): they are resolved
 // first (walk.go). An attempt that ends with shards in doubt returns an
 // *shardstock.InDoubt, which wraps ErrUnavailable.
-func (s *Set) ReserveRetryable(ctx context.Context, p *shardstock.Product, user, id string, asOf time.Time, doubt uint64) (int, error) {
+func (s *Purchases) ReserveRetryable(ctx context.Context, p *shardstock.Product, user, id string, asOf time.Time, doubt uint64) (int, error) {
 	return s.reserve(ctx, p, user, id, asOf, true, doubt)
 }
 
-func (s *Set) reserve(ctx context.Context, p *shardstock.Product, user, id string, asOf time.Time, retry bool, doubt uint64) (int, error) {
+func (s *pool) reserve(ctx context.Context, p *shardstock.Product, user, id string, asOf time.Time, retry bool, doubt uint64) (int, error) {
 	n, err := s.shardsOf(p)
 	if err != nil {
 		return -1, err
@@ -208,7 +208,7 @@ func (s *Set) reserve(ctx context.Context, p *shardstock.Product, user, id strin
 // walkAndRepair walks a, and walks it again after doing what its decision
 // asks for: the home's register rebuilt (once), the sale window written to
 // a shard whose copy was behind (at most n times).
-func (s *Set) walkAndRepair(ctx context.Context, a *attempt, p *shardstock.Product, asOf time.Time) decision {
+func (s *pool) walkAndRepair(ctx context.Context, a *attempt, p *shardstock.Product, asOf time.Time) decision {
 	d := a.walk(ctx)
 	if d.rebuild {
 		d = a.rebuilt(ctx, s.rebuildRegister(ctx, p, s.shards[a.home]))
@@ -230,7 +230,7 @@ func asOfArg(t time.Time) string {
 
 // stepOn runs one purchase step on shard i (attempt.send): errShardDown,
 // unsent, when Health says the shard is down.
-func (s *Set) stepOn(ctx context.Context, i int, st step) (string, error) {
+func (s *pool) stepOn(ctx context.Context, i int, st step) (string, error) {
 	if !s.up(i) {
 		return "", errShardDown
 	}
@@ -239,7 +239,7 @@ func (s *Set) stepOn(ctx context.Context, i int, st step) (string, error) {
 
 // runStep runs one purchase step on sh through its batcher under the
 // per-call deadline and reports the outcome to Health.
-func (s *Set) runStep(ctx context.Context, sh *Shard, st step) (string, error) {
+func (s *pool) runStep(ctx context.Context, sh *Shard, st step) (string, error) {
 	if sh.fence.closed.Load() {
 		s.observe(sh.Index, errFenced)
 		return "", errFenced

@@ -63,7 +63,7 @@ var errRegisterLost = errors.New("no per-user limit register for this product on
 
 // rebuildRegister rebuilds p's register on home (once at a time per
 // product and shard); a nil error means the register is there now.
-func (s *Set) rebuildRegister(ctx context.Context, p *shardstock.Product, home *Shard) error {
+func (s *pool) rebuildRegister(ctx context.Context, p *shardstock.Product, home *Shard) error {
 	if s.cfg.Ledger == nil || s.cfg.Inits == nil {
 		return errRegisterLost
 	}
@@ -76,7 +76,7 @@ func (s *Set) rebuildRegister(ctx context.Context, p *shardstock.Product, home *
 // rebuild writes p's register on home from the holds on the other shards
 // and the order table's live orders held on home: once, or with merge into
 // the register that is there (a shard back without its last writes).
-func (s *Set) rebuild(ctx context.Context, p *shardstock.Product, home *Shard, merge bool) error {
+func (s *pool) rebuild(ctx context.Context, p *shardstock.Product, home *Shard, merge bool) error {
 	on, err := s.cfg.Inits.InitialisedShards(ctx, p.ID)
 	if err != nil {
 		return fmt.Errorf("register rebuild: catalog: %w", err)
@@ -163,7 +163,7 @@ func (s *Set) rebuild(ctx context.Context, p *shardstock.Product, home *Shard, m
 
 // scanHolds adds the locked or sold holds on sh of buyers whose home (among
 // the first n shards) is home to claims.
-func (s *Set) scanHolds(ctx context.Context, sh *Shard, product string, home *Shard, n int, claims map[string][]string) error {
+func (s *pool) scanHolds(ctx context.Context, sh *Shard, product string, home *Shard, n int, claims map[string][]string) error {
 	key := keysFor(product).holds
 	var cursor uint64
 	for {
@@ -191,7 +191,7 @@ func (s *Set) scanHolds(ctx context.Context, sh *Shard, product string, home *Sh
 // unclaim gives claim id of user back at the user's home. It runs even if
 // the buyer went away; when the home does not answer the claim is given
 // back later (giveback.go), and the answer never changes.
-func (s *Set) unclaim(ctx context.Context, p *shardstock.Product, user, id string) {
+func (s *pool) unclaim(ctx context.Context, p *shardstock.Product, user, id string) {
 	home := s.home(user, p.Shards(len(s.shards)))
 	if _, err := s.runStep(callCtx(ctx), home, step{product: p.ID, op: opUnclaim, user: user, id: id}); err != nil {
 		s.cfg.Logger.Warn("claim could not be given back yet; retrying when its register answers",
@@ -202,7 +202,7 @@ func (s *Set) unclaim(ctx context.Context, p *shardstock.Product, user, id strin
 
 // HomeOf is the index of user's home shard for p (order.ClaimReturner):
 // where the buyer's per-user limit register lives.
-func (s *Set) HomeOf(p *shardstock.Product, user string) (int, error) {
+func (s *Purchases) HomeOf(p *shardstock.Product, user string) (int, error) {
 	home, err := s.homeOf(p, user)
 	if err != nil {
 		return 0, err
@@ -214,7 +214,7 @@ func (s *Set) HomeOf(p *shardstock.Product, user string) (int, error) {
 // place p was defined with: also for a product that lives on more shards
 // than it lists (the old list of a rolling grow), whose buyers homed on the
 // shards it shares get their claims taken back and given back here.
-func (s *Set) homeOf(p *shardstock.Product, user string) (*Shard, error) {
+func (s *pool) homeOf(p *shardstock.Product, user string) (*Shard, error) {
 	n := p.Shards(len(s.shards))
 	i := homeIndex(user, n)
 	// (A product defined before its shards' addresses were recorded cannot
@@ -238,7 +238,7 @@ func (s *Set) homeOf(p *shardstock.Product, user string) (*Shard, error) {
 // claims fill the limit without it: they spent it again since, and the
 // reservation cannot be theirs any more. A home with no register is ok: its
 // rebuild counts the order (register.go).
-func (s *Set) Reclaim(ctx context.Context, p *shardstock.Product, user, id string) (ok bool, err error) {
+func (s *Purchases) Reclaim(ctx context.Context, p *shardstock.Product, user, id string) (ok bool, err error) {
 	home, err := s.homeOf(p, user)
 	if err != nil {
 		return false, err
@@ -261,7 +261,7 @@ func (s *Set) Reclaim(ctx context.Context, p *shardstock.Product, user, id strin
 // An error means the home did not answer (or this coordinator does not
 // have it where p was defined): the caller (the order service's sweep,
 // order.ClaimReturner) keeps the give-back and tries it again.
-func (s *Set) GiveBack(ctx context.Context, p *shardstock.Product, user, id string) error {
+func (s *Purchases) GiveBack(ctx context.Context, p *shardstock.Product, user, id string) error {
 	home, err := s.homeOf(p, user)
 	if err != nil {
 		return err
@@ -282,7 +282,7 @@ func (s *Set) GiveBack(ctx context.Context, p *shardstock.Product, user, id stri
 // unit may exist). held is -1 when the claim was given back. Only the
 // shards in doubt (the attempt's shardstock.InDoubt) are asked: every other
 // one answered for certain, or was never sent a step.
-func (s *Set) Abandon(ctx context.Context, p *shardstock.Product, user, id string, doubt uint64) (held int, err error) {
+func (s *Purchases) Abandon(ctx context.Context, p *shardstock.Product, user, id string, doubt uint64) (held int, err error) {
 	n, err := s.shardsOf(p)
 	if err != nil {
 		return -1, err

@@ -3,7 +3,6 @@ package shard
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -47,7 +46,7 @@ type fence struct {
 
 // onConnect is the OnConnect hook of shard i: it compares the shard's run
 // id with the last one resynced.
-func (s *Set) onConnect(i int) func(context.Context, *redis.Conn) error {
+func (s *pool) onConnect(i int) func(context.Context, *redis.Conn) error {
 	return func(ctx context.Context, cn *redis.Conn) error {
 		info, err := cn.Info(ctx, "server").Result()
 		if err != nil {
@@ -137,7 +136,7 @@ func (h fenceHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 // Synced records that shard i, running as run, is back in line with SQL:
 // its fence opens, unless the shard restarted again meanwhile (a connection
 // found another run id since): that run is resynced in turn.
-func (s *Set) Synced(i int, run string) {
+func (s *Fence) Synced(i int, run string) {
 	f := &s.shards[i].fence
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -149,7 +148,7 @@ func (s *Set) Synced(i int, run string) {
 
 // SeenRun is the run id shard i's last new connection found ("": none yet):
 // the run an operator accepts when it accepts a kept fence.
-func (s *Set) SeenRun(i int) string {
+func (s *Fence) SeenRun(i int) string {
 	f := &s.shards[i].fence
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -157,39 +156,14 @@ func (s *Set) SeenRun(i int) string {
 }
 
 // Fenced reports whether shard i is fenced (restarted, not resynced yet).
-func (s *Set) Fenced(i int) bool { return s.shards[i].fence.closed.Load() }
-
-// RestoreHold puts back on shard i the hold of a live order (paid: sold)
-// that the shard lost; restored is false when the hold was there.
-func (s *Set) RestoreHold(ctx context.Context, i int, o shardstock.Order, atMS int64) (restored bool, err error) {
-	k := keysFor(o.ProductID)
-	state := "L"
-	if o.Status == shardstock.StatusPaid {
-		state = "S"
-	}
-	v, err := s.runScript(ctx, s.shards[i], s.scripts.RestoreHold, []string{k.stock, k.holds}, o.ID, o.UserID, atMS, state)
-	if err != nil {
-		return false, fmt.Errorf("shard %d: restore hold %s: %w", i, o.ID, err)
-	}
-	switch v {
-	case "ok":
-		return true, nil
-	case "exists":
-		return false, nil
-	case "no_unit":
-		return false, fmt.Errorf("shard %d: restore hold %s: %w", i, o.ID, shardstock.ErrShortOfUnits)
-	case "unknown":
-		return false, fmt.Errorf("shard %d: restore hold %s: %w", i, o.ID, shardstock.ErrNotOnShard)
-	}
-	return false, fmt.Errorf("shard %d: restore hold %s: %v", i, o.ID, v)
-}
+func (s *Fence) Fenced(i int) bool { return s.shards[i].fence.closed.Load() }
 
 // RepairRegister adds to p's register on shard i the claims it lost (from
 // the holds on the other shards and the order table), keeping those it has,
 // and takes out the claims given back since. A shard with no register for p
 // is left alone: the first purchase of a buyer homed there rebuilds it
 // (rebuildRegister).
-func (s *Set) RepairRegister(ctx context.Context, p *shardstock.Product, i int) error {
+func (s *Stock) RepairRegister(ctx context.Context, p *shardstock.Product, i int) error {
 	if s.cfg.Ledger == nil || s.cfg.Inits == nil {
 		return errRegisterLost
 	}

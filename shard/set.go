@@ -2,8 +2,11 @@
 // stock. It owns one go-redis client per master, picks shards (the buyer's
 // home first, failover to the others: purchase.go), runs the lua scripts with
 // a per-call deadline, purchase steps batched per shard (batch.go), and
-// combines per-shard errors with go-multierror. The purchase protocol's
-// decisions are walk.go, apart from Redis (step.go: the steps and statuses
+// combines per-shard errors with go-multierror. A Set is the pool of
+// connections; each role the masters play is a type of its own (Purchases,
+// Holds, Stock, Fence), and each port of the services to the shards is
+// filled by one of them (ports_test.go lists which). The purchase
+// protocol's decisions are walk.go, apart from Redis (step.go: the steps and statuses
 // of purchase.lua); replies.go is the one place that reads go-redis's
 // errors and Redis's error replies. It imports the domain and lua.
 //
@@ -136,8 +139,28 @@ type Shard struct {
 	fence  fence    // restart fence (resync.go)
 }
 
-// Set is the shard set. It is safe for concurrent use.
+// Set is the shard set: the connections to the masters, their health,
+// scripts and batchers, and one type per role the masters play, each
+// filling the ports of that role. It is safe for concurrent use.
 type Set struct {
+	*pool
+	Purchases *Purchases // a purchase's walk, its steps and the per-user limit registers (purchase.go, register.go)
+	Holds     *Holds     // holds settled, found and restored (holds.go)
+	Stock     *Stock     // a product's units: init, counters, transfers, window, snapshot (stock.go, snapshot.go)
+	Fence     *Fence     // a restarted shard fenced until its resync (resync.go, catalog.go)
+}
+
+// The roles: each holds the pool, and nothing else.
+type (
+	Purchases struct{ *pool }
+	Holds     struct{ *pool }
+	Stock     struct{ *pool }
+	Fence     struct{ *pool }
+)
+
+// pool is what every role uses: the shards (clients, health, fences,
+// batchers), the scripts, the empty marks and the give-back queue.
+type pool struct {
 	shards    []*Shard
 	scripts   *lua.Scripts
 	cfg       Config
@@ -153,7 +176,8 @@ func Open(urls []string, cfg Config) (*Set, error) {
 		return nil, fmt.Errorf("need 1 to %d shard URLs, got %d", MaxShards, len(urls))
 	}
 	cfg.fill()
-	s := &Set{scripts: lua.NewScripts(), cfg: cfg, empty: newEmptyMarks(cfg.EmptyTTL)}
+	p := &pool{scripts: lua.NewScripts(), cfg: cfg, empty: newEmptyMarks(cfg.EmptyTTL)}
+	s := &Set{pool: p, Purchases: &Purchases{p}, Holds: &Holds{p}, Stock: &Stock{p}, Fence: &Fence{p}}
 	for i, u := range urls {
 		opt, err := redis.ParseURL(strings.TrimSpace(u))
 		if err != nil {
@@ -196,11 +220,11 @@ func newShard(i int, opt *redis.Options, cfg Config) *Shard {
 }
 
 // Len is the number of shards.
-func (s *Set) Len() int { return len(s.shards) }
+func (s *pool) Len() int { return len(s.shards) }
 
 // Addrs returns every shard's address (host:port/db, never a password), in
 // index order: a new slice.
-func (s *Set) Addrs() []string {
+func (s *pool) Addrs() []string {
 	out := make([]string, len(s.shards))
 	for i, sh := range s.shards {
 		out[i] = sh.Addr
@@ -209,7 +233,7 @@ func (s *Set) Addrs() []string {
 }
 
 // Shards returns the shards in index order. The slice must not be changed.
-func (s *Set) Shards() []*Shard { return s.shards }
+func (s *pool) Shards() []*Shard { return s.shards }
 
 // Close closes every client and returns their errors combined.
 func (s *Set) Close() error {
@@ -228,7 +252,7 @@ func (s *Set) Close() error {
 
 // runScript runs script on shard sh under the per-call deadline and reports the
 // outcome to Health.
-func (s *Set) runScript(ctx context.Context, sh *Shard, script *redis.Script, keys []string, args ...any) (any, error) {
+func (s *pool) runScript(ctx context.Context, sh *Shard, script *redis.Script, keys []string, args ...any) (any, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 	v, err := script.Run(ctx, sh.Client, keys, args...).Result()
@@ -236,7 +260,7 @@ func (s *Set) runScript(ctx context.Context, sh *Shard, script *redis.Script, ke
 	return v, err
 }
 
-func (s *Set) observe(i int, err error) {
+func (s *pool) observe(i int, err error) {
 	if errors.Is(err, redis.Nil) { // "no such key" is an answer
 		err = nil
 	}
@@ -245,7 +269,7 @@ func (s *Set) observe(i int, err error) {
 	}
 }
 
-func (s *Set) up(i int) bool { return s.cfg.Health == nil || s.cfg.Health.Up(i) }
+func (s *pool) up(i int) bool { return s.cfg.Health == nil || s.cfg.Health.Up(i) }
 
 // errShardDown is the error recorded for a shard that Health says is down;
 // no call was made.

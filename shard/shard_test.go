@@ -99,7 +99,7 @@ func newFixture(t testing.TB, n int, start ...shard.Start) *fixture {
 // catalogOn is the inventory's catalog over set and store: how these
 // tests define products.
 func catalogOn(set *shard.Set, store *sqlstore.Store) *inventory.Catalog {
-	return inventory.NewCatalog(inventory.CatalogConfig{Addrs: set.Addrs(), Shards: set, Products: store.Catalog, Sessions: store.Sessions})
+	return inventory.NewCatalog(inventory.CatalogConfig{Addrs: set.Addrs(), Shards: set.Stock, Products: store.Catalog, Sessions: store.Sessions})
 }
 
 func (f *fixture) rand(n int) int {
@@ -136,7 +136,7 @@ func (f *fixture) counters(product string) []shardstock.Counters {
 	f.t.Helper()
 	out := make([]shardstock.Counters, f.set.Len())
 	for i := range out {
-		c, err := f.set.Counters(f.ctx(), i, product)
+		c, err := f.set.Stock.Counters(f.ctx(), i, product)
 		if err != nil {
 			f.t.Fatal(err)
 		}
@@ -166,7 +166,7 @@ func (f *fixture) checkConservation(p *shardstock.Product) shardstock.Totals {
 
 func (f *fixture) reserve(p *shardstock.Product, user string) (int, string, error) {
 	id := fmt.Sprintf("r-%s-%d", user, f.rr.Add(1))
-	i, err := f.set.Reserve(f.ctx(), p, user, id)
+	i, err := f.set.Purchases.Reserve(f.ctx(), p, user, id)
 	return i, id, err
 }
 
@@ -209,7 +209,7 @@ func TestInitIsIdempotent(t *testing.T) {
 		t.Fatalf("conflicting definition: %v, want ErrConflict", err)
 	}
 	// The script itself refuses a different definition on a shard.
-	_, err = f.set.Init(f.ctx(), 0, "idem", shardstock.Allocation{Alloc: 99, Limit: 1, Definition: "{}"})
+	_, err = f.set.Stock.Init(f.ctx(), 0, "idem", shardstock.Allocation{Alloc: 99, Limit: 1, Definition: "{}"})
 	if !errors.Is(err, shardstock.ErrInitConflict) {
 		t.Fatalf("init script with another definition: %v", err)
 	}
@@ -284,9 +284,9 @@ func TestHoldTransitions(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, s := range tc.steps {
-				op := f.set.Confirm
+				op := f.set.Holds.Confirm
 				if s.op == "release" {
-					op = f.set.Release
+					op = f.set.Holds.Release
 				}
 				changed, err := op(f.ctx(), i, p.ID, id)
 				if changed != s.wantChanged || !errors.Is(err, s.wantErr) {
@@ -301,7 +301,7 @@ func TestHoldTransitions(t *testing.T) {
 	}
 	t.Run("unknown hold", func(t *testing.T) {
 		f.define(shardstock.Product{ID: "hold-unknown", Stock: 3})
-		for _, op := range []func(context.Context, int, string, string) (bool, error){f.set.Confirm, f.set.Release} {
+		for _, op := range []func(context.Context, int, string, string) (bool, error){f.set.Holds.Confirm, f.set.Holds.Release} {
 			if _, err := op(f.ctx(), 0, "hold-unknown", "no-such-id"); !errors.Is(err, shardstock.ErrUnknownHold) {
 				t.Fatalf("got %v, want shardstock.ErrUnknownHold", err)
 			}
@@ -316,7 +316,7 @@ func TestHoldTransitions(t *testing.T) {
 		if _, _, err := f.reserve(p, "b"); !errors.Is(err, shardstock.ErrSoldOut) {
 			t.Fatalf("want sold out, got %v", err)
 		}
-		if _, err := f.set.Release(f.ctx(), i, p.ID, id); err != nil {
+		if _, err := f.set.Holds.Release(f.ctx(), i, p.ID, id); err != nil {
 			t.Fatal(err)
 		}
 		if _, _, err := f.reserve(p, "b"); err != nil {
@@ -559,17 +559,17 @@ func TestReclaimIgnoresTheWindowAndKeepsTheLimit(t *testing.T) {
 	ended := *p
 	ended.EndsAt, ended.WindowVersion = f.clock().Add(-time.Hour), p.WindowVersion+1
 	for i := range 3 {
-		if _, err := f.set.SetWindow(f.ctx(), i, &ended); err != nil {
+		if _, err := f.set.Stock.SetWindow(f.ctx(), i, &ended); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if ok, err := f.set.Reclaim(f.ctx(), p, "ann", "r1"); !ok || err != nil {
+	if ok, err := f.set.Purchases.Reclaim(f.ctx(), p, "ann", "r1"); !ok || err != nil {
 		t.Fatalf("reclaim after the window ended: %v, %v; want recorded", ok, err)
 	}
-	if ok, err := f.set.Reclaim(f.ctx(), p, "ann", "r1"); !ok || err != nil {
+	if ok, err := f.set.Purchases.Reclaim(f.ctx(), p, "ann", "r1"); !ok || err != nil {
 		t.Fatalf("the same reclaim again: %v, %v; want recorded (a repeat)", ok, err)
 	}
-	if ok, err := f.set.Reclaim(f.ctx(), p, "ann", "r2"); ok || err != nil {
+	if ok, err := f.set.Purchases.Reclaim(f.ctx(), p, "ann", "r2"); ok || err != nil {
 		t.Fatalf("a second claim past the limit of 1: %v, %v; want refused", ok, err)
 	}
 }
@@ -696,21 +696,21 @@ func TestFindHoldAndGiveBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	product, user, sh, found, err := f.set.FindHold(f.ctx(), []string{"other", "find"}, id)
+	product, user, sh, found, err := f.set.Holds.FindHold(f.ctx(), []string{"other", "find"}, id)
 	if err != nil || !found || product != "find" || user != "ivy" || sh != i {
 		t.Fatalf("FindHold = %s %s %d %v %v, want find ivy %d", product, user, sh, found, err, i)
 	}
-	if _, _, _, found, err := f.set.FindHold(f.ctx(), []string{"find"}, "nope"); found || err != nil {
+	if _, _, _, found, err := f.set.Holds.FindHold(f.ctx(), []string{"find"}, "nope"); found || err != nil {
 		t.Fatalf("unknown id: found %v err %v", found, err)
 	}
 	// With the unit released and the claim given back, ivy may buy again.
 	if _, _, err := f.reserve(p, "ivy"); !errors.Is(err, shardstock.ErrLimitReached) {
 		t.Fatalf("second purchase: %v", err)
 	}
-	if _, err := f.set.Release(f.ctx(), i, "find", id); err != nil {
+	if _, err := f.set.Holds.Release(f.ctx(), i, "find", id); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.set.GiveBack(f.ctx(), p, "ivy", id); err != nil {
+	if err := f.set.Purchases.GiveBack(f.ctx(), p, "ivy", id); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := f.reserve(p, "ivy"); err != nil {
@@ -733,11 +733,11 @@ func TestRedisAuthAndACL(t *testing.T) {
 		bad[i] = fmt.Sprintf("redis://shardstock:wrong@127.0.0.1:%d/0", p)
 	}
 	set, p := openAndDefine(t, r.URLs(), shard.Config{Timeout: time.Second}, shardstock.Product{ID: "acl", Stock: 3})
-	shardIndex, err := set.Reserve(ctx, p, "u1", "r1")
+	shardIndex, err := set.Purchases.Reserve(ctx, p, "u1", "r1")
 	if err != nil {
 		t.Fatalf("reserve as the ACL user: %v", err)
 	}
-	if _, err := set.Confirm(ctx, shardIndex, p.ID, "r1"); err != nil {
+	if _, err := set.Holds.Confirm(ctx, shardIndex, p.ID, "r1"); err != nil {
 		t.Fatalf("confirm as the ACL user: %v", err)
 	}
 	// A crash and a restart keep the scripts' writes: Redis 7.0 replays
@@ -745,10 +745,10 @@ func TestRedisAuthAndACL(t *testing.T) {
 	// keeps its rights (deploy/redis.sh).
 	r.Kill(shardIndex)
 	r.Restart(shardIndex)
-	if _, err := set.Reserve(ctx, p, "u1", "r1-again"); !errors.Is(err, shardstock.ErrLimitReached) {
+	if _, err := set.Purchases.Reserve(ctx, p, "u1", "r1-again"); !errors.Is(err, shardstock.ErrLimitReached) {
 		t.Fatalf("u1 again after a restart: %v, want ErrLimitReached (the claim survives)", err)
 	}
-	if c, err := set.Counters(ctx, shardIndex, p.ID); err != nil || c.Sold != 1 || c.Salable+c.Locked+c.Sold != c.Alloc {
+	if c, err := set.Stock.Counters(ctx, shardIndex, p.ID); err != nil || c.Sold != 1 || c.Salable+c.Locked+c.Sold != c.Alloc {
 		t.Fatalf("after a restart: %+v %v, want the sale kept", c, err)
 	}
 	refused := func(who string, err error) {
@@ -790,7 +790,7 @@ func TestRedisAuthAndACL(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer wrong.Close()
-	if _, err := wrong.Reserve(ctx, p, "u2", "r2"); !errors.Is(err, shardstock.ErrUnavailable) || errors.Is(err, shardstock.ErrSoldOut) {
+	if _, err := wrong.Purchases.Reserve(ctx, p, "u2", "r2"); !errors.Is(err, shardstock.ErrUnavailable) || errors.Is(err, shardstock.ErrSoldOut) {
 		t.Fatalf("wrong password: %v, want ErrUnavailable", err)
 	}
 	r.ForgetRefusals() // (the ones above, on purpose)
@@ -807,7 +807,7 @@ func TestCoalescedReservesKeepTheInvariants(t *testing.T) {
 	var wg sync.WaitGroup
 	for k := 0; k < 600; k++ {
 		wg.Go(func() {
-			_, err := set.Reserve(context.Background(), p, fmt.Sprintf("c%d", k%250), fmt.Sprintf("co-%d", k))
+			_, err := set.Purchases.Reserve(context.Background(), p, fmt.Sprintf("c%d", k%250), fmt.Sprintf("co-%d", k))
 			switch {
 			case err == nil:
 				ok.Add(1)
@@ -821,7 +821,7 @@ func TestCoalescedReservesKeepTheInvariants(t *testing.T) {
 	wg.Wait()
 	var alloc, used int64
 	for i := 0; i < 3; i++ {
-		c, _ := set.Counters(context.Background(), i, "co")
+		c, _ := set.Stock.Counters(context.Background(), i, "co")
 		if c.Salable+c.Locked+c.Sold != c.Alloc {
 			t.Fatalf("shard %d: %+v", i, c)
 		}
@@ -910,7 +910,7 @@ func TestReplayedPurchaseKeepsItsClaim(t *testing.T) {
 	}
 	f.redis.Kill(1)
 	f.redis.Kill(2)
-	if _, err := f.set.ReserveRetryable(f.ctx(), p, user, "X", time.Time{}, 0); !errors.Is(err, shardstock.ErrUnavailable) {
+	if _, err := f.set.Purchases.ReserveRetryable(f.ctx(), p, user, "X", time.Time{}, 0); !errors.Is(err, shardstock.ErrUnavailable) {
 		t.Fatalf("every other shard down: %v, want ErrUnavailable", err)
 	}
 	if n := f.set.PendingGiveBacks(); n != 0 {
@@ -918,7 +918,7 @@ func TestReplayedPurchaseKeepsItsClaim(t *testing.T) {
 	}
 	f.redis.Restart(1)
 	f.redis.Restart(2)
-	if _, err := f.set.ReserveRetryable(f.ctx(), p, user, "X", time.Time{}, 0); err != nil {
+	if _, err := f.set.Purchases.ReserveRetryable(f.ctx(), p, user, "X", time.Time{}, 0); err != nil {
 		t.Fatalf("replay: %v", err)
 	}
 	time.Sleep(1500 * time.Millisecond) // a give-back tick passes
@@ -950,7 +950,7 @@ func TestUnansweredStepIsResolvedThroughToxiproxy(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A first purchase on shard 1 (its scripts loaded there), before the fault.
-	if idx, err := set.Reserve(ctx, p, userWithHome("warm", 1, 3), "W"); idx != 1 || err != nil {
+	if idx, err := set.Purchases.Reserve(ctx, p, userWithHome("warm", 1, 3), "W"); idx != 1 || err != nil {
 		t.Fatalf("warm-up purchase: %d %v", idx, err)
 	}
 	var wg sync.WaitGroup // idle connections to shard 1, opened before the fault
@@ -962,7 +962,7 @@ func TestUnansweredStepIsResolvedThroughToxiproxy(t *testing.T) {
 		t.Fatal(err)
 	}
 	buyer := userWithHome("first", 0, 3)
-	_, err := set.ReserveRetryable(ctx, p, buyer, "X", time.Time{}, 0)
+	_, err := set.Purchases.ReserveRetryable(ctx, p, buyer, "X", time.Time{}, 0)
 	doubt := shardstock.DoubtOf(err)
 	if !errors.Is(err, shardstock.ErrUnavailable) || doubt != 1<<1 {
 		t.Fatalf("a reserve unanswered on shard 1: %v (in doubt %b), want ErrUnavailable in doubt about shard 1", err, doubt)
@@ -972,13 +972,13 @@ func TestUnansweredStepIsResolvedThroughToxiproxy(t *testing.T) {
 	}
 	time.Sleep(time.Second) // the late answers drain
 	other := userWithHome("other", 0, 3)
-	if _, err := set.Reserve(ctx, p, other, "Y"); !errors.Is(err, shardstock.ErrSoldOut) {
+	if _, err := set.Purchases.Reserve(ctx, p, other, "Y"); !errors.Is(err, shardstock.ErrSoldOut) {
 		t.Fatalf("another buyer: %v, want ErrSoldOut (the first buyer holds the last unit); X on shard 1: %q", err, set.Shards()[1].Client.HGet(ctx, "ss:{p:doubt}:holds", "X").Val())
 	}
-	if !set.KnownSoldOut(p) {
+	if !set.Purchases.KnownSoldOut(p) {
 		t.Fatal("every shard should now be known empty")
 	}
-	idx, err := set.ReserveRetryable(ctx, p, buyer, "X", time.Time{}, doubt)
+	idx, err := set.Purchases.ReserveRetryable(ctx, p, buyer, "X", time.Time{}, doubt)
 	if err != nil || idx != 1 {
 		t.Fatalf("replay in doubt about shard 1: shard %d, %v; want reserved on shard 1", idx, err)
 	}
@@ -990,7 +990,7 @@ func TestUnansweredStepIsResolvedThroughToxiproxy(t *testing.T) {
 			t.Fatalf("shard 1 hold of X: %q", v)
 		}
 	}
-	c, err := set.Counters(ctx, 1, "doubt")
+	c, err := set.Stock.Counters(ctx, 1, "doubt")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1097,12 +1097,12 @@ func TestMastersDoNotRunAsRoot(t *testing.T) {
 	os.Chown(filepath.Join(d, "redis.pid"), mustAtoi(t, uid), -1)
 	// It writes its AOF, and reads it back after a crash.
 	set, p := openAndDefine(t, r.URLs(), shard.Config{Timeout: time.Second}, shardstock.Product{ID: "unpriv", Stock: 2})
-	if _, err := set.Reserve(context.Background(), p, "u1", "r1"); err != nil {
+	if _, err := set.Purchases.Reserve(context.Background(), p, "u1", "r1"); err != nil {
 		t.Fatal(err)
 	}
 	r.Kill(0)
 	r.Restart(0)
-	if c, err := set.Counters(context.Background(), 0, p.ID); err != nil || c.Locked != 1 {
+	if c, err := set.Stock.Counters(context.Background(), 0, p.ID); err != nil || c.Locked != 1 {
 		t.Fatalf("after a restart: %+v %v, want the hold kept", c, err)
 	}
 }

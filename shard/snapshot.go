@@ -14,7 +14,7 @@ import (
 
 // Snapshot reads every shard at once, one pipelined round trip per shard,
 // whatever the number of products.
-func (s *Set) Snapshot(ctx context.Context, products []string) []shardstock.ShardSnapshot {
+func (s *Stock) Snapshot(ctx context.Context, products []string) []shardstock.ShardSnapshot {
 	out := make([]shardstock.ShardSnapshot, len(s.shards))
 	var wg sync.WaitGroup
 	for i, sh := range s.shards {
@@ -24,7 +24,7 @@ func (s *Set) Snapshot(ctx context.Context, products []string) []shardstock.Shar
 	return out
 }
 
-func (s *Set) snapshotOne(ctx context.Context, sh *Shard, products []string) shardstock.ShardSnapshot {
+func (s *pool) snapshotOne(ctx context.Context, sh *Shard, products []string) shardstock.ShardSnapshot {
 	snap := shardstock.ShardSnapshot{Index: sh.Index, Addr: sh.Addr, Products: make(map[string]shardstock.Counters, len(products)), Pool: poolStats(sh.Client.PoolStats())}
 	counters := make([]*redis.SliceCmd, len(products))
 	outboxes := make([]*redis.IntCmd, len(products))

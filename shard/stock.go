@@ -13,7 +13,7 @@ import (
 // Init allocates product on shard i, once. It returns created = true when
 // it wrote the allocation, false when the same definition was there
 // already, and shardstock.ErrInitConflict when another one is.
-func (s *Set) Init(ctx context.Context, i int, product string, a shardstock.Allocation) (created bool, err error) {
+func (s *Stock) Init(ctx context.Context, i int, product string, a shardstock.Allocation) (created bool, err error) {
 	sh := s.shards[i]
 	k := keysFor(product)
 	known := "0"
@@ -43,7 +43,7 @@ func (s *Set) Init(ctx context.Context, i int, product string, a shardstock.Allo
 }
 
 // Counters reads product's counters on shard i.
-func (s *Set) Counters(ctx context.Context, i int, product string) (shardstock.Counters, error) {
+func (s *Stock) Counters(ctx context.Context, i int, product string) (shardstock.Counters, error) {
 	var c shardstock.Counters
 	err := s.call(ctx, s.shards[i], func(ctx context.Context) error {
 		v, err := s.shards[i].Client.HMGet(ctx, keysFor(product).stock, "alloc", "salable", "locked", "sold").Result()
@@ -77,34 +77,6 @@ func parseCounters(v []any) (shardstock.Counters, error) {
 	return c, nil
 }
 
-// Confirm moves hold id of product on shard i from locked to sold. It
-// returns changed = false when it was sold already (a repeat),
-// shardstock.ErrHoldReleased when it was released, shardstock.ErrUnknownHold when there is none.
-func (s *Set) Confirm(ctx context.Context, i int, product, id string) (changed bool, err error) {
-	k := keysFor(product)
-	v, err := s.runScript(ctx, s.shards[i], s.scripts.Confirm, []string{k.stock, k.holds}, id)
-	if err != nil {
-		return false, fmt.Errorf("shard %d: confirm: %w", i, err)
-	}
-	return holdResult(v, shardstock.ErrHoldReleased)
-}
-
-// Release moves hold id of product on shard i from locked back to
-// salable. It returns changed = false when it was released already,
-// shardstock.ErrHoldSold when it was sold, shardstock.ErrUnknownHold when there is none.
-func (s *Set) Release(ctx context.Context, i int, product, id string) (changed bool, err error) {
-	k := keysFor(product)
-	v, err := s.runScript(ctx, s.shards[i], s.scripts.Release, []string{k.stock, k.holds}, id)
-	if err != nil {
-		return false, fmt.Errorf("shard %d: release: %w", i, err)
-	}
-	changed, err = holdResult(v, shardstock.ErrHoldSold)
-	if changed {
-		s.empty.forget(product)
-	}
-	return changed, err
-}
-
 func holdResult(v any, wrongState error) (bool, error) {
 	switch v {
 	case "ok":
@@ -120,14 +92,14 @@ func holdResult(v any, wrongState error) (bool, error) {
 }
 
 // Ping checks that shard i answers.
-func (s *Set) Ping(ctx context.Context, i int) error {
+func (s *pool) Ping(ctx context.Context, i int) error {
 	sh := s.shards[i]
 	return s.call(ctx, sh, func(ctx context.Context) error { return sh.Client.Ping(ctx).Err() })
 }
 
 // call runs f against sh under the per-call deadline and reports the
 // outcome to Health.
-func (s *Set) call(ctx context.Context, sh *Shard, f func(context.Context) error) error {
+func (s *pool) call(ctx context.Context, sh *Shard, f func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 	err := f(ctx)
@@ -138,7 +110,7 @@ func (s *Set) call(ctx context.Context, sh *Shard, f func(context.Context) error
 // TransferOut takes up to units salable units of product off shard i for
 // transfer id (to shard to) and returns how many it took; a repeat returns
 // the first answer. Errors: shardstock.ErrNotOnShard, transport errors.
-func (s *Set) TransferOut(ctx context.Context, i int, product, id string, units int64, to int) (int64, error) {
+func (s *Stock) TransferOut(ctx context.Context, i int, product, id string, units int64, to int) (int64, error) {
 	return s.transferOut(ctx, i, product, id, units, to, "")
 }
 
@@ -146,11 +118,11 @@ func (s *Set) TransferOut(ctx context.Context, i int, product, id string, units 
 // units off shard i (a resync replaying what a restarted shard lost): it
 // takes exactly that many, or, when the shard has fewer salable, none and
 // shardstock.ErrShortOfUnits. A shard that kept the transfer answers its record.
-func (s *Set) ReplayTransferOut(ctx context.Context, i int, product, id string, units int64, to int) (int64, error) {
+func (s *Stock) ReplayTransferOut(ctx context.Context, i int, product, id string, units int64, to int) (int64, error) {
 	return s.transferOut(ctx, i, product, id, units, to, "exact")
 }
 
-func (s *Set) transferOut(ctx context.Context, i int, product, id string, units int64, to int, mode string) (int64, error) {
+func (s *pool) transferOut(ctx context.Context, i int, product, id string, units int64, to int, mode string) (int64, error) {
 	k := keysFor(product)
 	v, err := s.runScript(ctx, s.shards[i], s.scripts.TransferOut, []string{k.stock, k.transfers}, id, units, to, mode)
 	if err != nil {
@@ -167,7 +139,7 @@ func (s *Set) transferOut(ctx context.Context, i int, product, id string, units 
 }
 
 // TransferIn adds transfer id's units of product to shard i, once.
-func (s *Set) TransferIn(ctx context.Context, i int, product, id string, units int64, from int) error {
+func (s *Stock) TransferIn(ctx context.Context, i int, product, id string, units int64, from int) error {
 	k := keysFor(product)
 	v, err := s.runScript(ctx, s.shards[i], s.scripts.TransferIn, []string{k.stock, k.transfers}, id, units, from)
 	if err != nil {
@@ -185,7 +157,12 @@ func (s *Set) TransferIn(ctx context.Context, i int, product, id string, units i
 // bound. changed is false when the shard had that window already, or a
 // newer version of it (lua/window.lua). Errors: shardstock.ErrNotOnShard, transport
 // errors.
-func (s *Set) SetWindow(ctx context.Context, i int, p *shardstock.Product) (changed bool, err error) {
+func (s *Stock) SetWindow(ctx context.Context, i int, p *shardstock.Product) (changed bool, err error) {
+	return s.setWindow(ctx, i, p)
+}
+
+// setWindow is SetWindow, for the purchase path too (windowBehind).
+func (s *pool) setWindow(ctx context.Context, i int, p *shardstock.Product) (changed bool, err error) {
 	v, err := s.runScript(ctx, s.shards[i], s.scripts.Window, []string{keysFor(p.ID).stock},
 		shardstock.UnixMS(p.StartsAt), shardstock.UnixMS(p.EndsAt), p.WindowVersion)
 	if err != nil {
@@ -203,7 +180,7 @@ func (s *Set) SetWindow(ctx context.Context, i int, p *shardstock.Product) (chan
 // outbox again, then the keys themselves with UNLINK, which frees a large
 // hash (a million holds) in Redis's background thread instead of blocking
 // the shard while it does. A repeat changes nothing.
-func (s *Set) DeleteProduct(ctx context.Context, i int, product string) error {
+func (s *Stock) DeleteProduct(ctx context.Context, i int, product string) error {
 	sh := s.shards[i]
 	k := keysFor(product)
 	err := s.call(ctx, sh, func(ctx context.Context) error {

@@ -68,7 +68,7 @@ func reserveMany(b *testing.B, m *Main, p *shardstock.Product, n int) {
 		wg.Go(func() {
 			for i := next.Add(1); i <= int64(n); i = next.Add(1) {
 				u := fmt.Sprintf("b%d", i)
-				if _, err := m.set.Reserve(context.Background(), p, u, "o"+u); err != nil {
+				if _, err := m.set.Purchases.Reserve(context.Background(), p, u, "o"+u); err != nil {
 					b.Error(err)
 					return
 				}

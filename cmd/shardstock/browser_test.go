@@ -131,7 +131,7 @@ func TestSalePageInBrowser(t *testing.T) {
 	}
 	homedOn1 := ""
 	for k := 0; homedOn1 == ""; k++ {
-		if i, err := m.set.HomeOf(p, fmt.Sprintf("page-buyer-%d", k)); err == nil && i == 1 {
+		if i, err := m.set.Purchases.HomeOf(p, fmt.Sprintf("page-buyer-%d", k)); err == nil && i == 1 {
 			homedOn1 = fmt.Sprintf("page-buyer-%d", k)
 		}
 	}

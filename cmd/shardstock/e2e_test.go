@@ -223,7 +223,7 @@ func TestFailoverWhenAShardStopsMidSale(t *testing.T) {
 				user := fmt.Sprintf("u%d", n)
 				rep := purchase(t, m.URL(), "fo", user)
 				// (a purchase taken just before the kill may end after it)
-				if rep.status == 503 && n >= 300-16 && m.set.Home(user) == 1 {
+				if rep.status == 503 && n >= 300-16 && m.set.Purchases.Home(user) == 1 {
 					homeless.Add(1)
 					continue
 				}
@@ -449,7 +449,7 @@ func TestFrozenShardDoesNotHoldRequests(t *testing.T) {
 		user := fmt.Sprintf("f%d", k)
 		rep := purchase(t, base, "frz", user)
 		want := 200
-		if m.set.Home(user) == 1 {
+		if m.set.Purchases.Home(user) == 1 {
 			want = 503
 		}
 		if took := time.Since(start); rep.status != want || took > 2*time.Second {
@@ -789,7 +789,7 @@ func TestShardBackWithoutItsLastWrites(t *testing.T) {
 	homedAt0 := func(prefix string, n int) []string {
 		var out []string
 		for k := 0; len(out) < n; k++ {
-			if u := fmt.Sprintf("%s%d", prefix, k); m.set.Home(u) == 0 {
+			if u := fmt.Sprintf("%s%d", prefix, k); m.set.Purchases.Home(u) == 0 {
 				out = append(out, u)
 			}
 		}

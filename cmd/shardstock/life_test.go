@@ -507,7 +507,7 @@ func TestASlowClockDoesNotQueueAfterTheEnd(t *testing.T) {
 	putProduct(t, a.URL(), "over", fmt.Sprintf(`{"stock":30,"ends_at":%q}`, time.Now().Add(2*time.Second).UTC().Format(time.RFC3339Nano)))
 	time.Sleep(3 * time.Second) // ended by every clock but the slow one
 	user := "late0"
-	for n := 1; a.set.Home(user) != 0; n++ {
+	for n := 1; a.set.Purchases.Home(user) != 0; n++ {
 		user = fmt.Sprintf("late%d", n)
 	}
 	r.Kill(0)

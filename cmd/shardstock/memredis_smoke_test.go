@@ -51,7 +51,7 @@ func smokeCycle(t *testing.T, r masters) {
 	n := 0
 	for k := 0; len(onZero) < 3; k++ {
 		u := fmt.Sprintf("u%d", k)
-		if m.set.Home(u) != 0 {
+		if m.set.Purchases.Home(u) != 0 {
 			continue
 		}
 		rep := purchase(t, base, "x", u)
@@ -81,11 +81,11 @@ func smokeCycle(t *testing.T, r masters) {
 	r.RewindTo(0, "cp")
 	waitFor(t, 10*time.Second, "shard 0 fenced", func() (bool, string) {
 		productStatus(t, base, "x") // (reads the shards: new connections see the new run id)
-		return m.set.Fenced(0), "not fenced"
+		return m.set.Fence.Fenced(0), "not fenced"
 	})
 	fenced := time.Since(crash)
 	waitFor(t, 15*time.Second, "shard 0 resynced", func() (bool, string) {
-		if m.set.Fenced(0) {
+		if m.set.Fence.Fenced(0) {
 			return false, "fenced: " + m.inv.resync.Problem(0)
 		}
 		st := productStatus(t, base, "x").Shards[0]

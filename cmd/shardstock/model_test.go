@@ -1727,7 +1727,7 @@ func (h *history) homeOf(product, user string) int {
 		if err != nil || p.Moved != "" {
 			continue
 		}
-		if i, err := m.set.HomeOf(p, user); err == nil {
+		if i, err := m.set.Purchases.HomeOf(p, user); err == nil {
 			return i
 		}
 	}
@@ -1962,8 +1962,8 @@ func (h *history) checkGiveBacks() {
 			if err != nil {
 				continue
 			}
-			i, err := m.set.HomeOf(p, o.UserID)
-			if err != nil || h.killed[i] || h.frozen[i] || h.cut[i] || h.slow[i] || !h.resynced(i) || m.set.Fenced(i) {
+			i, err := m.set.Purchases.HomeOf(p, o.UserID)
+			if err != nil || h.killed[i] || h.frozen[i] || h.cut[i] || h.slow[i] || !h.resynced(i) || m.set.Fence.Fenced(i) {
 				continue
 			}
 			reaches, home = c, i
@@ -2105,7 +2105,7 @@ func (h *history) settle() {
 		var fenced []string
 		for c, m := range h.coords {
 			for i := range h.lists[c] {
-				if m.set.Fenced(i) {
+				if m.set.Fence.Fenced(i) {
 					fenced = append(fenced, fmt.Sprintf("coordinator %d shard %d (%s)", c, i, m.inv.resync.Problem(i)))
 				}
 			}
@@ -2620,11 +2620,11 @@ func (h *history) shardBusy(ctx context.Context, i int, othersAway bool) (why st
 			continue // away, or without this shard (the old list)
 		}
 		switch {
-		case m.set.Fenced(i) && (othersAway || m.inv.resync.Problem(i) != ""):
+		case m.set.Fence.Fenced(i) && (othersAway || m.inv.resync.Problem(i) != ""):
 			return "", true
-		case m.set.SeenRun(i) != run:
+		case m.set.Fence.SeenRun(i) != run:
 			return fmt.Sprintf("coordinator %d has not seen its restart", c), false
-		case m.set.Fenced(i):
+		case m.set.Fence.Fenced(i):
 			return fmt.Sprintf("coordinator %d resyncs it", c), false
 		}
 	}

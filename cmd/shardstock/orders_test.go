@@ -370,7 +370,7 @@ func TestSettlementsDoNotWaitForAnUnrelatedShard(t *testing.T) {
 	canceller, payer := "", ""
 	for k := 0; canceller == "" || payer == ""; k++ {
 		u := fmt.Sprintf("b%d", k)
-		switch m.set.Home(u) {
+		switch m.set.Purchases.Home(u) {
 		case 2:
 			canceller = cmp.Or(canceller, u)
 		case 0:

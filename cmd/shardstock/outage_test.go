@@ -423,7 +423,7 @@ func TestBuyerWhoHungUpIsNotSpooled(t *testing.T) {
 	putProduct(t, base, "hang", `{"stock":30}`)
 	homedAt := func(prefix string, i int) string {
 		for k := 0; ; k++ {
-			if u := fmt.Sprintf("%s%d", prefix, k); m.set.Home(u) == i {
+			if u := fmt.Sprintf("%s%d", prefix, k); m.set.Purchases.Home(u) == i {
 				return u
 			}
 		}

@@ -47,7 +47,7 @@ func (f *crashFixture) buy(home int) (string, string, int) {
 	for {
 		f.n++
 		u := fmt.Sprintf("b%d", f.n)
-		if home >= 0 && f.m.set.Home(u) != home {
+		if home >= 0 && f.m.set.Purchases.Home(u) != home {
 			continue
 		}
 		rep := purchase(f.t, f.base, "crash", u)
@@ -86,7 +86,7 @@ func (f *crashFixture) resynced() inventory.ProductStatus {
 	f.t.Helper()
 	var st inventory.ProductStatus
 	waitFor(f.t, 15*time.Second, "shard 0 back in line (unfenced, answering)", func() (bool, string) {
-		if f.m.set.Fenced(0) {
+		if f.m.set.Fence.Fenced(0) {
 			return false, "fenced: " + f.m.inv.resync.Problem(0)
 		}
 		// Its breaker, opened by the calls that failed while it was
@@ -241,7 +241,7 @@ func (f *crashFixture) phantomUnit(field string) {
 	f.r.Kill(0)
 	f.r.Restart(0)
 	waitFor(f.t, 15*time.Second, "shard 0 kept fenced by its resync", func() (bool, string) {
-		return f.m.set.Fenced(0) && f.m.inv.resync.Problem(0) != "", f.m.inv.resync.Problem(0)
+		return f.m.set.Fence.Fenced(0) && f.m.inv.resync.Problem(0) != "", f.m.inv.resync.Problem(0)
 	})
 }
 
@@ -261,15 +261,15 @@ func TestOperatorAcceptsAShardKeptFenced(t *testing.T) {
 	if rep := f.resyncCall(""); rep.status != 409 || !strings.Contains(rep.raw, "allocation of 3") {
 		t.Fatalf("resync of a shard that disagrees: %d %s, want 409 saying its allocation of 3", rep.status, rep.raw)
 	}
-	if !f.m.set.Fenced(0) {
+	if !f.m.set.Fence.Fenced(0) {
 		t.Fatal("the shard opened without an operator's accept")
 	}
 	rep := f.resyncCall(`{"accept":true}`)
 	if rep.status != 200 || !strings.Contains(rep.raw, "wrote off 1 salable units of crash") {
 		t.Fatalf("accept: %d %s, want 200 writing off 1 unit", rep.status, rep.raw)
 	}
-	if f.m.set.Fenced(0) || f.m.inv.resync.Problem(0) != "" {
-		t.Fatalf("after the accept: fenced %v, problem %q", f.m.set.Fenced(0), f.m.inv.resync.Problem(0))
+	if f.m.set.Fence.Fenced(0) || f.m.inv.resync.Problem(0) != "" {
+		t.Fatalf("after the accept: fenced %v, problem %q", f.m.set.Fence.Fenced(0), f.m.inv.resync.Problem(0))
 	}
 	st := productStatus(t, f.base, "crash")
 	checkShards(t, st)
@@ -294,7 +294,7 @@ func TestOperatorCannotAcceptAShardThatWouldOversell(t *testing.T) {
 	if rep := f.resyncCall(`{"accept":true}`); rep.status != 409 || !strings.Contains(rep.raw, "would oversell") {
 		t.Fatalf("accept of a shard whose excess is held: %d %s, want 409 (it would oversell)", rep.status, rep.raw)
 	}
-	if !f.m.set.Fenced(0) || f.m.inv.resync.Problem(0) == "" {
+	if !f.m.set.Fence.Fenced(0) || f.m.inv.resync.Problem(0) == "" {
 		t.Fatal("the shard opened after a refused accept")
 	}
 }
@@ -328,7 +328,7 @@ func TestCrashPastAClaimGiveBack(t *testing.T) {
 		t.Fatalf("define: %d %s", rep.status, rep.raw)
 	}
 	const user = "pat"
-	home := m.set.Home(user)
+	home := m.set.Purchases.Home(user)
 	buyOne := func() string {
 		t.Helper()
 		rep := purchase(t, base, "twice", user)
@@ -359,7 +359,7 @@ func TestCrashPastAClaimGiveBack(t *testing.T) {
 	awaiting(1)
 	r.Rewind(home)
 	waitFor(t, 20*time.Second, "the buyer's home back in line and selling", func() (bool, string) {
-		if err := m.set.Ping(context.Background(), home); err != nil || m.set.Fenced(home) {
+		if err := m.set.Ping(context.Background(), home); err != nil || m.set.Fence.Fenced(home) {
 			return false, "fenced: " + m.inv.resync.Problem(home)
 		}
 		if b := m.health.Status()[home].Breaker; b != ha.Closed {
@@ -390,11 +390,11 @@ func TestCrashPastAGiveBackOnAHomeThatLostItsData(t *testing.T) {
 		t.Fatalf("define: %d %s", rep.status, rep.raw)
 	}
 	const user = "pat"
-	home := m.set.Home(user)
+	home := m.set.Purchases.Home(user)
 	inLine := func(what string) {
 		t.Helper()
 		waitFor(t, 20*time.Second, what, func() (bool, string) {
-			if err := m.set.Ping(context.Background(), home); err != nil || m.set.Fenced(home) {
+			if err := m.set.Ping(context.Background(), home); err != nil || m.set.Fence.Fenced(home) {
 				return false, "fenced: " + m.inv.resync.Problem(home)
 			}
 			if b := m.health.Status()[home].Breaker; b != ha.Closed {
@@ -442,7 +442,7 @@ func TestALateOrderTakesItsClaimBack(t *testing.T) {
 	ctx := context.Background()
 	homedOn0 := func(prefix string) string {
 		for n := 0; ; n++ {
-			if u := fmt.Sprintf("%s%d", prefix, n); f.m.set.Home(u) == 0 {
+			if u := fmt.Sprintf("%s%d", prefix, n); f.m.set.Purchases.Home(u) == 0 {
 				return u
 			}
 		}
@@ -452,7 +452,7 @@ func TestALateOrderTakesItsClaimBack(t *testing.T) {
 	f.r.Checkpoint(0)
 	f.r.Rewind(0)
 	waitFor(t, 20*time.Second, "shard 0 back in line", func() (bool, string) {
-		if err := f.m.set.Ping(ctx, 0); err != nil || f.m.set.Fenced(0) {
+		if err := f.m.set.Ping(ctx, 0); err != nil || f.m.set.Fence.Fenced(0) {
 			return false, fmt.Sprint("fenced ", err)
 		}
 		return true, ""
@@ -523,7 +523,7 @@ func TestALateCheckAfterACancelLeavesTheClaimGiven(t *testing.T) {
 	ctx := context.Background()
 	var lena string
 	for n := 0; lena == ""; n++ {
-		if u := fmt.Sprintf("lena%d", n); f.m.set.Home(u) == 0 {
+		if u := fmt.Sprintf("lena%d", n); f.m.set.Purchases.Home(u) == 0 {
 			lena = u
 		}
 	}
@@ -535,7 +535,7 @@ func TestALateCheckAfterACancelLeavesTheClaimGiven(t *testing.T) {
 		if at, err := f.m.store.ShardLog.SyncedAt(ctx, 0); err != nil || !at.After(crashed) {
 			return false, fmt.Sprint("not resynced since the crash: ", at, err) // (a resync after repairs the register)
 		}
-		if err := f.m.set.Ping(ctx, 0); err != nil || f.m.set.Fenced(0) {
+		if err := f.m.set.Ping(ctx, 0); err != nil || f.m.set.Fence.Fenced(0) {
 			return false, fmt.Sprint("fenced ", err)
 		}
 		if b := f.m.health.Status()[0].Breaker; b != ha.Closed {
@@ -554,7 +554,7 @@ func TestALateCheckAfterACancelLeavesTheClaimGiven(t *testing.T) {
 	fenced.Store(true)
 	set, store := f.m.set, f.m.store
 	r := inventory.NewResync(inventory.ResyncConfig{Addrs: set.Addrs(), Products: f.m.inv.catalog, IDs: store.Catalog,
-		Inits: store.Catalog, History: store.Transfers, Changes: store.Transfers, Orders: store.Orders, Counters: set, Holds: set, Repairs: set,
+		Inits: store.Catalog, History: store.Transfers, Changes: store.Transfers, Orders: store.Orders, Counters: set.Stock, Holds: set.Holds, Claims: set.Purchases, Repairs: set.Stock,
 		Times: store.ShardLog, Fenced: func(int) bool { return fenced.Load() }})
 	r.HoldLate(ctx, shardstock.Order{ID: ev.ID, UserID: lena, ProductID: "crash", Shard: 0, Status: shardstock.StatusAwaitingPayment}, reservedAt, time.Now())
 	f.cancel(ev.ID, lena)
@@ -596,7 +596,7 @@ func TestAnOrderWrittenAfterItsShardsResyncGetsItsHold(t *testing.T) {
 	f.r.Checkpoint(0)
 	f.r.Rewind(0)
 	waitFor(t, 20*time.Second, "shard 0 back in line", func() (bool, string) {
-		if err := f.m.set.Ping(ctx, 0); err != nil || f.m.set.Fenced(0) {
+		if err := f.m.set.Ping(ctx, 0); err != nil || f.m.set.Fence.Fenced(0) {
 			return false, fmt.Sprint("fenced ", err)
 		}
 		return true, ""

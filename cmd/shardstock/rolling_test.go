@@ -66,13 +66,13 @@ func TestResyncOnTheOldShardListSpeaksOnlyForWhatItSees(t *testing.T) {
 	r.Rewind(0) // the machine crash: shard 0 comes back with its 10 units
 	waitFor(t, 20*time.Second, "the old-list coordinator opens shard 0 again", func() (bool, string) {
 		three.set.Ping(context.Background(), 0) // a new connection sees the new run
-		return !three.set.Fenced(0), "fenced"
+		return !three.set.Fence.Fenced(0), "fenced"
 	})
 	run, err := three.store.ShardLog.SyncedRunID(context.Background(), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if run == three.set.SeenRun(0) {
+	if run == three.set.Fence.SeenRun(0) {
 		t.Fatalf("the old-list coordinator put shard 0's run %s on record as resynced; it could not replay the drain of a product it does not see", run)
 	}
 
@@ -172,7 +172,7 @@ func (g grow) lateOrderOnShard1(t *testing.T, user, id string) {
 	g.r.Rewind(1)
 	waitFor(t, 20*time.Second, "shard 1 back in line on both coordinators", func() (bool, string) {
 		for _, m := range []*Main{g.six, g.three} {
-			if err := m.set.Ping(ctx, 1); err != nil || m.set.Fenced(1) {
+			if err := m.set.Ping(ctx, 1); err != nil || m.set.Fence.Fenced(1) {
 				return false, fmt.Sprint("fenced ", err)
 			}
 		}
@@ -197,7 +197,7 @@ func TestOldListCoordinatorTakesALateOrdersClaimBack(t *testing.T) {
 	g := rollingGrow(t, "late", `{"stock":12,"per_user_limit":1}`) // 2 units a shard
 	var lena string
 	for n := 0; lena == ""; n++ {
-		if u := fmt.Sprint("lena", n); g.six.set.Home(u) == 1 {
+		if u := fmt.Sprint("lena", n); g.six.set.Purchases.Home(u) == 1 {
 			lena = u
 		}
 	}
@@ -253,7 +253,7 @@ func TestAnInterruptedStockAddFinishesByItself(t *testing.T) {
 	if _, err := m.store.Transfers.RecordStockChange(ctx, "cdead", plan); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.set.TransferIn(ctx, 1, "added", "cdead-1", 10, -1); err != nil {
+	if err := m.set.Stock.TransferIn(ctx, 1, "added", "cdead-1", 10, -1); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 3*resumeEvery, "the interrupted addition finished", func() (bool, string) {

@@ -169,7 +169,7 @@ func (m *Main) cannotSell() string {
 			// (No error text: /readyz is public, and it names hosts;
 			// GET /admin/v1/shards has it.)
 			why = append(why, fmt.Sprintf("shard %d is down", i))
-		case m.set.Fenced(i):
+		case m.set.Fence.Fenced(i):
 			why = append(why, fmt.Sprintf("shard %d is fenced until it is back in line with the order table", i))
 		default:
 			return ""

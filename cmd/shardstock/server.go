@@ -130,7 +130,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if m.mq, err = m.openTransport(ctx); err != nil {
 		return err
 	}
-	m.orders = order.NewService(order.Config{Store: m.store.Orders, Catalog: m.store.Catalog, Settler: m.mq, Holds: inventory.HoldSearch{Finder: set, Products: m.inv.catalog, Now: m.clock.Now, Keep: 2 * m.cfg.FailFastAge}, Claims: set, LateHolds: m.inv.resync, PayTimeout: m.cfg.PayTimeout,
+	m.orders = order.NewService(order.Config{Store: m.store.Orders, Catalog: m.store.Catalog, Settler: m.mq, Holds: inventory.HoldSearch{Finder: set.Holds, Products: m.inv.catalog, Now: m.clock.Now, Keep: 2 * m.cfg.FailFastAge}, Claims: set.Purchases, LateHolds: m.inv.resync, PayTimeout: m.cfg.PayTimeout,
 		FailFastAge: m.cfg.FailFastAge, Rate: m.cfg.OrderRate, Now: m.cfg.Test.OrderClock, Logger: m.log, PaySecret: m.cfg.PaySecret, PayPrevious: m.cfg.PayPrevious,
 		Budget:   set,
 		OnIngest: func(st shardstock.OrderStatus) { m.metrics.OrdersIngested.WithLabelValues(string(st)).Inc() }})
@@ -142,7 +142,7 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	m.report = report.NewRecorder(report.RecorderConfig{Store: m.store.Reports, Stock: m.inv.views.Salable, Logger: m.log})
 	m.pages = flashsale.NewPages(flashsale.PagesConfig{Products: m.inv.catalog, Sessions: m.store.Sessions, IDs: m.store.Catalog.ProductIDs})
-	m.buyers = flashsale.NewHandler(flashsale.Config{Products: m.inv.catalog, Cache: m.inv.catalog, Reserver: m.set, Identity: m.identity(), RealIP: m.realIP(),
+	m.buyers = flashsale.NewHandler(flashsale.Config{Products: m.inv.catalog, Cache: m.inv.catalog, Reserver: m.set.Purchases, Identity: m.identity(), RealIP: m.realIP(),
 		Now: m.clock.Now, NowKnown: m.clock.Known, MaxInFlight: m.cfg.MaxInFlight,
 		Observe: m.observePurchase, Spool: m.spoolPort(), Logger: m.log,
 		Limits: m.cfg.Limits, OnLimited: func(s string) { m.metrics.RateLimited.WithLabelValues(s).Inc() },
