@@ -255,7 +255,7 @@ func adminQueue(args []string) (adminCommand, error) {
 		return adminCommand{call: f, show: showQueue}, nil
 	}
 	if len(args) == 2 {
-		return on(func(ctx context.Context, c *client.Client) (json.RawMessage, error) { return c.Queue(ctx, id) })
+		return on(func(ctx context.Context, c *client.Client) (json.RawMessage, error) { return c.Queues().Show(ctx, id) })
 	}
 	rest := args[3:]
 	switch args[2] {
@@ -264,11 +264,11 @@ func adminQueue(args []string) (adminCommand, error) {
 		if err != nil {
 			return adminCommand{}, err
 		}
-		return on(func(ctx context.Context, c *client.Client) (json.RawMessage, error) { return c.DefineQueue(ctx, id, d) })
+		return on(func(ctx context.Context, c *client.Client) (json.RawMessage, error) { return c.Queues().Define(ctx, id, d) })
 	case "pause":
-		return on(func(ctx context.Context, c *client.Client) (json.RawMessage, error) { return c.QueuePause(ctx, id) })
+		return on(func(ctx context.Context, c *client.Client) (json.RawMessage, error) { return c.Queues().Pause(ctx, id) })
 	case "resume":
-		return on(func(ctx context.Context, c *client.Client) (json.RawMessage, error) { return c.QueueResume(ctx, id) })
+		return on(func(ctx context.Context, c *client.Client) (json.RawMessage, error) { return c.Queues().Resume(ctx, id) })
 	case "advance":
 		if len(rest) != 1 {
 			return adminCommand{}, errors.New("queue advance needs N")
@@ -278,14 +278,14 @@ func adminQueue(args []string) (adminCommand, error) {
 			return adminCommand{}, fmt.Errorf("queue advance: %q is not a positive number of places", rest[0])
 		}
 		return on(func(ctx context.Context, c *client.Client) (json.RawMessage, error) {
-			return c.QueueAdvance(ctx, id, n)
+			return c.Queues().Advance(ctx, id, n)
 		})
 	case "revoke":
 		if len(rest) != 1 {
 			return adminCommand{}, errors.New("queue revoke needs USER")
 		}
 		return on(func(ctx context.Context, c *client.Client) (json.RawMessage, error) {
-			return c.QueueRevoke(ctx, id, rest[0])
+			return c.Queues().Revoke(ctx, id, rest[0])
 		})
 	}
 	return adminCommand{}, fmt.Errorf("queue: unknown action %q (open, pause, resume, advance, revoke)", args[2])

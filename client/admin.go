@@ -72,34 +72,3 @@ func (c *Client) Drain(ctx context.Context, shard int, drained bool) (json.RawMe
 func (c *Client) Reconcile(ctx context.Context, id string) (json.RawMessage, error) {
 	return c.admin(ctx, call{method: http.MethodGet, path: api.Path(api.AdminReconcilePath, id)})
 }
-
-// Queue answers product id's waiting room (GET api.AdminQueuePath).
-func (c *Client) Queue(ctx context.Context, id string) (json.RawMessage, error) {
-	return c.admin(ctx, call{method: http.MethodGet, path: api.Path(api.AdminQueuePath, id)})
-}
-
-// DefineQueue opens (or changes) product id's waiting room.
-func (c *Client) DefineQueue(ctx context.Context, id string, d api.QueueDefinition) (json.RawMessage, error) {
-	return c.admin(ctx, call{method: http.MethodPut, path: api.Path(api.AdminQueuePath, id), body: d})
-}
-
-// QueuePause stops product id's number now serving; QueueResume runs it
-// again.
-func (c *Client) QueuePause(ctx context.Context, id string) (json.RawMessage, error) {
-	return c.admin(ctx, call{method: http.MethodPost, path: api.Path(api.AdminQueuePausePath, id)})
-}
-
-// QueueResume runs product id's number now serving again.
-func (c *Client) QueueResume(ctx context.Context, id string) (json.RawMessage, error) {
-	return c.admin(ctx, call{method: http.MethodPost, path: api.Path(api.AdminQueueResumePath, id)})
-}
-
-// QueueAdvance admits by more places of product id's line at once.
-func (c *Client) QueueAdvance(ctx context.Context, id string, by int64) (json.RawMessage, error) {
-	return c.admin(ctx, call{method: http.MethodPost, path: api.Path(api.AdminQueueAdvancePath, id), body: api.QueueAdvance{By: by}})
-}
-
-// QueueRevoke makes user's place in product id's line admit nobody.
-func (c *Client) QueueRevoke(ctx context.Context, id, user string) (json.RawMessage, error) {
-	return c.admin(ctx, call{method: http.MethodPost, path: api.Path(api.AdminQueueRevokePath, id), body: api.QueueRevoke{User: user}})
-}

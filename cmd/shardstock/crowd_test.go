@@ -24,7 +24,7 @@ func crowdSale(t *testing.T, m *Main, product string, stock int, startIn time.Du
 		t.Fatalf("define %s: %d %s", product, rep.status, rep.raw)
 	}
 	cl := &client.Client{URL: m.URL(), Token: testToken}
-	if _, err := cl.DefineQueue(context.Background(), product, q); err != nil {
+	if _, err := cl.Queues().Define(context.Background(), product, q); err != nil {
 		t.Fatalf("define the queue of %s: %v", product, err)
 	}
 	// The room counts a product's units left from the shards' snapshot,
