@@ -45,7 +45,7 @@ type Product struct {
 	Archived bool `json:"-"`
 	// WindowVersion is the catalog's version of an operator's window
 	// (Controls.Version; 0: the definition's window): the shards keep the
-	// newest version any coordinator wrote (shard.Set.SetWindow).
+	// newest version any coordinator wrote (shard.Stock.SetWindow).
 	WindowVersion int64 `json:"-"`
 	// SessionWindow: StartsAt and EndsAt are the product's sessions'
 	// window (it has none of its own), which an operator may move.

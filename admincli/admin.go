@@ -264,11 +264,15 @@ func adminQueue(args []string) (adminCommand, error) {
 		if err != nil {
 			return adminCommand{}, err
 		}
-		return on(func(ctx context.Context, c *client.Client) (json.RawMessage, error) { return c.Queues().Define(ctx, id, d) })
+		return on(func(ctx context.Context, c *client.Client) (json.RawMessage, error) {
+			return c.Queues().Define(ctx, id, d)
+		})
 	case "pause":
 		return on(func(ctx context.Context, c *client.Client) (json.RawMessage, error) { return c.Queues().Pause(ctx, id) })
 	case "resume":
-		return on(func(ctx context.Context, c *client.Client) (json.RawMessage, error) { return c.Queues().Resume(ctx, id) })
+		return on(func(ctx context.Context, c *client.Client) (json.RawMessage, error) {
+			return c.Queues().Resume(ctx, id)
+		})
 	case "advance":
 		if len(rest) != 1 {
 			return adminCommand{}, errors.New("queue advance needs N")

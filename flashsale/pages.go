@@ -26,7 +26,7 @@ import (
 //go:embed web
 var web embed.FS
 
-// Sessions finds the sessions to show on the front page (sqlstore.Store):
+// Sessions finds the sessions to show on the front page (sqlstore.Sessions):
 // the current one (else the next, else the last), and the next to start
 // after a time.
 type Sessions interface {

@@ -39,7 +39,7 @@ type ProductCache interface {
 	Cached(id string) (*shardstock.Product, bool)
 }
 
-// Reserver holds one unit for a buyer (shard.Set) and returns the shard.
+// Reserver holds one unit for a buyer (shard.Purchases) and returns the shard.
 // ReserveRetryable is Reserve for a purchase the spool will try again with
 // the same id if it ends ErrUnavailable (its per-user claim stays for the
 // retry), with the sale window checked at asOf (zero: now) and the shards a

@@ -13,14 +13,14 @@ import (
 	"github.com/shardstock/shardstock"
 )
 
-// ShardInit writes a product's allocation on shard i (shard.Set); Counters
+// ShardInit writes a product's allocation on shard i (shard.Stock); Counters
 // tells whether a shard holds it already.
 type ShardInit interface {
 	Init(ctx context.Context, i int, product string, a shardstock.Allocation) (bool, error)
 	Counters
 }
 
-// ProductStore is the durable product catalog (sqlstore.Store).
+// ProductStore is the durable product catalog (sqlstore.Catalog).
 type ProductStore interface {
 	SaveProduct(ctx context.Context, id, definition string) (created bool, stored string, err error)
 	ProductDefinition(ctx context.Context, id string) (string, error)
@@ -30,7 +30,7 @@ type ProductStore interface {
 	RecordInit(ctx context.Context, product string, shard int, epoch string) error
 }
 
-// SessionStore keeps the sale sessions (sqlstore.Store).
+// SessionStore keeps the sale sessions (sqlstore.Sessions).
 type SessionStore interface {
 	SaveSession(ctx context.Context, s shardstock.Session) (created bool, err error)
 	Sessions(ctx context.Context) ([]shardstock.Session, error)
@@ -38,7 +38,7 @@ type SessionStore interface {
 }
 
 // ControlsSource reads what operators changed about each sale
-// (sqlstore.Store).
+// (sqlstore.Controls).
 type ControlsSource interface {
 	ProductControls(ctx context.Context) (map[string]shardstock.Controls, error)
 }

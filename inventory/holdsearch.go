@@ -10,7 +10,7 @@ import (
 )
 
 // HoldFinder finds a reservation's hold on this coordinator's shards
-// (shard.Set; order.HoldFinder).
+// (shard.Holds; order.HoldFinder).
 type HoldFinder interface {
 	FindHold(ctx context.Context, products []string, id string) (product, user string, shard int, found bool, err error)
 }

@@ -7,7 +7,7 @@ import (
 	"github.com/shardstock/shardstock"
 )
 
-// OrderCounts is the order side of reconcile (sqlstore.Store).
+// OrderCounts is the order side of reconcile (sqlstore.Orders).
 type OrderCounts interface {
 	CountsByShard(ctx context.Context, product string) (map[int]shardstock.OrderCounts, error)
 	// Resettle marks the final orders of product held on shards for

@@ -22,7 +22,7 @@ import (
 // every second, for as long as Run runs.
 
 // Fence is a shard's restart fence, and whether the shard answers
-// (shard.Set).
+// (shard.Fence).
 type Fence interface {
 	Fenced(i int) bool
 	// Synced opens shard i's fence for run; SeenRun is the run its last
@@ -33,13 +33,13 @@ type Fence interface {
 }
 
 // Stamp checks that shard i holds the stock of catalog id, stamping it when
-// it has no stamp, or answers shardstock.ErrForeignCatalog (shard.Set).
+// it has no stamp, or answers shardstock.ErrForeignCatalog (shard.Fence).
 type Stamp interface {
 	ClaimCatalog(ctx context.Context, i int, id string, known func(product string) bool) error
 }
 
 // RunRecord is the record of the run ids resynced per shard, and the
-// catalog's own id (sqlstore.Store).
+// catalog's own id (sqlstore.ShardLog).
 type RunRecord interface {
 	CatalogID(ctx context.Context) (string, error)
 	SyncedRunID(ctx context.Context, shard int) (string, error)

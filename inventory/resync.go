@@ -13,12 +13,12 @@ import (
 )
 
 // InitRecord lists the shards on record as initialised for a product
-// (sqlstore.Store).
+// (sqlstore.Catalog).
 type InitRecord interface {
 	InitialisedShards(ctx context.Context, product string) (map[int]bool, error)
 }
 
-// History reads the transfer log (sqlstore.Store).
+// History reads the transfer log (sqlstore.Transfers).
 type History interface {
 	ShardTransfers(ctx context.Context, shard int) ([]shardstock.Transfer, error)
 	UnfinishedTransfers(ctx context.Context) ([]shardstock.Transfer, error)
@@ -26,7 +26,7 @@ type History interface {
 
 // ShardOrders lists the orders of product held on shard: those awaiting
 // payment or paid (live), and those paid, cancelled or failed (final);
-// Order reads one (nil: no row) (sqlstore.Store).
+// Order reads one (nil: no row) (sqlstore.Orders).
 type ShardOrders interface {
 	Order(ctx context.Context, id string) (*shardstock.Order, error)
 	LiveOrders(ctx context.Context, product string, shard int) ([]shardstock.Order, error)
@@ -51,7 +51,7 @@ type Claims interface {
 	HomeOf(p *shardstock.Product, user string) (int, error)
 }
 
-// Repairs are the scripts a resync replays a lost write with (shard.Set).
+// Repairs are the scripts a resync replays a lost write with (shard.Stock).
 type Repairs interface {
 	TransferIn(ctx context.Context, i int, product, id string, units int64, from int) error
 	ReplayTransferOut(ctx context.Context, i int, product, id string, units int64, to int) (int64, error)
@@ -60,7 +60,7 @@ type Repairs interface {
 }
 
 // ResyncTimes reads when each shard was last put on record as resynced
-// (sqlstore.Store).
+// (sqlstore.ShardLog).
 type ResyncTimes interface {
 	SyncedAt(ctx context.Context, shard int) (time.Time, error)
 }
@@ -79,7 +79,7 @@ type ResyncConfig struct {
 	Claims   Claims
 	Repairs  Repairs
 	Times    ResyncTimes      // nil: orders written late are not checked (HoldLate)
-	Fenced   func(i int) bool // with Times: whether shard i is fenced now (shard.Set)
+	Fenced   func(i int) bool // with Times: whether shard i is fenced now (shard.Fence)
 	// FailLost fails an order awaiting payment whose unit its shard lost
 	// with its last writes and sold again (or moved off) since: found by
 	// HoldLate or by a resync (order.Service.FailLost). nil: HoldLate only

@@ -17,7 +17,7 @@ import (
 // (shardstock.Controls), and every coordinator's Catalog reads it within a
 // second (controls.go).
 
-// SaleStore records the operators' changes to a sale (sqlstore.Store).
+// SaleStore records the operators' changes to a sale (sqlstore.Controls).
 type SaleStore interface {
 	SetPaused(ctx context.Context, id string, paused bool) error
 	SetWindow(ctx context.Context, id string, starts, ends time.Time) error
@@ -26,12 +26,12 @@ type SaleStore interface {
 }
 
 // OpenOrders counts a product's orders that are not final yet, and those
-// whose settlement is not applied (sqlstore.Store).
+// whose settlement is not applied (sqlstore.Orders).
 type OpenOrders interface {
 	OpenOrders(ctx context.Context, id string) (awaiting, unsettled int64, err error)
 }
 
-// SaleShards are the shard scripts a sale's life calls (shard.Set).
+// SaleShards are the shard scripts a sale's life calls (shard.Stock).
 type SaleShards interface {
 	SetWindow(ctx context.Context, i int, p *shardstock.Product) (changed bool, err error)
 	DeleteProduct(ctx context.Context, i int, product string) error
@@ -91,7 +91,7 @@ func (s *Sale) Pause(ctx context.Context, id string, paused bool) (*ProductStatu
 // has not started. A zero time is no bound. It is recorded in the catalog,
 // then written to every shard of the product (the scripts judge by it); a
 // shard that cannot answer gets it at its next resync, or from the first
-// purchase it refuses for the window (shard.Set.Reserve), and the call
+// purchase it refuses for the window (shard.Purchases.Reserve), and the call
 // answers ErrUnavailable (a repeat completes it).
 func (s *Sale) MoveWindow(ctx context.Context, id string, starts, ends *time.Time) (*ProductStatus, error) {
 	p, err := s.cfg.Products.Product(ctx, id)

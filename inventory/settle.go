@@ -10,12 +10,12 @@ import (
 	"github.com/shardstock/shardstock"
 )
 
-// OrderRows reads one order's row (nil: there is none; sqlstore.Store).
+// OrderRows reads one order's row (nil: there is none; sqlstore.Orders).
 type OrderRows interface {
 	Order(ctx context.Context, id string) (*shardstock.Order, error)
 }
 
-// SettleHolds are the scripts a settlement runs (shard.Set).
+// SettleHolds are the scripts a settlement runs (shard.Holds).
 type SettleHolds interface {
 	Confirm(ctx context.Context, i int, product, id string) (bool, error)
 	Release(ctx context.Context, i int, product, id string) (bool, error)

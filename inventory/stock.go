@@ -14,7 +14,7 @@ import (
 	"github.com/shardstock/shardstock"
 )
 
-// TransferLog is the durable log of transfers (sqlstore.Store).
+// TransferLog is the durable log of transfers (sqlstore.Transfers).
 type TransferLog interface {
 	// StartTransfer records t before its first step and returns the record:
 	// t, or the transfer recorded under its id before (a retried request).
@@ -26,19 +26,19 @@ type TransferLog interface {
 	RecordStockChange(ctx context.Context, changeID string, plan []shardstock.Transfer) ([]shardstock.Transfer, error)
 }
 
-// Drains is the list of shards taken out of rotation (sqlstore.Store).
+// Drains is the list of shards taken out of rotation (sqlstore.ShardLog).
 type Drains interface {
 	DrainList
 	SetDrained(ctx context.Context, shard int, drained bool) error
 }
 
 // Keys binds an Idempotency-Key (its hash) to the request it was first
-// used for, or returns shardstock.ErrKeyReused (sqlstore.Store).
+// used for, or returns shardstock.ErrKeyReused (sqlstore.Transfers).
 type Keys interface {
 	BindKey(ctx context.Context, keyHash, product, request string) error
 }
 
-// Movers are the two halves of a transfer on the shards (shard.Set).
+// Movers are the two halves of a transfer on the shards (shard.Stock).
 type Movers interface {
 	TransferOut(ctx context.Context, i int, product, id string, units int64, to int) (int64, error)
 	TransferIn(ctx context.Context, i int, product, id string, units int64, from int) error

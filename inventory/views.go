@@ -15,14 +15,14 @@ type ArchiveRecord interface {
 	ArchiveTotals(ctx context.Context, id string) ([]shardstock.ShardTotals, error)
 }
 
-// ViewShards reads the shards for the views (shard.Set).
+// ViewShards reads the shards for the views (shard.Stock).
 type ViewShards interface {
 	Counters
 	Snapshot(ctx context.Context, products []string) []shardstock.ShardSnapshot
 }
 
 // Probe says whether shard i answers, and whether its restart fence is
-// closed (shard.Set).
+// closed (shard.Fence).
 type Probe interface {
 	Ping(ctx context.Context, i int) error
 	Fenced(i int) bool
@@ -184,7 +184,7 @@ func (s *Views) Shards(ctx context.Context) []ShardHealth {
 }
 
 // StockChanges counts the units operators added to a product and took
-// back since its definition (sqlstore.Store).
+// back since its definition (sqlstore.Transfers).
 type StockChanges interface {
 	StockChanges(ctx context.Context, id string) (added, removed int64, err error)
 }

@@ -124,7 +124,7 @@ func (c *ShardCollector) collectShard(ch chan<- prometheus.Metric, sh shardstock
 	}
 }
 
-// OrderCounter counts orders by status (sqlstore.Store).
+// OrderCounter counts orders by status (sqlstore.Orders).
 type OrderCounter interface {
 	CountAllByStatus(ctx context.Context) (map[shardstock.OrderStatus]int64, error)
 }

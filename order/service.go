@@ -81,7 +81,7 @@ type Budget interface {
 }
 
 // ClaimReturner gives a buyer's per-user limit claim back at the buyer's
-// home shard (shard.Set); an error means it must be tried again.
+// home shard (shard.Purchases); an error means it must be tried again.
 type ClaimReturner interface {
 	GiveBack(ctx context.Context, p *shardstock.Product, user, id string) error
 	// HomeOf is the index of user's home shard for p (an error: this

@@ -18,7 +18,7 @@ import (
 	"github.com/shardstock/shardstock"
 )
 
-// Store keeps the seconds (sqlstore.Store).
+// Store keeps the seconds (sqlstore.Reports).
 type Store interface {
 	AddSeconds(ctx context.Context, rows []shardstock.SaleSecond) error
 	SaleSeconds(ctx context.Context, product string) ([]shardstock.SaleSecond, error)

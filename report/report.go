@@ -147,7 +147,7 @@ type Products interface {
 type Handler struct {
 	Store    Store
 	Products Products
-	// Orders counts a product's orders by status (sqlstore.Store).
+	// Orders counts a product's orders by status (sqlstore.Orders).
 	Orders func(ctx context.Context, product string) (map[shardstock.OrderStatus]int64, error)
 }
 

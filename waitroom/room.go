@@ -22,7 +22,7 @@ import (
 	"github.com/shardstock/shardstock/api"
 )
 
-// Store keeps the lines, the places and the revoked buyers (sqlstore.Store).
+// Store keeps the lines, the places and the revoked buyers (sqlstore.Queues).
 type Store interface {
 	// QueueLines are every product's line.
 	QueueLines(ctx context.Context) (map[string]shardstock.QueueLine, error)
