@@ -100,7 +100,9 @@ func DoubtOf(err error) uint64 {
 //   - IsRefused: the message can never be applied, by any process (a forged
 //     or contradicted settlement, a refused payment result, a reservation
 //     of a product the catalog does not have). It changed nothing; the
-//     transport moves it, with the reason, to a dead letter for an operator.
+//     transport moves it, with the reason, to a dead letter for an operator
+//     (a settlement or a payment result on either transport, a reservation
+//     on the broker; the outbox parks a reservation, as a Permanent one).
 //   - IsPermanent (every refusal is permanent too): this process cannot
 //     apply it, and trying again will not help; another process may (one
 //     with the whole shard list). A stream entry is parked (left pending for
@@ -112,7 +114,7 @@ func DoubtOf(err error) uint64 {
 func Permanent(err error) error { return &permanent{err: err} }
 
 // Refused marks err as a message nobody can ever apply: Permanent, and
-// dead-lettered by the transports.
+// dead-lettered (see above).
 func Refused(err error) error { return &permanent{err: err, refused: true} }
 
 // IsPermanent reports whether err, or an error it wraps, was marked

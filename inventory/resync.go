@@ -825,9 +825,17 @@ func (s *Resync) holdLate(ctx context.Context, o shardstock.Order, reserved, sin
 		s.cfg.Logger.Error("an order written after its shard's resync "+lost+": the order fails, a sale lost with the shard's last writes",
 			"order", o.ID, "product", o.ProductID, "shard", o.Shard, "user", o.UserID)
 		if s.cfg.FailLost != nil {
-			return s.cfg.FailLost(ctx, o.ID, o.UserID)
+			if err := s.cfg.FailLost(ctx, o.ID, o.UserID); err != nil {
+				return err
+			}
 		}
-		return nil
+		// The claim taken back above stays with an order that ended before
+		// FailLost (cancelled, its give-back done as the claim was taken
+		// back): it goes back now. No hold of it is there (no unit was).
+		if done, err := s.ended(ctx, o); err != nil || !done {
+			return err
+		}
+		return s.cfg.Claims.GiveBack(ctx, p, o.UserID, o.ID)
 	}
 	s.cfg.Logger.Warn("put back the hold of an order written after its shard's resync", "order", o.ID, "product", o.ProductID, "shard", o.Shard)
 	return s.settleLate(ctx, p, o)

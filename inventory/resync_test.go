@@ -385,3 +385,53 @@ func TestALateCheckAfterACancelLeavesNoClaim(t *testing.T) {
 		t.Fatal("checks still kept after their shard answered")
 	}
 }
+
+// TestALateCheckWithNoUnitLeftGivesACancelledOrdersClaimBack: the check of
+// a late order read it awaiting payment, and then the order was cancelled
+// and its claim given back (the give-back waits for the release to be
+// published, not applied) before the check took the claim back; its shard
+// had no unit left for the hold (a sell-out), so the sale counted as lost
+// and FailLost changed nothing (the order was cancelled already). The claim
+// stayed: a buyer holding nothing was refused 409 for good (found by a
+// review). It is given back.
+func TestALateCheckWithNoUnitLeftGivesACancelledOrdersClaimBack(t *testing.T) {
+	f := newFixture(t)
+	f.define("gone", 30, 10) // shard 0's 10 units all sold
+	ctx := context.Background()
+	synced := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	if err := f.store.ShardLog.RecordSynced(ctx, 0, "run-after-crash", synced); err != nil {
+		t.Fatal(err)
+	}
+	before := synced.Add(-time.Second)
+	ev := shardstock.ReservationEvent{ID: "o-sold", UserID: "eli", ProductID: "gone", Shard: 0, AtMS: before.UnixMilli()}
+	if _, err := f.store.Orders.Insert(ctx, ev, 1, shardstock.StatusAwaitingPayment, synced, synced.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	p := &shardstock.Product{ID: "gone"}
+	claims := cancelBeforeReclaim{memShards: f.mem, cancel: func() {
+		if _, err := f.store.Orders.Transition(ctx, ev.ID, ev.UserID, shardstock.StatusCancelled, synced); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.mem.GiveBack(ctx, p, ev.UserID, ev.ID); err != nil {
+			t.Fatal(err)
+		}
+	}}
+	var failed int
+	r := NewResync(ResyncConfig{Addrs: f.mem.addrs, Products: f.catalog, IDs: f.store.Catalog, Inits: f.store.Catalog, History: f.store.Transfers,
+		Changes: f.store.Transfers, Orders: f.store.Orders, Counters: f.mem, Holds: f.mem, Claims: claims, Repairs: f.mem, Times: f.store.ShardLog,
+		FailLost: func(ctx context.Context, id, user string) error { // as the order service: only an order awaiting payment fails
+			failed++
+			_, err := f.store.Orders.Transition(ctx, id, user, shardstock.StatusFailed, synced)
+			return err
+		}})
+	r.HoldLate(ctx, shardstock.Order{ID: ev.ID, UserID: ev.UserID, ProductID: "gone", Shard: 0, Status: shardstock.StatusAwaitingPayment}, before, time.Now())
+	if failed != 1 {
+		t.Fatalf("FailLost called %d times, want once (no unit left for the hold)", failed)
+	}
+	if f.mem.claimed("gone", "eli", "o-sold") {
+		t.Fatal("eli's claim, taken back by a check that found no unit after her cancel gave it back, stayed")
+	}
+	if o, err := f.store.Orders.Order(ctx, ev.ID); err != nil || o.Status != shardstock.StatusCancelled {
+		t.Fatalf("the order: %+v, %v; want it left cancelled", o, err)
+	}
+}
