@@ -235,6 +235,11 @@ as_user() { "${drop[@]}" "$@"; }
 # (each program execs the next).
 jvm() { # name heap main-class log-config args...
   local name=$1 heap=$2 main=$3 logconf=$4; shift 4
+  # The last run's output goes first, before the start returns: the JVM's
+  # shell opens the file a moment later, and wait_boot read the last run's
+  # "boot success" meanwhile (a restarted Broker's ACLs were set before it
+  # listened: TestChaos, broker-restart).
+  (cd "$data" && as_user rm -f -- "logs/$name.out")
   (cd "$data" || exit
     "${drop[@]}" setsid nohup sh -c 'out=$1; shift; exec "$@" >"$out" 2>&1' sh "logs/$name.out" \
     java -server -Xms"$heap" -Xmx"$heap" -XX:+UseG1GC -XX:-OmitStackTraceInFastThrow \
