@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/shardstock/shardstock"
@@ -63,7 +64,10 @@ type SaleConfig struct {
 }
 
 // Sale steers a sale's life. Safe for concurrent use.
-type Sale struct{ cfg SaleConfig }
+type Sale struct {
+	cfg     SaleConfig
+	waiting sync.Map // product id -> why its automatic archive waits (the last reason logged)
+}
 
 // NewSale returns a Sale over cfg's ports.
 func NewSale(cfg SaleConfig) *Sale {
@@ -274,9 +278,26 @@ func (s *Sale) ArchiveDue(ctx context.Context, after time.Duration) error {
 		if !due {
 			continue
 		}
-		if _, err := s.Archive(ctx, id); err != nil && !errors.Is(err, shardstock.ErrConflict) {
+		_, err = s.Archive(ctx, id)
+		switch {
+		case errors.Is(err, shardstock.ErrConflict):
+			s.waits(id, err.Error())
+		case err != nil:
 			errs = errors.Join(errs, err)
+		default:
+			s.waiting.Delete(id)
 		}
 	}
 	return errs
+}
+
+// waits logs why product id's automatic archive waits, once for each
+// reason: an archive refused with a conflict (orders not final, units
+// still locked on a shard, a transfer that cannot finish) is tried again
+// at the next look, and an operator whose sale never archives learns why.
+func (s *Sale) waits(id, why string) {
+	if last, ok := s.waiting.Swap(id, why); ok && last == why {
+		return
+	}
+	s.cfg.Logger.Info("automatic archive waits; it is tried again", "product", id, "why", why)
 }

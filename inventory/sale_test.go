@@ -1,8 +1,11 @@
 package inventory
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -155,5 +158,36 @@ func TestAWindowMovedIsNotUndoneByAnOlderRead(t *testing.T) {
 	}
 	if !p.EndsAt.Equal(end) {
 		t.Fatalf("ends_at %v after the move to %v: the older read was stored over it", p.EndsAt, end)
+	}
+}
+
+// TestAnAutomaticArchiveThatWaitsSaysWhy: the automatic archive of a
+// product whose window ended but whose orders are not final waits, and the
+// log says why, once for each reason (it is tried every minute).
+func TestAnAutomaticArchiveThatWaitsSaysWhy(t *testing.T) {
+	f := newFixture(t)
+	f.define("lamp", 30, 0)
+	ctx := context.Background()
+	end := time.Now().Add(-time.Minute)
+	if _, err := f.sale.MoveWindow(ctx, "lamp", nil, &end); err != nil {
+		t.Fatal(err)
+	}
+	ev := shardstock.ReservationEvent{ID: "o-open", UserID: "ann", ProductID: "lamp", Shard: 0, AtMS: end.Add(-time.Second).UnixMilli()}
+	if _, err := f.store.Orders.Insert(ctx, ev, 1, shardstock.StatusAwaitingPayment, end, time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	sale := NewSale(SaleConfig{Addrs: f.mem.addrs, Products: f.catalog, IDs: f.store.Catalog, Status: f.views, Store: f.store.Controls,
+		Orders: f.store.Orders, Shards: f.mem, Transfers: f.stock, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	for range 3 {
+		if err := sale.ArchiveDue(ctx, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := strings.Count(logs.String(), "automatic archive waits"); n != 1 || !strings.Contains(logs.String(), "1 orders of lamp await payment") {
+		t.Fatalf("the log after three looks: %q; want the reason once", logs.String())
+	}
+	if c, _ := f.catalog.Controls("lamp"); c.Archive != shardstock.ArchiveNone {
+		t.Fatalf("archived with an order awaiting payment: %+v", c)
 	}
 }
