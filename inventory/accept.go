@@ -25,7 +25,7 @@ import (
 // repeated call write nothing more.
 func (s *Resync) Accept(ctx context.Context, i int, run string) ([]string, error) {
 	ctx = shardstock.ResyncContext(ctx)
-	ids, err := s.cfg.IDs.ProductIDs(ctx)
+	ids, err := s.cfg.Catalog.ProductIDs(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("%w: catalog: %w", shardstock.ErrUnavailable, err)
 	}
@@ -78,7 +78,7 @@ func (s *Resync) Accept(ctx context.Context, i int, run string) ([]string, error
 	}
 	actions := []string{}
 	for _, w := range plan {
-		_, err := s.cfg.Repairs.ReplayTransferOut(ctx, i, w.id, "accept-"+run, w.n, Outside)
+		_, err := s.cfg.Shards.ReplayTransferOut(ctx, i, w.id, "accept-"+run, w.n, Outside)
 		if errors.Is(err, shardstock.ErrShortOfUnits) {
 			return actions, shardstock.Conflict(fmt.Sprintf("shard %d: %s's salable units changed while it was accepted; call again", i, w.id))
 		}

@@ -13,45 +13,15 @@ import (
 	"github.com/shardstock/shardstock"
 )
 
-// ShardInit writes a product's allocation on shard i (shard.Stock); Counters
-// tells whether a shard holds it already.
-type ShardInit interface {
-	Init(ctx context.Context, i int, product string, a shardstock.Allocation) (bool, error)
-	Counters
-}
-
-// ProductStore is the durable product catalog (sqlstore.Catalog).
-type ProductStore interface {
-	SaveProduct(ctx context.Context, id, definition string) (created bool, stored string, err error)
-	ProductDefinition(ctx context.Context, id string) (string, error)
-	// InitialisedShards lists the shards on record as initialised for a
-	// product; RecordInit puts one on record.
-	InitialisedShards(ctx context.Context, product string) (map[int]bool, error)
-	RecordInit(ctx context.Context, product string, shard int, epoch string) error
-}
-
-// SessionStore keeps the sale sessions (sqlstore.Sessions).
-type SessionStore interface {
-	SaveSession(ctx context.Context, s shardstock.Session) (created bool, err error)
-	Sessions(ctx context.Context) ([]shardstock.Session, error)
-	DeleteSession(ctx context.Context, id string) (bool, error)
-}
-
-// ControlsSource reads what operators changed about each sale
-// (sqlstore.Controls).
-type ControlsSource interface {
-	ProductControls(ctx context.Context) (map[string]shardstock.Controls, error)
-}
-
 // CatalogConfig is a Catalog's ports and settings; zero settings mean the
 // defaults.
 type CatalogConfig struct {
 	Addrs    []string // the shards' addresses, in index order
-	Shards   ShardInit
-	Products ProductStore
+	Shards   StockShards
+	Catalog  CatalogStore
 	Sessions SessionStore
-	Controls ControlsSource // nil: no operator changes (pause, window, archive)
-	Drains   DrainList      // nil: no drained shards
+	Controls ControlStore // nil: no operator changes (pause, window, archive)
+	ShardLog ShardLog     // nil: no drained shards
 
 	CacheTTL    time.Duration // how long a known product is cached; default 30s
 	NegativeTTL time.Duration // how long an unknown id is cached; default 1s
@@ -122,7 +92,7 @@ func (s *Catalog) Define(ctx context.Context, p shardstock.Product) (bool, error
 	if err != nil {
 		return false, fmt.Errorf("encode definition: %w", err)
 	}
-	created, stored, err := s.cfg.Products.SaveProduct(ctx, p.ID, string(def))
+	created, stored, err := s.cfg.Catalog.SaveProduct(ctx, p.ID, string(def))
 	switch {
 	case err != nil:
 		return false, fmt.Errorf("%w: catalog: %w", shardstock.ErrUnavailable, err)
@@ -142,7 +112,7 @@ func (s *Catalog) Define(ctx context.Context, p shardstock.Product) (bool, error
 // coordinator. A product is never split again over another shard count:
 // the shards that hold its units, and its buyers' homes, stay where they are.
 func (s *Catalog) placeOnShards(ctx context.Context, p *shardstock.Product) error {
-	stored, err := s.cfg.Products.ProductDefinition(ctx, p.ID)
+	stored, err := s.cfg.Catalog.ProductDefinition(ctx, p.ID)
 	if err != nil {
 		return fmt.Errorf("%w: catalog: %w", shardstock.ErrUnavailable, err)
 	}
@@ -188,8 +158,8 @@ func (s *Catalog) notOnShards(ctx context.Context, id string) error {
 func (s *Catalog) splitOverLiveShards(ctx context.Context, p *shardstock.Product) error {
 	n := p.ShardCount
 	drained := map[int]bool{}
-	if s.cfg.Drains != nil {
-		d, err := s.cfg.Drains.DrainedShards(ctx)
+	if s.cfg.ShardLog != nil {
+		d, err := s.cfg.ShardLog.DrainedShards(ctx)
 		if err != nil {
 			return fmt.Errorf("%w: drained shards: %w", shardstock.ErrUnavailable, err)
 		}
@@ -230,7 +200,7 @@ func (s *Catalog) allocate(ctx context.Context, p shardstock.Product, def string
 	}
 	alloc := split(&p, n)
 	epoch := newEpoch()
-	known, err := s.cfg.Products.InitialisedShards(ctx, p.ID)
+	known, err := s.cfg.Catalog.InitialisedShards(ctx, p.ID)
 	if err != nil {
 		return fmt.Errorf("%w: catalog: %w", shardstock.ErrUnavailable, err)
 	}
@@ -252,7 +222,7 @@ func (s *Catalog) allocate(ctx context.Context, p shardstock.Product, def string
 			return fmt.Errorf("%w: define %s: %w", shardstock.ErrUnavailable, p.ID, err)
 		}
 		if !known[i] {
-			if err := s.cfg.Products.RecordInit(ctx, p.ID, i, epoch); err != nil {
+			if err := s.cfg.Catalog.RecordInit(ctx, p.ID, i, epoch); err != nil {
 				return fmt.Errorf("%w: catalog: %w", shardstock.ErrUnavailable, err)
 			}
 		}
@@ -321,7 +291,7 @@ func (s *Catalog) Product(ctx context.Context, id string) (*shardstock.Product, 
 		}
 		return p, nil
 	}
-	def, err := s.cfg.Products.ProductDefinition(ctx, id)
+	def, err := s.cfg.Catalog.ProductDefinition(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("%w: catalog: %w", shardstock.ErrUnavailable, err)
 	}

@@ -97,7 +97,7 @@ func (o *seenOrders) done(i int, set *seenSet) {
 func (s *Resync) CatchUp(ctx context.Context, i int) error {
 	seen, set := s.seen.of(i)
 	defer s.seen.done(i, set)
-	if seen == nil || s.cfg.Orders == nil || s.cfg.Times == nil {
+	if seen == nil || s.cfg.Orders == nil || s.cfg.ShardLog == nil {
 		return nil
 	}
 	ctx = shardstock.ResyncContext(ctx)

@@ -13,13 +13,13 @@ import (
 // of shard 0's live orders: what another coordinator writes while a
 // resync runs.
 type readHook struct {
-	ShardOrders
+	OrderStore
 	once  sync.Once
 	after func()
 }
 
 func (r *readHook) LiveOrders(ctx context.Context, product string, shard int) ([]shardstock.Order, error) {
-	live, err := r.ShardOrders.LiveOrders(ctx, product, shard)
+	live, err := r.OrderStore.LiveOrders(ctx, product, shard)
 	if shard == 0 {
 		r.once.Do(r.after)
 	}
@@ -47,9 +47,7 @@ func newLateRace(t *testing.T) *lateRace {
 	reserved := time.Now().Add(-10 * time.Second)
 	return &lateRace{f: f, reserved: reserved,
 		ev: shardstock.ReservationEvent{ID: "o-race", UserID: "ann", ProductID: "race", Shard: 0, AtMS: reserved.UnixMilli()},
-		writer: NewResync(ResyncConfig{Addrs: f.mem.addrs, Products: f.catalog, IDs: f.store.Catalog, Inits: f.store.Catalog, History: f.store.Transfers,
-			Changes: f.store.Transfers, Orders: f.store.Orders, Counters: f.mem, Holds: f.mem, Claims: f.mem, Repairs: f.mem, Times: f.store.ShardLog,
-			Fenced: func(int) bool { return false }})}
+		writer: f.memResync(func(c *ResyncConfig) { c.Fenced = func(int) bool { return false } })}
 }
 
 // write writes the reservation's order as the order service does:
@@ -97,13 +95,13 @@ func (r *lateRace) held(t *testing.T) {
 func TestAnOrderWrittenWhileItsShardResyncsGetsItsHoldBack(t *testing.T) {
 	r := newLateRace(t)
 	f := r.f
-	resyncer := NewResync(ResyncConfig{Addrs: f.mem.addrs, Products: f.catalog, IDs: f.store.Catalog, Inits: f.store.Catalog, History: f.store.Transfers,
-		Changes: f.store.Transfers, Orders: &readHook{ShardOrders: f.store.Orders, after: func() { r.write(t, t.Errorf) }},
-		Counters: f.mem, Holds: f.mem, Claims: f.mem, Repairs: f.mem, Times: f.store.ShardLog})
+	resyncer := f.memResync(func(c *ResyncConfig) {
+		c.Orders = &readHook{OrderStore: f.store.Orders, after: func() { r.write(t, t.Errorf) }}
+	})
 	fence := &fences{synced: map[int]string{}}
 	q := NewResyncRequests()
-	restarts := NewRestarts(RestartsConfig{Addrs: f.mem.addrs[:2], Requests: q, Fence: fence, Stamp: fence, Runs: f.store.ShardLog,
-		IDs: f.store.Catalog, Resync: resyncer})
+	restarts := NewRestarts(RestartsConfig{Addrs: f.mem.addrs[:2], Requests: q, Fence: fence, ShardLog: f.store.ShardLog,
+		Catalog: f.store.Catalog, Resync: resyncer})
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { restarts.Run(ctx) })

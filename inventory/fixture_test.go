@@ -12,22 +12,12 @@ import (
 	"github.com/shardstock/shardstock/sqlstore"
 )
 
-// shardSet is every port the services have on the shards: shard.Set, or
-// memShards in memory.
-type shardSet interface {
-	ShardInit
-	ViewShards
-	Movers
-	SaleShards
-	Repairs
-}
-
 // shardRoles are the shards as the services' ports see them: the stock
-// (shard.Stock), the fence's probe (shard.Fence), the holds (shard.Holds)
+// (shard.Stock), the fence (shard.Fence), the holds (shard.Holds)
 // and the claims (shard.Purchases); the fake fills all four.
 type shardRoles struct {
-	stock  shardSet
-	probe  Probe
+	stock  StockShards
+	fence  Fence
 	holds  Holds
 	claims Claims
 }
@@ -35,7 +25,7 @@ type shardRoles struct {
 // fixture is the inventory's services over three shards and SQLite.
 type fixture struct {
 	t      *testing.T
-	shards shardSet         // the stock role
+	shards StockShards      // the stock role
 	mem    *memShards       // the shards, in memory (newFixture)
 	redis  *shardtest.Redis // or on redis-servers (newRedisFixture)
 	set    *shard.Set
@@ -94,13 +84,22 @@ func (f *fixture) wire(roles shardRoles, addrs []string) {
 	set := roles.stock
 	f.shards = set
 	st := f.store
-	f.catalog = NewCatalog(CatalogConfig{Addrs: addrs, Shards: set, Products: st.Catalog, Sessions: st.Sessions, Controls: st.Controls, Drains: st.ShardLog})
-	f.resync = NewResync(ResyncConfig{Addrs: addrs, Products: f.catalog, IDs: st.Catalog, Inits: st.Catalog, History: st.Transfers,
-		Changes: st.Transfers, Orders: st.Orders, Counters: set, Holds: roles.holds, Claims: roles.claims, Repairs: set})
-	f.views = NewViews(ViewsConfig{Addrs: addrs, Products: f.catalog, IDs: st.Catalog, Shards: set, Changes: st.Transfers, Archives: st.Controls, Probe: roles.probe, Problems: f.resync})
-	f.stock = NewStock(StockConfig{Addrs: addrs, Products: f.catalog, IDs: st.Catalog, Status: f.views, Log: st.Transfers, Drains: st.ShardLog, Keys: st.Transfers, Shards: set})
-	f.sale = NewSale(SaleConfig{Addrs: addrs, Products: f.catalog, IDs: st.Catalog, Status: f.views, Store: st.Controls, Orders: st.Orders, Shards: set, Transfers: f.stock})
-	f.audit = NewAudit(AuditConfig{Addrs: addrs, Status: f.views, Orders: st.Orders, History: st.Transfers, Transfers: f.stock})
+	f.catalog = NewCatalog(CatalogConfig{Addrs: addrs, Shards: set, Catalog: st.Catalog, Sessions: st.Sessions, Controls: st.Controls, ShardLog: st.ShardLog})
+	f.resync = NewResync(ResyncConfig{Addrs: addrs, Products: f.catalog, Catalog: st.Catalog, Transfers: st.Transfers,
+		Orders: st.Orders, Shards: set, Holds: roles.holds, Claims: roles.claims})
+	f.views = NewViews(ViewsConfig{Addrs: addrs, Products: f.catalog, Catalog: st.Catalog, Shards: set, Transfers: st.Transfers, Controls: st.Controls, Fence: roles.fence, Problems: f.resync})
+	f.stock = NewStock(StockConfig{Addrs: addrs, Products: f.catalog, Catalog: st.Catalog, Status: f.views, Transfers: st.Transfers, ShardLog: st.ShardLog, Shards: set})
+	f.sale = NewSale(SaleConfig{Addrs: addrs, Products: f.catalog, Catalog: st.Catalog, Status: f.views, Controls: st.Controls, Orders: st.Orders, Shards: set, Resumer: f.stock})
+	f.audit = NewAudit(AuditConfig{Addrs: addrs, Status: f.views, Orders: st.Orders, Transfers: st.Transfers, Resumer: f.stock})
+}
+
+// memResync is a Resync of its own over the in-memory shards and SQLite,
+// with late orders checked (ShardLog), changed by set.
+func (f *fixture) memResync(set func(*ResyncConfig)) *Resync {
+	cfg := ResyncConfig{Addrs: f.mem.addrs, Products: f.catalog, Catalog: f.store.Catalog, Transfers: f.store.Transfers,
+		Orders: f.store.Orders, Shards: f.mem, Holds: f.mem, Claims: f.mem, ShardLog: f.store.ShardLog}
+	set(&cfg)
+	return NewResync(cfg)
 }
 
 // define makes a product and sells `sold` units from shard 0 so the shards

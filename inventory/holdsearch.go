@@ -9,12 +9,6 @@ import (
 	"github.com/shardstock/shardstock"
 )
 
-// HoldFinder finds a reservation's hold on this coordinator's shards
-// (shard.Holds; order.HoldFinder).
-type HoldFinder interface {
-	FindHold(ctx context.Context, products []string, id string) (product, user string, shard int, found bool, err error)
-}
-
 // HoldSearch is the order service's search for a reservation that has no
 // order row yet (order.HoldFinder): on this coordinator's shards; and when
 // none holds it while a product lives on shards this coordinator does not
@@ -25,7 +19,7 @@ type HoldFinder interface {
 // dead-lettered: the money taken, the order cancelled unpaid (the model
 // test's fast mode).
 type HoldSearch struct {
-	Finder   HoldFinder
+	Holds    Holds
 	Products Products
 	// Now is the sale's clock (the one windows are judged by); nil: every
 	// product is searched.
@@ -35,7 +29,7 @@ type HoldSearch struct {
 	Keep time.Duration
 }
 
-// FindHold is Finder's, or ErrUnavailable (and Permanent) when the hold
+// FindHold is Holds', or ErrUnavailable (and Permanent) when the hold
 // may be on a shard this coordinator lacks. It searches only the products
 // that may hold a reservation still without its order row (MayHold): a
 // made-up id looked at every product on every shard (issue 41, finding 2).
@@ -52,7 +46,7 @@ func (h HoldSearch) FindHold(ctx context.Context, products []string, id string) 
 			cands = append(cands, pid)
 		}
 	}
-	product, user, shard, found, err := h.Finder.FindHold(ctx, cands, id)
+	product, user, shard, found, err := h.Holds.FindHold(ctx, cands, id)
 	if found || err != nil {
 		return product, user, shard, found, err
 	}

@@ -10,8 +10,9 @@ import (
 	"github.com/shardstock/shardstock"
 )
 
-// nowhere is a HoldFinder on shards that hold nothing.
-type nowhere struct{}
+// nowhere is the holds of shards that hold nothing (only FindHold is
+// called).
+type nowhere struct{ Holds }
 
 func (nowhere) FindHold(context.Context, []string, string) (string, string, int, bool, error) {
 	return "", "", -1, false, nil
@@ -27,12 +28,12 @@ func TestAHoldSearchOnTheOldShardListCannotTell(t *testing.T) {
 	f := newFixture(t)
 	f.define("grown", 30, 0)
 	ctx := context.Background()
-	old := NewCatalog(CatalogConfig{Addrs: f.mem.addrs[:2], Shards: f.mem, Products: f.store.Catalog, Sessions: f.store.Sessions, Controls: f.store.Controls, Drains: f.store.ShardLog})
-	_, _, _, found, err := HoldSearch{Finder: nowhere{}, Products: old}.FindHold(ctx, []string{"grown"}, "r1")
+	old := NewCatalog(CatalogConfig{Addrs: f.mem.addrs[:2], Shards: f.mem, Catalog: f.store.Catalog, Sessions: f.store.Sessions, Controls: f.store.Controls, ShardLog: f.store.ShardLog})
+	_, _, _, found, err := HoldSearch{Holds: nowhere{}, Products: old}.FindHold(ctx, []string{"grown"}, "r1")
 	if found || !errors.Is(err, shardstock.ErrUnavailable) || !shardstock.IsPermanent(err) {
 		t.Fatalf("on the old shard list: found %v, %v; want ErrUnavailable, and Permanent (it cannot tell; a coordinator with the whole list can)", found, err)
 	}
-	_, _, _, found, err = HoldSearch{Finder: nowhere{}, Products: f.catalog}.FindHold(ctx, []string{"grown"}, "r1")
+	_, _, _, found, err = HoldSearch{Holds: nowhere{}, Products: f.catalog}.FindHold(ctx, []string{"grown"}, "r1")
 	if found || err != nil {
 		t.Fatalf("on every shard: found %v, %v; want not found", found, err)
 	}
@@ -71,6 +72,7 @@ func TestAHoldIsLookedForOnlyWhereItsSaleWasOpen(t *testing.T) {
 // asked is a HoldFinder that records the products it is asked about and
 // holds id in held.
 type asked struct {
+	Holds    // only FindHold is called
 	products []string
 	held     string
 }
@@ -96,7 +98,7 @@ func TestAHoldSearchAsksOnlyWhereTheHoldMayBe(t *testing.T) {
 		t.Fatal(err)
 	}
 	finder := &asked{held: "open"}
-	h := HoldSearch{Finder: finder, Products: f.catalog, Now: time.Now, Keep: time.Hour}
+	h := HoldSearch{Holds: finder, Products: f.catalog, Now: time.Now, Keep: time.Hour}
 	product, _, _, found, err := h.FindHold(ctx, []string{"open", "later", "unknown"}, "r1")
 	if err != nil || !found || product != "open" {
 		t.Fatalf("the hold in the open product: %s %v %v", product, found, err)

@@ -47,21 +47,6 @@ type Products interface {
 	RefreshControls(ctx context.Context) error
 }
 
-// ProductList lists the catalog's product ids (sqlstore.Catalog).
-type ProductList interface {
-	ProductIDs(ctx context.Context) ([]string, error)
-}
-
-// Counters reads a product's counters on shard i (shard.Stock).
-type Counters interface {
-	Counters(ctx context.Context, i int, product string) (shardstock.Counters, error)
-}
-
-// DrainList is the shards taken out of rotation (sqlstore.ShardLog).
-type DrainList interface {
-	DrainedShards(ctx context.Context) (map[int]bool, error)
-}
-
 // Outside is the shard index of a stock change's other end: units an
 // operator adds come from it, units removed go to it.
 const Outside = -1

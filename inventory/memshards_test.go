@@ -111,7 +111,11 @@ func (m *memShards) Ping(_ context.Context, i int) error {
 	return nil
 }
 
-func (m *memShards) Fenced(int) bool { return false }
+// The fake's fence never closes, and every shard carries this catalog.
+func (m *memShards) Fenced(int) bool                                                    { return false }
+func (m *memShards) Synced(int, string)                                                 {}
+func (m *memShards) SeenRun(int) string                                                 { return "" }
+func (m *memShards) ClaimCatalog(context.Context, int, string, func(string) bool) error { return nil }
 
 func (m *memShards) TransferOut(_ context.Context, i int, product, id string, units int64, _ int) (int64, error) {
 	return m.transferOut(i, product, id, units, false)
@@ -238,6 +242,21 @@ func (m *memShards) RestoreHold(_ context.Context, i int, o shardstock.Order, _ 
 		p.c.Locked++
 	}
 	return true, nil
+}
+
+// FindHold finds reservation id's hold on a shard that answers (the fake
+// keeps no buyer on its holds: user is "").
+func (m *memShards) FindHold(_ context.Context, products []string, id string) (string, string, int, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i, sh := range m.shards {
+		for _, product := range products {
+			if p := sh.products[product]; !sh.down && p != nil && p.holds[id] != "" {
+				return product, "", i, true, nil
+			}
+		}
+	}
+	return "", "", 0, false, nil
 }
 
 // Reclaim records claim id of user: the fake keeps no limit, so every

@@ -7,21 +7,13 @@ import (
 	"github.com/shardstock/shardstock"
 )
 
-// OrderCounts is the order side of reconcile (sqlstore.Orders).
-type OrderCounts interface {
-	CountsByShard(ctx context.Context, product string) (map[int]shardstock.OrderCounts, error)
-	// Resettle marks the final orders of product held on shards for
-	// settlement again.
-	Resettle(ctx context.Context, product string, shards []int) (int64, error)
-}
-
 // AuditConfig is an Audit's ports.
 type AuditConfig struct {
 	Addrs     []string // the shards' addresses, in index order
 	Status    StatusReader
-	Orders    OrderCounts
-	History   History
-	Transfers Resumer
+	Orders    OrderStore
+	Transfers TransferStore
+	Resumer   Resumer
 }
 
 // Audit compares a product's shards with SQL, and puts right what is safe
@@ -81,7 +73,7 @@ func (s *Audit) Reconcile(ctx context.Context, product string, fix bool) (*Recon
 		return nil, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
 	}
 	r := &Reconciliation{Product: product, InSync: true, Actions: []string{}}
-	given, err := allocations(ctx, s.cfg.History, &st.Product, len(s.cfg.Addrs))
+	given, err := allocations(ctx, s.cfg.Transfers, &st.Product, len(s.cfg.Addrs))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
 	}
@@ -114,7 +106,7 @@ func (s *Audit) Reconcile(ctx context.Context, product string, fix bool) (*Recon
 		r.Shards = append(r.Shards, d)
 	}
 	if fix {
-		resumed, err := s.cfg.Transfers.Resume(ctx, "")
+		resumed, err := s.cfg.Resumer.Resume(ctx, "")
 		for _, t := range resumed {
 			r.Actions = append(r.Actions, fmt.Sprintf("finished interrupted transfer %s: %d units shard %d -> %d", t.ID, t.Moved, t.From, t.To))
 		}
@@ -136,7 +128,7 @@ func (s *Audit) Reconcile(ctx context.Context, product string, fix bool) (*Recon
 // allocations is what SQL says each shard of p was given: its share of the
 // split, plus the transfers that reached it, minus those that left it (a
 // reversed transfer's units came back); the coordinator has shards shards.
-func allocations(ctx context.Context, h History, p *shardstock.Product, shards int) (map[int]int64, error) {
+func allocations(ctx context.Context, h TransferStore, p *shardstock.Product, shards int) (map[int]int64, error) {
 	n := p.Shards(shards)
 	given := map[int]int64{}
 	for i, a := range split(p, n) {

@@ -21,34 +21,6 @@ import (
 // (Resync.Shard), then put on record. A resync that fails is tried again
 // every second, for as long as Run runs.
 
-// Fence is a shard's restart fence, and whether the shard answers
-// (shard.Fence).
-type Fence interface {
-	Fenced(i int) bool
-	// Synced opens shard i's fence for run; SeenRun is the run its last
-	// new connection found.
-	Synced(i int, run string)
-	SeenRun(i int) string
-	Ping(ctx context.Context, i int) error
-}
-
-// Stamp checks that shard i holds the stock of catalog id, stamping it when
-// it has no stamp, or answers shardstock.ErrForeignCatalog (shard.Fence).
-type Stamp interface {
-	ClaimCatalog(ctx context.Context, i int, id string, known func(product string) bool) error
-}
-
-// RunRecord is the record of the run ids resynced per shard, and the
-// catalog's own id (sqlstore.ShardLog).
-type RunRecord interface {
-	CatalogID(ctx context.Context) (string, error)
-	SyncedRunID(ctx context.Context, shard int) (string, error)
-	// RecordSynced puts run on record as resynced at at (the
-	// coordinators' clock: what reservations are timed with; zero: the
-	// shard's first run on record, which lost nothing).
-	RecordSynced(ctx context.Context, shard int, run string, at time.Time) error
-}
-
 // Resyncer replays what a restarted shard lost, and keeps why one stays
 // fenced (Resync).
 type Resyncer interface {
@@ -70,9 +42,8 @@ type RestartsConfig struct {
 	Addrs    []string // the shards' addresses, in index order
 	Requests *ResyncRequests
 	Fence    Fence
-	Stamp    Stamp
-	Runs     RunRecord
-	IDs      ProductList
+	ShardLog ShardLog
+	Catalog  CatalogStore
 	Resync   Resyncer
 	Opened   func(i int) // optional: shard i's fence opened (the spool retries at once)
 	Now      func() time.Time
@@ -164,7 +135,7 @@ func (s *Restarts) resync(ctx context.Context, r resyncRequest) error {
 	if err := s.claimCatalog(ctx, r.shard); err != nil {
 		return err
 	}
-	done, err := s.cfg.Runs.SyncedRunID(ctx, r.shard)
+	done, err := s.cfg.ShardLog.SyncedRunID(ctx, r.shard)
 	if err != nil {
 		return err
 	}
@@ -221,14 +192,14 @@ func (s *Restarts) unlock() { <-s.running }
 // sell the unit of an order nobody checked.
 func (s *Restarts) record(ctx context.Context, i int, run string, at time.Time) error {
 	if !at.IsZero() {
-		if err := s.cfg.Runs.RecordSynced(ctx, i, pendingRun(run), at); err != nil {
+		if err := s.cfg.ShardLog.RecordSynced(ctx, i, pendingRun(run), at); err != nil {
 			return err
 		}
 		if err := s.cfg.Resync.CatchUp(ctx, i); err != nil {
 			return err
 		}
 	}
-	return s.cfg.Runs.RecordSynced(ctx, i, run, at)
+	return s.cfg.ShardLog.RecordSynced(ctx, i, run, at)
 }
 
 // pendingRun is the run id on record while run's resync checks the orders
@@ -239,15 +210,15 @@ func pendingRun(run string) string { return "catching-up:" + run }
 // when it has no stamp. A foreign shard stays fenced: it is remembered, so
 // that a coordinator starting on it refuses to start (Ready).
 func (s *Restarts) claimCatalog(ctx context.Context, i int) error {
-	id, err := s.cfg.Runs.CatalogID(ctx)
+	id, err := s.cfg.ShardLog.CatalogID(ctx)
 	if err != nil {
 		return err
 	}
-	ids, err := s.cfg.IDs.ProductIDs(ctx)
+	ids, err := s.cfg.Catalog.ProductIDs(ctx)
 	if err != nil {
 		return err
 	}
-	err = s.cfg.Stamp.ClaimCatalog(ctx, i, id, func(p string) bool { return slices.Contains(ids, p) })
+	err = s.cfg.Fence.ClaimCatalog(ctx, i, id, func(p string) bool { return slices.Contains(ids, p) })
 	if errors.Is(err, shardstock.ErrForeignCatalog) {
 		s.foreign.Store(&err)
 		s.signal()

@@ -12,8 +12,11 @@ import (
 )
 
 // fences are two shards' restart fences and the SQL record of resynced
-// runs, in memory, with a resync that fails while failing is set.
+// runs, in memory, with a resync that fails while failing is set. The
+// record's and the catalog's other methods are not called (nil).
 type fences struct {
+	ShardLog
+	CatalogStore
 	mu       sync.Mutex
 	fenced   [2]bool
 	seen     [2]string
@@ -86,7 +89,7 @@ func (f *fences) restart(q *ResyncRequests, i int, run string) {
 
 func startRestarts(t *testing.T, f *fences) (*Restarts, *ResyncRequests) {
 	q := NewResyncRequests()
-	r := NewRestarts(RestartsConfig{Addrs: []string{"a", "b"}, Requests: q, Fence: f, Stamp: f, Runs: f, IDs: f, Resync: f})
+	r := NewRestarts(RestartsConfig{Addrs: []string{"a", "b"}, Requests: q, Fence: f, ShardLog: f, Catalog: f, Resync: f})
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { r.Run(ctx) })

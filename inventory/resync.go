@@ -12,74 +12,18 @@ import (
 	"github.com/shardstock/shardstock"
 )
 
-// InitRecord lists the shards on record as initialised for a product
-// (sqlstore.Catalog).
-type InitRecord interface {
-	InitialisedShards(ctx context.Context, product string) (map[int]bool, error)
-}
-
-// History reads the transfer log (sqlstore.Transfers).
-type History interface {
-	ShardTransfers(ctx context.Context, shard int) ([]shardstock.Transfer, error)
-	UnfinishedTransfers(ctx context.Context) ([]shardstock.Transfer, error)
-}
-
-// ShardOrders lists the orders of product held on shard: those awaiting
-// payment or paid (live), and those paid, cancelled or failed (final);
-// Order reads one (nil: no row) (sqlstore.Orders).
-type ShardOrders interface {
-	Order(ctx context.Context, id string) (*shardstock.Order, error)
-	LiveOrders(ctx context.Context, product string, shard int) ([]shardstock.Order, error)
-	FinalOrders(ctx context.Context, product string, shard int) ([]shardstock.Order, error)
-}
-
-// Holds are the hold scripts: a settlement applied, a lost hold restored
-// (shard.Holds).
-type Holds interface {
-	Confirm(ctx context.Context, i int, product, id string) (bool, error)
-	Release(ctx context.Context, i int, product, id string) (bool, error)
-	RestoreHold(ctx context.Context, i int, o shardstock.Order, atMS int64) (bool, error)
-}
-
-// Claims are the per-user limit registers at the buyers' homes: a lost
-// hold's claim taken back, a cancelled order's given back (shard.Purchases).
-type Claims interface {
-	Reclaim(ctx context.Context, p *shardstock.Product, user, id string) (bool, error)
-	GiveBack(ctx context.Context, p *shardstock.Product, user, id string) error
-	// HomeOf is user's home shard for p: an error (no call is made) when
-	// this coordinator does not list it (the old list of a rolling grow).
-	HomeOf(p *shardstock.Product, user string) (int, error)
-}
-
-// Repairs are the scripts a resync replays a lost write with (shard.Stock).
-type Repairs interface {
-	TransferIn(ctx context.Context, i int, product, id string, units int64, from int) error
-	ReplayTransferOut(ctx context.Context, i int, product, id string, units int64, to int) (int64, error)
-	RepairRegister(ctx context.Context, p *shardstock.Product, i int) error
-	SetWindow(ctx context.Context, i int, p *shardstock.Product) (changed bool, err error)
-}
-
-// ResyncTimes reads when each shard was last put on record as resynced
-// (sqlstore.ShardLog).
-type ResyncTimes interface {
-	SyncedAt(ctx context.Context, shard int) (time.Time, error)
-}
-
 // ResyncConfig is a Resync's ports.
 type ResyncConfig struct {
-	Addrs    []string // the shards' addresses, in index order
-	Products Products
-	IDs      ProductList
-	Inits    InitRecord
-	History  History
-	Changes  StockChanges
-	Orders   ShardOrders // nil: no order table (a shard set tested alone)
-	Counters Counters
-	Holds    Holds
-	Claims   Claims
-	Repairs  Repairs
-	Times    ResyncTimes      // nil: orders written late are not checked (HoldLate)
-	Fenced   func(i int) bool // with Times: whether shard i is fenced now (shard.Fence)
+	Addrs     []string // the shards' addresses, in index order
+	Products  Products
+	Catalog   CatalogStore
+	Transfers TransferStore
+	Orders    OrderStore // nil: no order table (a shard set tested alone)
+	Shards    StockShards
+	Holds     Holds
+	Claims    Claims
+	ShardLog  ShardLog         // nil: orders written late are not checked (HoldLate)
+	Fenced    func(i int) bool // with ShardLog: whether shard i is fenced now (shard.Fence)
 	// FailLost fails an order awaiting payment whose unit its shard lost
 	// with its last writes and sold again (or moved off) since: found by
 	// HoldLate or by a resync (order.Service.FailLost). nil: HoldLate only
@@ -142,7 +86,7 @@ func NewResync(cfg ResyncConfig) *Resync {
 func (s *Resync) Shard(ctx context.Context, i int) error {
 	ctx = shardstock.ResyncContext(ctx)
 	s.seen.start(i)
-	ids, err := s.cfg.IDs.ProductIDs(ctx)
+	ids, err := s.cfg.Catalog.ProductIDs(ctx)
 	if err != nil {
 		return fmt.Errorf("resync shard %d: catalog: %w", i, err)
 	}
@@ -207,11 +151,11 @@ func (d disagreement) Error() string { return d.product + ": " + d.why }
 // out of i, whose count only the shard knows).
 func (s *Resync) shardTransfers(ctx context.Context, i int) (map[string][]shardstock.Transfer, error) {
 	out := map[string][]shardstock.Transfer{}
-	ts, err := s.cfg.History.ShardTransfers(ctx, i)
+	ts, err := s.cfg.Transfers.ShardTransfers(ctx, i)
 	if err != nil {
 		return nil, err
 	}
-	open, err := s.cfg.History.UnfinishedTransfers(ctx)
+	open, err := s.cfg.Transfers.UnfinishedTransfers(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -246,7 +190,7 @@ func (s *Resync) liveOn(ctx context.Context, i int, id string) (*shardstock.Prod
 	if i >= p.Shards(len(s.cfg.Addrs)) {
 		return nil, nil
 	}
-	on, err := s.cfg.Inits.InitialisedShards(ctx, id)
+	on, err := s.cfg.Catalog.InitialisedShards(ctx, id)
 	if err != nil || !on[i] {
 		return nil, err
 	}
@@ -258,7 +202,7 @@ func (s *Resync) resyncProduct(ctx context.Context, i int, id string, ts []shard
 	if err != nil || p == nil {
 		return err
 	}
-	c, err := s.cfg.Counters.Counters(ctx, i, id)
+	c, err := s.cfg.Shards.Counters(ctx, i, id)
 	if err != nil {
 		return err
 	}
@@ -269,7 +213,7 @@ func (s *Resync) resyncProduct(ctx context.Context, i int, id string, ts []shard
 		// its last writes: claims given back since are taken out (the model
 		// test's fast mode: a buyer whose home was wiped, then cut back past
 		// the give-back of a cancelled order, was told 409 for good).
-		return s.cfg.Repairs.RepairRegister(ctx, p, i)
+		return s.cfg.Shards.RepairRegister(ctx, p, i)
 	}
 	if s.cfg.Orders != nil { // 1: settlements
 		if err := s.replaySettlements(ctx, i, p); err != nil {
@@ -287,11 +231,11 @@ func (s *Resync) resyncProduct(ctx context.Context, i int, id string, ts []shard
 			return err
 		}
 	}
-	if err := s.cfg.Repairs.RepairRegister(ctx, p, i); err != nil { // 4
+	if err := s.cfg.Shards.RepairRegister(ctx, p, i); err != nil { // 4
 		return err
 	}
 	if c, ok := s.cfg.Products.Controls(id); ok && c.WindowSet { // a PATCH the shard may have missed
-		if _, err := s.cfg.Repairs.SetWindow(ctx, i, p); err != nil && !errors.Is(err, shardstock.ErrNotOnShard) {
+		if _, err := s.cfg.Shards.SetWindow(ctx, i, p); err != nil && !errors.Is(err, shardstock.ErrNotOnShard) {
 			return err
 		}
 	}
@@ -342,11 +286,11 @@ func (s *Resync) replayTransfersIn(ctx context.Context, i int, id string, ts []s
 		var err error
 		switch {
 		case t.To == i && t.From == Outside && (t.State == "started" || t.State == "done"):
-			err = s.cfg.Repairs.TransferIn(ctx, i, id, t.ID, t.Wanted, t.From)
+			err = s.cfg.Shards.TransferIn(ctx, i, id, t.ID, t.Wanted, t.From)
 		case t.To == i && t.Moved > 0 && (t.State == "out" || t.State == "done"):
-			err = s.cfg.Repairs.TransferIn(ctx, i, id, t.ID, t.Moved, t.From)
+			err = s.cfg.Shards.TransferIn(ctx, i, id, t.ID, t.Moved, t.From)
 		case t.From == i && t.State == "reversed" && t.Moved > 0:
-			err = s.cfg.Repairs.TransferIn(ctx, i, id, reversalID(t.ID), t.Moved, t.To)
+			err = s.cfg.Shards.TransferIn(ctx, i, id, reversalID(t.ID), t.Moved, t.To)
 		}
 		if err != nil && !errors.Is(err, shardstock.ErrNotOnShard) {
 			return fmt.Errorf("transfer %s in: %w", t.ID, err)
@@ -363,7 +307,7 @@ func (s *Resync) replayTransfersOut(ctx context.Context, i int, id string, ts []
 		if t.From != i || t.State == "started" {
 			continue
 		}
-		_, err := s.cfg.Repairs.ReplayTransferOut(ctx, i, id, t.ID, t.Moved, t.To)
+		_, err := s.cfg.Shards.ReplayTransferOut(ctx, i, id, t.ID, t.Moved, t.To)
 		switch {
 		case errors.Is(err, shardstock.ErrShortOfUnits):
 			return disagreement{id, fmt.Sprintf("transfer %s moved %d units off shard %d and the shard has fewer salable to take again", t.ID, t.Moved, i)}
@@ -448,7 +392,7 @@ type allocationCheck struct {
 // may not have run on the shard (its count is in the shard's own record),
 // so the allocation may sit below the log's by up to its wanted units.
 func (s *Resync) allocationsOn(ctx context.Context, i int, p *shardstock.Product, ts []shardstock.Transfer) (*allocationCheck, error) {
-	given, err := allocations(ctx, s.cfg.History, p, len(s.cfg.Addrs))
+	given, err := allocations(ctx, s.cfg.Transfers, p, len(s.cfg.Addrs))
 	if err != nil || given == nil {
 		return nil, err
 	}
@@ -466,7 +410,7 @@ func (s *Resync) allocationsOn(ctx context.Context, i int, p *shardstock.Product
 	}
 	a.lo = a.hi - slack
 	for j := 0; j < p.Shards(len(s.cfg.Addrs)); j++ {
-		c, err := s.cfg.Counters.Counters(ctx, j, p.ID)
+		c, err := s.cfg.Shards.Counters(ctx, j, p.ID)
 		if err != nil {
 			if j == i {
 				return nil, err
@@ -479,7 +423,7 @@ func (s *Resync) allocationsOn(ctx context.Context, i int, p *shardstock.Product
 		}
 		a.sum += c.Alloc
 	}
-	if a.stock, err = currentStock(ctx, s.cfg.Changes, p); err != nil {
+	if a.stock, err = currentStock(ctx, s.cfg.Transfers, p); err != nil {
 		return nil, err
 	}
 	// An addition under way counts: its units may be on their shard
@@ -487,7 +431,7 @@ func (s *Resync) allocationsOn(ctx context.Context, i int, p *shardstock.Product
 	// finishes it, RunResume), and its shard may be this one, whose fence
 	// the resume would wait for: not counted, the check would keep the
 	// shard fenced for good.
-	open, err := s.cfg.History.UnfinishedTransfers(ctx)
+	open, err := s.cfg.Transfers.UnfinishedTransfers(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -627,7 +571,7 @@ func (s *Resync) syncedAt(ctx context.Context, i int, since time.Time) (time.Tim
 	if ok && now.Sub(c.read) < time.Second && c.read.After(since) {
 		return c.at, nil
 	}
-	at, err := s.cfg.Times.SyncedAt(ctx, i)
+	at, err := s.cfg.ShardLog.SyncedAt(ctx, i)
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -653,7 +597,7 @@ func (s *Resync) syncedAt(ctx context.Context, i int, since time.Time) (time.Tim
 // answer): the reservation is offered again later. Any other reservation is
 // awaiting payment at once.
 func (s *Resync) Admit(ctx context.Context, ev shardstock.ReservationEvent) (shardstock.OrderStatus, error) {
-	if s.cfg.Times == nil {
+	if s.cfg.ShardLog == nil {
 		return shardstock.StatusAwaitingPayment, nil
 	}
 	if s.cfg.Fenced != nil && s.cfg.Fenced(ev.Shard) {
@@ -746,7 +690,7 @@ func (s *Resync) putBack(ctx context.Context, p *shardstock.Product, o shardstoc
 // up: an order whose shard is being resynced, or does not answer, is kept
 // and checked again (RecheckLate).
 func (s *Resync) HoldLate(ctx context.Context, o shardstock.Order, reserved, written time.Time) {
-	if s.cfg.Times == nil {
+	if s.cfg.ShardLog == nil {
 		return
 	}
 	if s.cfg.Fenced != nil && s.cfg.Fenced(o.Shard) {

@@ -77,8 +77,7 @@ func TestHoldLateWaitsForTheFenceAndSettles(t *testing.T) {
 	}
 	var fenced atomic.Bool
 	fenced.Store(true)
-	r := NewResync(ResyncConfig{Addrs: f.mem.addrs, Products: f.catalog, IDs: f.store.Catalog, Inits: f.store.Catalog, History: f.store.Transfers,
-		Changes: f.store.Transfers, Orders: f.store.Orders, Counters: f.mem, Holds: f.mem, Claims: f.mem, Repairs: f.mem, Times: f.store.ShardLog, Fenced: func(int) bool { return fenced.Load() }})
+	r := f.memResync(func(c *ResyncConfig) { c.Fenced = func(int) bool { return fenced.Load() } })
 	order := func(id, user string, reserved time.Time, status shardstock.OrderStatus) shardstock.Order {
 		t.Helper()
 		ev := shardstock.ReservationEvent{ID: id, UserID: user, ProductID: "late", Shard: 0, AtMS: reserved.UnixMilli()}
@@ -127,9 +126,9 @@ func TestHoldLateFailsAnOrderWhoseUnitWasSoldAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	var failed []string
-	r := NewResync(ResyncConfig{Addrs: f.mem.addrs, Products: f.catalog, IDs: f.store.Catalog, Inits: f.store.Catalog, History: f.store.Transfers,
-		Changes: f.store.Transfers, Orders: f.store.Orders, Counters: f.mem, Holds: f.mem, Claims: f.mem, Repairs: f.mem, Times: f.store.ShardLog,
-		FailLost: func(_ context.Context, id, user string) error { failed = append(failed, id+"/"+user); return nil }})
+	r := f.memResync(func(c *ResyncConfig) {
+		c.FailLost = func(_ context.Context, id, user string) error { failed = append(failed, id+"/"+user); return nil }
+	})
 	r.HoldLate(ctx, shardstock.Order{ID: "o-lost", UserID: "dan", ProductID: "gone", Shard: 0, Status: shardstock.StatusAwaitingPayment}, synced.Add(-time.Second), time.Now())
 	if len(failed) != 1 || failed[0] != "o-lost/dan" {
 		t.Fatalf("orders failed: %v, want o-lost of dan", failed)
@@ -161,13 +160,14 @@ func TestResyncFailsAnOrderWhoseUnitIsGone(t *testing.T) {
 	}
 	insert("o-lost", "dan")
 	var failed []string
-	r := NewResync(ResyncConfig{Addrs: f.mem.addrs, Products: f.catalog, IDs: f.store.Catalog, Inits: f.store.Catalog, History: f.store.Transfers,
-		Changes: f.store.Transfers, Orders: f.store.Orders, Counters: f.mem, Holds: f.mem, Claims: f.mem, Repairs: f.mem,
-		FailLost: func(ctx context.Context, id, user string) error {
+	r := f.memResync(func(c *ResyncConfig) {
+		c.ShardLog = nil // orders written late are not checked
+		c.FailLost = func(ctx context.Context, id, user string) error {
 			failed = append(failed, id+"/"+user)
 			_, err := f.store.Orders.Transition(ctx, id, user, shardstock.StatusFailed, now)
 			return err
-		}})
+		}
+	})
 	if err := r.Shard(ctx, 0); err != nil {
 		t.Fatalf("resync with an order whose unit is gone: %v, want the shard back in line", err)
 	}
@@ -354,8 +354,7 @@ func TestALateCheckAfterACancelLeavesNoClaim(t *testing.T) {
 	// Kept while the shard is fenced, cancelled, then checked.
 	var fenced atomic.Bool
 	fenced.Store(true)
-	r := NewResync(ResyncConfig{Addrs: f.mem.addrs, Products: f.catalog, IDs: f.store.Catalog, Inits: f.store.Catalog, History: f.store.Transfers,
-		Changes: f.store.Transfers, Orders: f.store.Orders, Counters: f.mem, Holds: f.mem, Claims: f.mem, Repairs: f.mem, Times: f.store.ShardLog, Fenced: func(int) bool { return fenced.Load() }})
+	r := f.memResync(func(c *ResyncConfig) { c.Fenced = func(int) bool { return fenced.Load() } })
 	kept := write("o-kept", "ann")
 	r.HoldLate(ctx, kept, before, time.Now())
 	cancel(kept)
@@ -371,8 +370,7 @@ func TestALateCheckAfterACancelLeavesNoClaim(t *testing.T) {
 	// Cancelled, and its claim given back, as the check takes the claim back.
 	var racing shardstock.Order
 	holds := cancelBeforeReclaim{memShards: f.mem, cancel: func() { cancel(racing) }}
-	r = NewResync(ResyncConfig{Addrs: f.mem.addrs, Products: f.catalog, IDs: f.store.Catalog, Inits: f.store.Catalog, History: f.store.Transfers,
-		Changes: f.store.Transfers, Orders: f.store.Orders, Counters: f.mem, Holds: holds, Claims: holds, Repairs: f.mem, Times: f.store.ShardLog})
+	r = f.memResync(func(c *ResyncConfig) { c.Holds, c.Claims = holds, holds })
 	racing = write("o-racing", "ben")
 	r.HoldLate(ctx, racing, before, time.Now())
 	if f.mem.claimed("late", "ben", "o-racing") {
@@ -417,13 +415,14 @@ func TestALateCheckWithNoUnitLeftGivesACancelledOrdersClaimBack(t *testing.T) {
 		}
 	}}
 	var failed int
-	r := NewResync(ResyncConfig{Addrs: f.mem.addrs, Products: f.catalog, IDs: f.store.Catalog, Inits: f.store.Catalog, History: f.store.Transfers,
-		Changes: f.store.Transfers, Orders: f.store.Orders, Counters: f.mem, Holds: f.mem, Claims: claims, Repairs: f.mem, Times: f.store.ShardLog,
-		FailLost: func(ctx context.Context, id, user string) error { // as the order service: only an order awaiting payment fails
+	r := f.memResync(func(c *ResyncConfig) {
+		c.Claims = claims
+		c.FailLost = func(ctx context.Context, id, user string) error { // as the order service: only an order awaiting payment fails
 			failed++
 			_, err := f.store.Orders.Transition(ctx, id, user, shardstock.StatusFailed, synced)
 			return err
-		}})
+		}
+	})
 	r.HoldLate(ctx, shardstock.Order{ID: ev.ID, UserID: ev.UserID, ProductID: "gone", Shard: 0, Status: shardstock.StatusAwaitingPayment}, before, time.Now())
 	if failed != 1 {
 		t.Fatalf("FailLost called %d times, want once (no unit left for the hold)", failed)

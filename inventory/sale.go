@@ -18,27 +18,6 @@ import (
 // (shardstock.Controls), and every coordinator's Catalog reads it within a
 // second (controls.go).
 
-// SaleStore records the operators' changes to a sale (sqlstore.Controls).
-type SaleStore interface {
-	SetPaused(ctx context.Context, id string, paused bool) error
-	SetWindow(ctx context.Context, id string, starts, ends time.Time) error
-	SetArchive(ctx context.Context, id string, st shardstock.ArchiveState) error
-	RecordArchiveTotals(ctx context.Context, id string, totals []shardstock.ShardTotals) error
-}
-
-// OpenOrders counts a product's orders that are not final yet, and those
-// whose settlement is not applied (sqlstore.Orders).
-type OpenOrders interface {
-	OpenOrders(ctx context.Context, id string) (awaiting, unsettled int64, err error)
-}
-
-// SaleShards are the shard scripts a sale's life calls (shard.Stock).
-type SaleShards interface {
-	SetWindow(ctx context.Context, i int, p *shardstock.Product) (changed bool, err error)
-	DeleteProduct(ctx context.Context, i int, product string) error
-	Counters
-}
-
 // StatusReader reads a product's stock on every shard (Views).
 type StatusReader interface {
 	Status(ctx context.Context, id string) (*ProductStatus, error)
@@ -51,16 +30,16 @@ type Resumer interface {
 
 // SaleConfig is a Sale's ports.
 type SaleConfig struct {
-	Addrs     []string // the shards' addresses, in index order
-	Products  Products
-	IDs       ProductList
-	Status    StatusReader
-	Store     SaleStore
-	Orders    OpenOrders
-	Shards    SaleShards
-	Transfers Resumer
-	Now       func() time.Time
-	Logger    *slog.Logger
+	Addrs    []string // the shards' addresses, in index order
+	Products Products
+	Catalog  CatalogStore
+	Status   StatusReader
+	Controls ControlStore
+	Orders   OrderStore
+	Shards   StockShards
+	Resumer  Resumer
+	Now      func() time.Time
+	Logger   *slog.Logger
 }
 
 // Sale steers a sale's life. Safe for concurrent use.
@@ -80,7 +59,7 @@ func (s *Sale) Pause(ctx context.Context, id string, paused bool) (*ProductStatu
 	if _, err := s.cfg.Products.Product(ctx, id); err != nil {
 		return nil, err
 	}
-	if err := s.cfg.Store.SetPaused(ctx, id, paused); err != nil {
+	if err := s.cfg.Controls.SetPaused(ctx, id, paused); err != nil {
 		return nil, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
 	}
 	if err := s.cfg.Products.RefreshControls(ctx); err != nil {
@@ -122,7 +101,7 @@ func (s *Sale) MoveWindow(ctx context.Context, id string, starts, ends *time.Tim
 	if !next.StartsAt.IsZero() && !next.EndsAt.IsZero() && !next.EndsAt.After(next.StartsAt) {
 		return nil, shardstock.Invalid("ends_at must be after starts_at")
 	}
-	if err := s.cfg.Store.SetWindow(ctx, id, next.StartsAt, next.EndsAt); err != nil {
+	if err := s.cfg.Controls.SetWindow(ctx, id, next.StartsAt, next.EndsAt); err != nil {
 		return nil, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
 	}
 	if err := s.cfg.Products.RefreshControls(ctx); err != nil {
@@ -166,7 +145,7 @@ func (s *Sale) Archive(ctx context.Context, id string) (*ProductStatus, error) {
 		if err := s.recordTotals(ctx, p); err != nil {
 			return nil, err
 		}
-		if err := s.cfg.Store.SetArchive(ctx, id, shardstock.ArchiveRunning); err != nil {
+		if err := s.cfg.Controls.SetArchive(ctx, id, shardstock.ArchiveRunning); err != nil {
 			return nil, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
 		}
 	}
@@ -176,7 +155,7 @@ func (s *Sale) Archive(ctx context.Context, id string) (*ProductStatus, error) {
 				return nil, fmt.Errorf("%w: archive of %s stopped (a repeat, or the automatic archive, finishes it): %w", shardstock.ErrUnavailable, id, err)
 			}
 		}
-		if err := s.cfg.Store.SetArchive(ctx, id, shardstock.ArchiveDone); err != nil {
+		if err := s.cfg.Controls.SetArchive(ctx, id, shardstock.ArchiveDone); err != nil {
 			return nil, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
 		}
 		s.cfg.Logger.Info("product archived: its shard keys are deleted, the catalog keeps its totals", "product", id)
@@ -202,7 +181,7 @@ func (s *Sale) archivable(ctx context.Context, p *shardstock.Product) error {
 	if unsettled > 0 {
 		return shardstock.Conflict(fmt.Sprintf("%d settlements of %s are not applied on the shards yet", unsettled, p.ID))
 	}
-	if _, err := s.cfg.Transfers.Resume(ctx, p.ID); err != nil {
+	if _, err := s.cfg.Resumer.Resume(ctx, p.ID); err != nil {
 		return shardstock.Conflict(fmt.Sprintf("a transfer of %s cannot finish now: %v", p.ID, err))
 	}
 	return nil
@@ -223,7 +202,7 @@ func (s *Sale) recordTotals(ctx context.Context, p *shardstock.Product) error {
 		}
 		totals = append(totals, shardstock.ShardTotals{Shard: i, Alloc: c.Alloc, Salable: c.Salable, Locked: c.Locked, Sold: c.Sold})
 	}
-	if err := s.cfg.Store.RecordArchiveTotals(ctx, p.ID, totals); err != nil {
+	if err := s.cfg.Controls.RecordArchiveTotals(ctx, p.ID, totals); err != nil {
 		return fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
 	}
 	return nil
@@ -258,7 +237,7 @@ func (s *Sale) RunArchive(ctx context.Context, after, every time.Duration) {
 // and whose orders are final, and finishes archives that stopped midway;
 // products that are not ready yet are left for the next call.
 func (s *Sale) ArchiveDue(ctx context.Context, after time.Duration) error {
-	ids, err := s.cfg.IDs.ProductIDs(ctx)
+	ids, err := s.cfg.Catalog.ProductIDs(ctx)
 	if err != nil {
 		return err
 	}

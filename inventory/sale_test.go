@@ -105,13 +105,13 @@ func TestAWindowAShardMissedIsWrittenByThePurchaseItRefused(t *testing.T) {
 // let go: a refresh (the loop's, every half second) whose read was made
 // before an operator's change and is stored after it.
 type heldControls struct {
-	ControlsSource
+	ControlStore
 	first      atomic.Bool
 	read, hold chan struct{}
 }
 
 func (h *heldControls) ProductControls(ctx context.Context) (map[string]shardstock.Controls, error) {
-	m, err := h.ControlsSource.ProductControls(ctx)
+	m, err := h.ControlStore.ProductControls(ctx)
 	if h.first.CompareAndSwap(false, true) { // (not a sync.Once: it would hold the later reads too)
 		close(h.read)
 		<-h.hold
@@ -129,7 +129,7 @@ func TestAWindowMovedIsNotUndoneByAnOlderRead(t *testing.T) {
 	f := newFixture(t)
 	f.define("lamp", 30, 0)
 	ctx := context.Background()
-	h := &heldControls{ControlsSource: f.catalog.cfg.Controls, read: make(chan struct{}), hold: make(chan struct{})}
+	h := &heldControls{ControlStore: f.catalog.cfg.Controls, read: make(chan struct{}), hold: make(chan struct{})}
 	f.catalog.cfg.Controls = h
 	refreshed := make(chan error, 1)
 	go func() { refreshed <- f.catalog.RefreshControls(ctx) }()
@@ -177,8 +177,8 @@ func TestAnAutomaticArchiveThatWaitsSaysWhy(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs bytes.Buffer
-	sale := NewSale(SaleConfig{Addrs: f.mem.addrs, Products: f.catalog, IDs: f.store.Catalog, Status: f.views, Store: f.store.Controls,
-		Orders: f.store.Orders, Shards: f.mem, Transfers: f.stock, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	sale := NewSale(SaleConfig{Addrs: f.mem.addrs, Products: f.catalog, Catalog: f.store.Catalog, Status: f.views, Controls: f.store.Controls,
+		Orders: f.store.Orders, Shards: f.mem, Resumer: f.stock, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	for range 3 {
 		if err := sale.ArchiveDue(ctx, 0); err != nil {
 			t.Fatal(err)

@@ -10,24 +10,12 @@ import (
 	"github.com/shardstock/shardstock"
 )
 
-// OrderRows reads one order's row (nil: there is none; sqlstore.Orders).
-type OrderRows interface {
-	Order(ctx context.Context, id string) (*shardstock.Order, error)
-}
-
-// SettleHolds are the scripts a settlement runs (shard.Holds).
-type SettleHolds interface {
-	Confirm(ctx context.Context, i int, product, id string) (bool, error)
-	Release(ctx context.Context, i int, product, id string) (bool, error)
-	RestoreHold(ctx context.Context, i int, o shardstock.Order, atMS int64) (bool, error)
-}
-
 // SettlementsConfig is a Settlements' ports.
 type SettlementsConfig struct {
 	Addrs    []string // the shards' addresses, in index order
 	Products Products
-	Orders   OrderRows // nil: no order table (a shard set tested alone)
-	Holds    SettleHolds
+	Orders   OrderStore // nil: no order table (a shard set tested alone)
+	Holds    Holds
 	OnSettle func(action shardstock.Action) // optional: a settlement was applied (metrics)
 	Logger   *slog.Logger
 }

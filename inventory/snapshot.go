@@ -40,7 +40,7 @@ func (s *Views) Snapshot(ctx context.Context) ([]string, []shardstock.ShardSnaps
 	if now := s.cfg.Now(); now.Sub(c.at) < snapshotTTL && c.shards != nil {
 		return c.products, c.shards, nil
 	}
-	all, err := s.cfg.IDs.ProductIDs(ctx)
+	all, err := s.cfg.Catalog.ProductIDs(ctx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: catalog: %w", shardstock.ErrUnavailable, err)
 	}
@@ -83,7 +83,7 @@ func (s *Views) StockOf(ctx context.Context, id string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return currentStock(ctx, s.cfg.Changes, p)
+	return currentStock(ctx, s.cfg.Transfers, p)
 }
 
 // ShardView is one shard's share of a product, as buyers see it.

@@ -14,47 +14,16 @@ import (
 	"github.com/shardstock/shardstock"
 )
 
-// TransferLog is the durable log of transfers (sqlstore.Transfers).
-type TransferLog interface {
-	// StartTransfer records t before its first step and returns the record:
-	// t, or the transfer recorded under its id before (a retried request).
-	StartTransfer(ctx context.Context, t shardstock.Transfer) (shardstock.Transfer, error)
-	MarkTransfer(ctx context.Context, id, state string, moved int64) error
-	UnfinishedTransfers(ctx context.Context) ([]shardstock.Transfer, error)
-	// RecordStockChange records a stock change's transfers together, and
-	// returns those recorded under changeID before (a retry) instead.
-	RecordStockChange(ctx context.Context, changeID string, plan []shardstock.Transfer) ([]shardstock.Transfer, error)
-}
-
-// Drains is the list of shards taken out of rotation (sqlstore.ShardLog).
-type Drains interface {
-	DrainList
-	SetDrained(ctx context.Context, shard int, drained bool) error
-}
-
-// Keys binds an Idempotency-Key (its hash) to the request it was first
-// used for, or returns shardstock.ErrKeyReused (sqlstore.Transfers).
-type Keys interface {
-	BindKey(ctx context.Context, keyHash, product, request string) error
-}
-
-// Movers are the two halves of a transfer on the shards (shard.Stock).
-type Movers interface {
-	TransferOut(ctx context.Context, i int, product, id string, units int64, to int) (int64, error)
-	TransferIn(ctx context.Context, i int, product, id string, units int64, from int) error
-}
-
 // StockConfig is a Stock's ports.
 type StockConfig struct {
-	Addrs    []string // the shards' addresses, in index order
-	Products Products
-	IDs      ProductList
-	Status   StatusReader
-	Log      TransferLog
-	Drains   Drains
-	Keys     Keys
-	Shards   Movers
-	Logger   *slog.Logger
+	Addrs     []string // the shards' addresses, in index order
+	Products  Products
+	Catalog   CatalogStore
+	Status    StatusReader
+	Transfers TransferStore
+	ShardLog  ShardLog
+	Shards    StockShards
+	Logger    *slog.Logger
 	// AfterStep, if set (tests), is called after each step of a transfer;
 	// an error stops the transfer there, as a crash would.
 	AfterStep func(step string) error
@@ -104,7 +73,7 @@ func (s *Stock) ChangeStock(ctx context.Context, id string, add, remove int64, k
 	if err != nil {
 		return nil, err
 	}
-	drained, err := s.cfg.Drains.DrainedShards(ctx)
+	drained, err := s.cfg.ShardLog.DrainedShards(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
 	}
@@ -113,7 +82,7 @@ func (s *Stock) ChangeStock(ctx context.Context, id string, add, remove int64, k
 	if err != nil {
 		return nil, err
 	}
-	plan, err = s.cfg.Log.RecordStockChange(ctx, changeID, plan)
+	plan, err = s.cfg.Transfers.RecordStockChange(ctx, changeID, plan)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
 	}
@@ -146,7 +115,7 @@ func (s *Stock) bindKey(ctx context.Context, id, key string, add, remove int64) 
 		request = fmt.Sprintf("remove %d", remove)
 	}
 	h := sha256.Sum256([]byte(key))
-	err := s.cfg.Keys.BindKey(ctx, hex.EncodeToString(h[:]), id, request)
+	err := s.cfg.Transfers.BindKey(ctx, hex.EncodeToString(h[:]), id, request)
 	if err != nil && !errors.Is(err, shardstock.ErrKeyReused) {
 		return fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
 	}
@@ -187,7 +156,7 @@ func (s *Stock) step(name string) error {
 
 // transfer records and runs one transfer; it returns the units moved.
 func (s *Stock) transfer(ctx context.Context, t shardstock.Transfer) (int64, error) {
-	t, err := s.cfg.Log.StartTransfer(ctx, t)
+	t, err := s.cfg.Transfers.StartTransfer(ctx, t)
 	if err != nil {
 		return 0, err
 	}
@@ -219,7 +188,7 @@ func (s *Stock) finish(ctx context.Context, t shardstock.Transfer) (int64, error
 			// product's archive (found by the model test's fast mode).
 			s.cfg.Logger.Warn("a transfer's source lost the product: it moves nothing, the units are given up with the shard's data",
 				"id", t.ID, "product", t.ProductID, "shard", t.From)
-			return 0, s.cfg.Log.MarkTransfer(ctx, t.ID, "done", 0)
+			return 0, s.cfg.Transfers.MarkTransfer(ctx, t.ID, "done", 0)
 		}
 		if err != nil {
 			return 0, err
@@ -227,7 +196,7 @@ func (s *Stock) finish(ctx context.Context, t shardstock.Transfer) (int64, error
 		if err := s.step("out"); err != nil {
 			return 0, err
 		}
-		if err := s.cfg.Log.MarkTransfer(ctx, t.ID, "out", n); err != nil {
+		if err := s.cfg.Transfers.MarkTransfer(ctx, t.ID, "out", n); err != nil {
 			return 0, err
 		}
 		if err := s.step("marked"); err != nil {
@@ -249,7 +218,7 @@ func (s *Stock) finish(ctx context.Context, t shardstock.Transfer) (int64, error
 			// sell less.
 			s.cfg.Logger.Warn("a transfer's destination lost the product: its units count as moved, given up with the shard's data",
 				"id", t.ID, "product", t.ProductID, "from", t.From, "to", t.To, "units", n)
-			return n, s.cfg.Log.MarkTransfer(ctx, t.ID, "done", n)
+			return n, s.cfg.Transfers.MarkTransfer(ctx, t.ID, "done", n)
 		}
 		if err != nil {
 			return 0, err
@@ -258,7 +227,7 @@ func (s *Stock) finish(ctx context.Context, t shardstock.Transfer) (int64, error
 	if err := s.step("in"); err != nil {
 		return 0, err
 	}
-	return n, s.cfg.Log.MarkTransfer(ctx, t.ID, "done", n)
+	return n, s.cfg.Transfers.MarkTransfer(ctx, t.ID, "done", n)
 }
 
 // reversalID is the id under which a reversed transfer's units went back
@@ -270,7 +239,7 @@ func reversalID(id string) string { return id + "-back" }
 // product) and returns them; those that still cannot finish (a shard down)
 // are left for the next call, their errors combined.
 func (s *Stock) Resume(ctx context.Context, product string) ([]shardstock.Transfer, error) {
-	open, err := s.cfg.Log.UnfinishedTransfers(ctx)
+	open, err := s.cfg.Transfers.UnfinishedTransfers(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
 	}
@@ -342,7 +311,7 @@ func (s *Stock) RunResume(ctx context.Context, every time.Duration) {
 			return
 		case <-t.C:
 		}
-		open, err := s.cfg.Log.UnfinishedTransfers(ctx)
+		open, err := s.cfg.Transfers.UnfinishedTransfers(ctx)
 		if err != nil {
 			continue // the database is away: the next look
 		}
@@ -413,7 +382,7 @@ func (s *Stock) Rebalance(ctx context.Context, product string) (*Rebalance, erro
 	if err := unseen(&st.Product); err != nil {
 		return rep, err
 	}
-	drained, err := s.cfg.Drains.DrainedShards(ctx)
+	drained, err := s.cfg.ShardLog.DrainedShards(ctx)
 	if err != nil {
 		return rep, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
 	}
@@ -441,14 +410,14 @@ func (s *Stock) Drain(ctx context.Context, shard int, drained bool) (map[string]
 	if shard < 0 || shard >= len(s.cfg.Addrs) {
 		return nil, shardstock.ErrNoShard
 	}
-	if err := s.cfg.Drains.SetDrained(ctx, shard, drained); err != nil {
+	if err := s.cfg.ShardLog.SetDrained(ctx, shard, drained); err != nil {
 		return nil, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
 	}
 	moved := map[string]int64{}
 	if !drained {
 		return moved, nil
 	}
-	ids, err := s.cfg.IDs.ProductIDs(ctx)
+	ids, err := s.cfg.Catalog.ProductIDs(ctx)
 	if err != nil {
 		return moved, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
 	}

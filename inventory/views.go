@@ -9,25 +9,6 @@ import (
 	"github.com/shardstock/shardstock"
 )
 
-// ArchiveRecord is an archived product's final totals, kept when its
-// shard keys were deleted (sqlstore.Controls).
-type ArchiveRecord interface {
-	ArchiveTotals(ctx context.Context, id string) ([]shardstock.ShardTotals, error)
-}
-
-// ViewShards reads the shards for the views (shard.Stock).
-type ViewShards interface {
-	Counters
-	Snapshot(ctx context.Context, products []string) []shardstock.ShardSnapshot
-}
-
-// Probe says whether shard i answers, and whether its restart fence is
-// closed (shard.Fence).
-type Probe interface {
-	Ping(ctx context.Context, i int) error
-	Fenced(i int) bool
-}
-
 // Problems says why a resync keeps shard i fenced ("": none; Resync).
 type Problems interface {
 	Problem(i int) string
@@ -35,16 +16,16 @@ type Problems interface {
 
 // ViewsConfig is a Views' ports.
 type ViewsConfig struct {
-	Addrs    []string // the shards' addresses, in index order
-	Products Products
-	IDs      ProductList
-	Shards   ViewShards
-	Changes  StockChanges  // the units operators added or took back since a definition
-	Archives ArchiveRecord // archived products' final totals
-	Probe    Probe
-	Problems Problems
-	Breakers func() []string // optional: each shard's breaker state, for the shard overview
-	Now      func() time.Time
+	Addrs     []string // the shards' addresses, in index order
+	Products  Products
+	Catalog   CatalogStore
+	Shards    StockShards
+	Transfers TransferStore // the units operators added or took back since a definition
+	Controls  ControlStore  // archived products' final totals
+	Fence     Fence
+	Problems  Problems
+	Breakers  func() []string // optional: each shard's breaker state, for the shard overview
+	Now       func() time.Time
 }
 
 // Views read the stock: a product's status shard by shard, the buyers'
@@ -90,7 +71,7 @@ type ProductStatus struct {
 // Statuses reads every product in the catalog, as Status does. Errors:
 // ErrUnavailable, and Status's.
 func (s *Views) Statuses(ctx context.Context) ([]*ProductStatus, error) {
-	ids, err := s.cfg.IDs.ProductIDs(ctx)
+	ids, err := s.cfg.Catalog.ProductIDs(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
 	}
@@ -113,7 +94,7 @@ func (s *Views) Status(ctx context.Context, id string) (*ProductStatus, error) {
 		return nil, err
 	}
 	st := &ProductStatus{Product: *p, Paused: p.Paused, Archived: p.Archived, Shards: make([]ShardStock, len(s.cfg.Addrs))}
-	if st.Stock, err = currentStock(ctx, s.cfg.Changes, p); err != nil {
+	if st.Stock, err = currentStock(ctx, s.cfg.Transfers, p); err != nil {
 		return nil, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
 	}
 	if p.Archived {
@@ -168,8 +149,8 @@ func (s *Views) Shards(ctx context.Context) []ShardHealth {
 	var wg sync.WaitGroup
 	for i, addr := range s.cfg.Addrs {
 		wg.Go(func() {
-			out[i] = ShardHealth{Index: i, Addr: addr, Up: true, Fenced: s.cfg.Probe.Fenced(i), ResyncProblem: s.cfg.Problems.Problem(i)}
-			if err := s.cfg.Probe.Ping(ctx, i); err != nil {
+			out[i] = ShardHealth{Index: i, Addr: addr, Up: true, Fenced: s.cfg.Fence.Fenced(i), ResyncProblem: s.cfg.Problems.Problem(i)}
+			if err := s.cfg.Fence.Ping(ctx, i); err != nil {
 				out[i].Up, out[i].LastError = false, err.Error()
 			}
 		})
@@ -183,15 +164,9 @@ func (s *Views) Shards(ctx context.Context) []ShardHealth {
 	return out
 }
 
-// StockChanges counts the units operators added to a product and took
-// back since its definition (sqlstore.Transfers).
-type StockChanges interface {
-	StockChanges(ctx context.Context, id string) (added, removed int64, err error)
-}
-
 // currentStock is p's stock as its definition and the stock changes since
 // make it.
-func currentStock(ctx context.Context, c StockChanges, p *shardstock.Product) (int64, error) {
+func currentStock(ctx context.Context, c TransferStore, p *shardstock.Product) (int64, error) {
 	added, removed, err := c.StockChanges(ctx, p.ID)
 	if err != nil {
 		return 0, err
@@ -202,7 +177,7 @@ func currentStock(ctx context.Context, c StockChanges, p *shardstock.Product) (i
 // archivedStatus is the view of an archived product: the totals the
 // catalog kept.
 func (s *Views) archivedStatus(ctx context.Context, st *ProductStatus) error {
-	totals, err := s.cfg.Archives.ArchiveTotals(ctx, st.ID)
+	totals, err := s.cfg.Controls.ArchiveTotals(ctx, st.ID)
 	if err != nil {
 		return fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
 	}

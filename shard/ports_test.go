@@ -17,21 +17,12 @@ var (
 	_ order.ClaimReturner = (*shard.Purchases)(nil)
 	_ inventory.Claims    = (*shard.Purchases)(nil)
 	// holds.go
-	_ inventory.Holds       = (*shard.Holds)(nil)
-	_ inventory.SettleHolds = (*shard.Holds)(nil)
-	_ inventory.HoldFinder  = (*shard.Holds)(nil)
-	_ order.HoldFinder      = (*shard.Holds)(nil)
+	_ inventory.Holds  = (*shard.Holds)(nil)
+	_ order.HoldFinder = (*shard.Holds)(nil)
 	// stock.go, snapshot.go
-	_ inventory.ShardInit  = (*shard.Stock)(nil)
-	_ inventory.ViewShards = (*shard.Stock)(nil)
-	_ inventory.Movers     = (*shard.Stock)(nil)
-	_ inventory.SaleShards = (*shard.Stock)(nil)
-	_ inventory.Repairs    = (*shard.Stock)(nil)
-	_ inventory.Counters   = (*shard.Stock)(nil)
+	_ inventory.StockShards = (*shard.Stock)(nil)
 	// resync.go, catalog.go
 	_ inventory.Fence = (*shard.Fence)(nil)
-	_ inventory.Stamp = (*shard.Fence)(nil)
-	_ inventory.Probe = (*shard.Fence)(nil)
 	// the set itself
 	_ ha.Pinger    = (*shard.Set)(nil)
 	_ order.Budget = (*shard.Set)(nil)

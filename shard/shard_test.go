@@ -99,7 +99,7 @@ func newFixture(t testing.TB, n int, start ...shard.Start) *fixture {
 // catalogOn is the inventory's catalog over set and store: how these
 // tests define products.
 func catalogOn(set *shard.Set, store *sqlstore.Store) *inventory.Catalog {
-	return inventory.NewCatalog(inventory.CatalogConfig{Addrs: set.Addrs(), Shards: set.Stock, Products: store.Catalog, Sessions: store.Sessions})
+	return inventory.NewCatalog(inventory.CatalogConfig{Addrs: set.Addrs(), Shards: set.Stock, Catalog: store.Catalog, Sessions: store.Sessions})
 }
 
 func (f *fixture) rand(n int) int {

@@ -17,36 +17,23 @@ import (
 // serves.
 var (
 	// catalog.go
-	_ inventory.ProductStore = (*sqlstore.Catalog)(nil)
-	_ inventory.ProductList  = (*sqlstore.Catalog)(nil)
-	_ inventory.InitRecord   = (*sqlstore.Catalog)(nil)
+	_ inventory.CatalogStore = (*sqlstore.Catalog)(nil)
 	_ order.Catalog          = (*sqlstore.Catalog)(nil)
 	_ shard.Inits            = (*sqlstore.Catalog)(nil)
 	// sessions.go
 	_ inventory.SessionStore = (*sqlstore.Sessions)(nil)
 	_ flashsale.Sessions     = (*sqlstore.Sessions)(nil)
 	// controls.go
-	_ inventory.ControlsSource = (*sqlstore.Controls)(nil)
-	_ inventory.SaleStore      = (*sqlstore.Controls)(nil)
-	_ inventory.ArchiveRecord  = (*sqlstore.Controls)(nil)
+	_ inventory.ControlStore = (*sqlstore.Controls)(nil)
 	// orders.go
-	_ order.Store           = (*sqlstore.Orders)(nil)
-	_ inventory.ShardOrders = (*sqlstore.Orders)(nil)
-	_ inventory.OrderCounts = (*sqlstore.Orders)(nil)
-	_ inventory.OrderRows   = (*sqlstore.Orders)(nil)
-	_ inventory.OpenOrders  = (*sqlstore.Orders)(nil)
-	_ shard.Ledger          = (*sqlstore.Orders)(nil)
-	_ metrics.OrderCounter  = (*sqlstore.Orders)(nil)
+	_ order.Store          = (*sqlstore.Orders)(nil)
+	_ inventory.OrderStore = (*sqlstore.Orders)(nil)
+	_ shard.Ledger         = (*sqlstore.Orders)(nil)
+	_ metrics.OrderCounter = (*sqlstore.Orders)(nil)
 	// transfers.go
-	_ inventory.TransferLog  = (*sqlstore.Transfers)(nil)
-	_ inventory.Keys         = (*sqlstore.Transfers)(nil)
-	_ inventory.History      = (*sqlstore.Transfers)(nil)
-	_ inventory.StockChanges = (*sqlstore.Transfers)(nil)
+	_ inventory.TransferStore = (*sqlstore.Transfers)(nil)
 	// shards.go
-	_ inventory.Drains      = (*sqlstore.ShardLog)(nil)
-	_ inventory.DrainList   = (*sqlstore.ShardLog)(nil)
-	_ inventory.ResyncTimes = (*sqlstore.ShardLog)(nil)
-	_ inventory.RunRecord   = (*sqlstore.ShardLog)(nil)
+	_ inventory.ShardLog = (*sqlstore.ShardLog)(nil)
 	// queue.go, report.go
 	_ waitroom.Store = (*sqlstore.Queues)(nil)
 	_ report.Store   = (*sqlstore.Reports)(nil)

@@ -26,25 +26,25 @@ func (m *Main) openInventory() {
 	set, db, addrs := m.set, m.store, m.set.Addrs()
 	inv := &m.inv
 	inv.catalog = inventory.NewCatalog(inventory.CatalogConfig{Addrs: addrs, Shards: set.Stock,
-		Products: db.Catalog, Sessions: db.Sessions, Controls: db.Controls, Drains: db.ShardLog, Logger: m.log})
-	inv.resync = inventory.NewResync(inventory.ResyncConfig{Addrs: addrs, Products: inv.catalog, IDs: db.Catalog,
-		Inits: db.Catalog, History: db.Transfers, Changes: db.Transfers, Orders: db.Orders,
-		Counters: set.Stock, Holds: set.Holds, Claims: set.Purchases, Repairs: set.Stock, Times: db.ShardLog, Fenced: set.Fence.Fenced, Logger: m.log,
+		Catalog: db.Catalog, Sessions: db.Sessions, Controls: db.Controls, ShardLog: db.ShardLog, Logger: m.log})
+	inv.resync = inventory.NewResync(inventory.ResyncConfig{Addrs: addrs, Products: inv.catalog,
+		Catalog: db.Catalog, Transfers: db.Transfers, Orders: db.Orders, ShardLog: db.ShardLog,
+		Shards: set.Stock, Holds: set.Holds, Claims: set.Purchases, Fenced: set.Fence.Fenced, Logger: m.log,
 		FailLost: func(ctx context.Context, id, user string) error { return m.orders.FailLost(ctx, id, user) }})
 	inv.restarts = inventory.NewRestarts(inventory.RestartsConfig{Addrs: addrs, Requests: m.resyncs,
-		Fence: set.Fence, Stamp: set.Fence, Runs: db.ShardLog, IDs: db.Catalog, Resync: inv.resync, Opened: m.retrySpool, Now: m.clock.Now, Logger: m.log})
-	inv.views = inventory.NewViews(inventory.ViewsConfig{Addrs: addrs, Products: inv.catalog, IDs: db.Catalog,
-		Shards: set.Stock, Changes: db.Transfers, Archives: db.Controls, Probe: set.Fence, Problems: inv.resync, Breakers: m.breakerNames})
-	inv.stock = inventory.NewStock(inventory.StockConfig{Addrs: addrs, Products: inv.catalog, IDs: db.Catalog,
-		Status: inv.views, Log: db.Transfers, Drains: db.ShardLog, Keys: db.Transfers, Shards: set.Stock, Logger: m.log,
+		Fence: set.Fence, ShardLog: db.ShardLog, Catalog: db.Catalog, Resync: inv.resync, Opened: m.retrySpool, Now: m.clock.Now, Logger: m.log})
+	inv.views = inventory.NewViews(inventory.ViewsConfig{Addrs: addrs, Products: inv.catalog, Catalog: db.Catalog,
+		Shards: set.Stock, Transfers: db.Transfers, Controls: db.Controls, Fence: set.Fence, Problems: inv.resync, Breakers: m.breakerNames})
+	inv.stock = inventory.NewStock(inventory.StockConfig{Addrs: addrs, Products: inv.catalog, Catalog: db.Catalog,
+		Status: inv.views, Transfers: db.Transfers, ShardLog: db.ShardLog, Shards: set.Stock, Logger: m.log,
 		AfterStep: m.cfg.Test.TransferStep})
 	// The sale's windows are the shards' (they judge every purchase by their
 	// own clock): an archive or a start that can no longer move is judged by
 	// the sale's clock, not this coordinator's own.
-	inv.sale = inventory.NewSale(inventory.SaleConfig{Addrs: addrs, Products: inv.catalog, IDs: db.Catalog,
-		Status: inv.views, Store: db.Controls, Orders: db.Orders, Shards: set.Stock, Transfers: inv.stock, Now: m.clock.Now, Logger: m.log})
+	inv.sale = inventory.NewSale(inventory.SaleConfig{Addrs: addrs, Products: inv.catalog, Catalog: db.Catalog,
+		Status: inv.views, Controls: db.Controls, Orders: db.Orders, Shards: set.Stock, Resumer: inv.stock, Now: m.clock.Now, Logger: m.log})
 	inv.audit = inventory.NewAudit(inventory.AuditConfig{Addrs: addrs, Status: inv.views,
-		Orders: db.Orders, History: db.Transfers, Transfers: inv.stock})
+		Orders: db.Orders, Transfers: db.Transfers, Resumer: inv.stock})
 	inv.settlements = inventory.NewSettlements(inventory.SettlementsConfig{Addrs: addrs, Products: inv.catalog,
 		Orders: db.Orders, Holds: set.Holds, Logger: m.log,
 		OnSettle: func(a shardstock.Action) { m.metrics.Settlements.WithLabelValues(string(a)).Inc() }})

@@ -553,9 +553,8 @@ func TestALateCheckAfterACancelLeavesTheClaimGiven(t *testing.T) {
 	var fenced atomic.Bool
 	fenced.Store(true)
 	set, store := f.m.set, f.m.store
-	r := inventory.NewResync(inventory.ResyncConfig{Addrs: set.Addrs(), Products: f.m.inv.catalog, IDs: store.Catalog,
-		Inits: store.Catalog, History: store.Transfers, Changes: store.Transfers, Orders: store.Orders, Counters: set.Stock, Holds: set.Holds, Claims: set.Purchases, Repairs: set.Stock,
-		Times: store.ShardLog, Fenced: func(int) bool { return fenced.Load() }})
+	r := inventory.NewResync(inventory.ResyncConfig{Addrs: set.Addrs(), Products: f.m.inv.catalog, Catalog: store.Catalog, Transfers: store.Transfers, Orders: store.Orders, Shards: set.Stock, Holds: set.Holds, Claims: set.Purchases,
+		ShardLog: store.ShardLog, Fenced: func(int) bool { return fenced.Load() }})
 	r.HoldLate(ctx, shardstock.Order{ID: ev.ID, UserID: lena, ProductID: "crash", Shard: 0, Status: shardstock.StatusAwaitingPayment}, reservedAt, time.Now())
 	f.cancel(ev.ID, lena)
 	waitFor(t, 10*time.Second, "the settlement published and the claim given back", func() (bool, string) {

@@ -130,7 +130,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if m.mq, err = m.openTransport(ctx); err != nil {
 		return err
 	}
-	m.orders = order.NewService(order.Config{Store: m.store.Orders, Catalog: m.store.Catalog, Settler: m.mq, Holds: inventory.HoldSearch{Finder: set.Holds, Products: m.inv.catalog, Now: m.clock.Now, Keep: 2 * m.cfg.FailFastAge}, Claims: set.Purchases, LateHolds: m.inv.resync, PayTimeout: m.cfg.PayTimeout,
+	m.orders = order.NewService(order.Config{Store: m.store.Orders, Catalog: m.store.Catalog, Settler: m.mq, Holds: inventory.HoldSearch{Holds: set.Holds, Products: m.inv.catalog, Now: m.clock.Now, Keep: 2 * m.cfg.FailFastAge}, Claims: set.Purchases, LateHolds: m.inv.resync, PayTimeout: m.cfg.PayTimeout,
 		FailFastAge: m.cfg.FailFastAge, Rate: m.cfg.OrderRate, Now: m.cfg.Test.OrderClock, Logger: m.log, PaySecret: m.cfg.PaySecret, PayPrevious: m.cfg.PayPrevious,
 		Budget:   set,
 		OnIngest: func(st shardstock.OrderStatus) { m.metrics.OrdersIngested.WithLabelValues(string(st)).Inc() }})
