@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
-
-	"github.com/shardstock/shardstock/shard/shardtest"
 )
 
 // TestAdminCommand (issue 16, item 11): an operator scripts a sale's life
@@ -14,7 +12,7 @@ import (
 // for scripts, errors on stderr with exit 1, and the token from the
 // environment only.
 func TestAdminCommand(t *testing.T) {
-	r := shardtest.Start(t, 3)
+	r := inMemory(t, 3)
 	m := startServer(t, r.URLs())
 	putProduct(t, m.URL(), "lamp", `{"stock":90}`)
 	getenv := env(map[string]string{"SHARDSTOCK_ADMIN_URL": m.URL(), "SHARDSTOCK_ADMIN_TOKEN": testToken})

@@ -51,6 +51,16 @@ func startServer(t testing.TB, urls []string, opts ...func(*config.Config)) *Mai
 	return m
 }
 
+// inMemory is n masters in this process (shardtest.Mem: miniredis running
+// the real scripts), for the tests about the domain and the API rather than
+// about Redis: they need no redis-server and start in milliseconds. The
+// tests about what Redis itself does (a crash, a freeze, memory, the
+// scripts' cost, AOF) run on real redis-servers (shardtest.Start).
+func inMemory(t testing.TB, n int) *shardtest.Mem {
+	t.Helper()
+	return shardtest.StartMem(t, n, shardtest.Options{})
+}
+
 var testHTTP = &http.Client{
 	Timeout:   10 * time.Second,
 	Transport: &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 128, IdleConnTimeout: time.Minute},
@@ -269,7 +279,7 @@ func TestFailoverWhenAShardStopsMidSale(t *testing.T) {
 }
 
 func TestAdminProductLifecycle(t *testing.T) {
-	r := shardtest.Start(t, 3)
+	r := inMemory(t, 3)
 	m := startServer(t, r.URLs())
 	body := `{"stock":10,"per_user_limit":2,"starts_at":"2026-01-01T00:00:00Z","ends_at":"2099-01-01T00:00:00Z","title":"Lamp","price_cents":9900}`
 	for i, want := range []int{201, 200, 200} {
@@ -311,7 +321,7 @@ func TestAdminProductLifecycle(t *testing.T) {
 }
 
 func TestBadInput(t *testing.T) {
-	r := shardtest.Start(t, 3)
+	r := inMemory(t, 3)
 	m := startServer(t, r.URLs())
 	base := m.URL()
 	putProduct(t, base, "ok", `{"stock":5}`)
@@ -395,7 +405,7 @@ func TestBadInput(t *testing.T) {
 }
 
 func TestOperationsEndpoints(t *testing.T) {
-	r := shardtest.Start(t, 3)
+	r := inMemory(t, 3)
 	m := startServer(t, r.URLs())
 	if rep := do(t, "GET", m.URL()+"/admin/debug/pprof/heap", ""); rep.status != 401 {
 		t.Errorf("pprof without the admin token: %d", rep.status)
@@ -540,7 +550,7 @@ func TestWipedShardIsNeverInitialisedAgain(t *testing.T) {
 // Retry-After, other buyers are unaffected, refusals are counted, and a
 // sold-out product answers 410, not 429.
 func TestRateLimits(t *testing.T) {
-	r := shardtest.Start(t, 3)
+	r := inMemory(t, 3)
 	m := startServer(t, r.URLs(), func(c *config.Config) { c.Limits = flashsale.Limits{User: 1, Product: 5} })
 	base := m.URL()
 	putProduct(t, base, "rl", `{"stock":500,"per_user_limit":100}`)
@@ -611,7 +621,7 @@ func doRaw(t *testing.T, method, url string, headers ...string) rawReply {
 // and the payment callback needs the HMAC signature of its body.
 func TestHMACModeAndSignedPayments(t *testing.T) {
 	secret, paySecret := []byte(strings.Repeat("s", 32)), []byte(strings.Repeat("p", 32))
-	r := shardtest.Start(t, 3)
+	r := inMemory(t, 3)
 	m := startServer(t, r.URLs(), func(c *config.Config) { c.UserAuth, c.HMACSecret, c.PaySecret = "hmac", secret, paySecret })
 	base := m.URL()
 	putProduct(t, base, "tok", `{"stock":5,"per_user_limit":2,"price_cents":990}`)

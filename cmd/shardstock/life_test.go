@@ -396,7 +396,7 @@ func TestArchiveFreesRedis(t *testing.T) {
 // of its products that have no window of their own (403 not_started /
 // ended), while a product with its own window keeps it.
 func TestSessionsAreComplete(t *testing.T) {
-	r := shardtest.Start(t, 3)
+	r := inMemory(t, 3)
 	m := startServer(t, r.URLs())
 	base := m.URL()
 	putProduct(t, base, "plain", `{"stock":50,"per_user_limit":10}`)
@@ -681,7 +681,7 @@ func TestStockAddWithNowhereToPutIt(t *testing.T) {
 func TestIdempotencyKeyIsBoundToItsRequest(t *testing.T) {
 	for _, md := range modes {
 		t.Run(md.name, func(t *testing.T) {
-			r := shardtest.Start(t, 3)
+			r := inMemory(t, 3)
 			base := startServer(t, r.URLs(), md.opts(t)).URL()
 			putProduct(t, base, "lamp", `{"stock":30}`)
 			putProduct(t, base, "vase", `{"stock":30}`)

@@ -303,7 +303,7 @@ func TestOperatorCannotAcceptAShardThatWouldOversell(t *testing.T) {
 // an index that names no shard answer 404 (Schemathesis found a 500: the
 // fence was asked about a shard that does not exist).
 func TestResyncOfNoShardIsNotFound(t *testing.T) {
-	r := shardtest.Start(t, 3)
+	r := inMemory(t, 3)
 	m := startServer(t, r.URLs())
 	for _, body := range []string{"", `{"accept":true}`} {
 		for _, i := range []string{"3", "168", "-1"} {

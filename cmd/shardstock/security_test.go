@@ -23,7 +23,7 @@ import (
 // X-User-ID is believed only from SHARDSTOCK_TRUSTED_PROXIES; a buyer
 // reaching the coordinator from anywhere else cannot claim an identity.
 func TestHeaderModeTrustsOnlyItsProxies(t *testing.T) {
-	r := shardtest.Start(t, 3)
+	r := inMemory(t, 3)
 	db := "sqlite:" + t.TempDir() + "/o.db"
 	gateway := startServer(t, r.URLs(), func(c *config.Config) { c.DB = db }) // default: loopback is the trusted proxy
 	elsewhere := startServer(t, r.URLs(), func(c *config.Config) {
@@ -47,7 +47,7 @@ func TestHeaderModeTrustsOnlyItsProxies(t *testing.T) {
 // before — a second key in another case paid an order, and defined 99
 // units — are refused with 400.
 func TestStrictJSONOverHTTP(t *testing.T) {
-	r := shardtest.Start(t, 3)
+	r := inMemory(t, 3)
 	m := startServer(t, r.URLs())
 	base := m.URL()
 	if rep := putProduct(t, base, "sj", `{"stock":10,"Stock":99}`); rep.status != 400 {
@@ -66,7 +66,7 @@ func TestStrictJSONOverHTTP(t *testing.T) {
 // served raw, pages carry a Content-Security-Policy and frame and sniffing
 // denials, and a request id a client sends is not taken as the server's.
 func TestSmallHardenings(t *testing.T) {
-	r := shardtest.Start(t, 3)
+	r := inMemory(t, 3)
 	m := startServer(t, r.URLs())
 	base := m.URL()
 	for _, p := range []string{"/static/product.html", "/static/index.html", "/static/admin.html"} {

@@ -69,7 +69,7 @@ func TestAJoinDuringAHoldOnRealCoordinators(t *testing.T) {
 // Bad input to the waiting room's routes answers 400 with a message,
 // never 500.
 func TestQueueRoutesRefuseBadInputClearly(t *testing.T) {
-	r := shardtest.Start(t, 3)
+	r := inMemory(t, 3)
 	m := startServer(t, r.URLs())
 	putProduct(t, m.URL(), "qbad", `{"stock":5}`)
 	adm := m.URL() + api.AdminBase

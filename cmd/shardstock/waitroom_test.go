@@ -142,7 +142,7 @@ func TestAQueuedSaleThroughTwoCoordinators(t *testing.T) {
 // buyer's tokens of SHARDSTOCK_LIMIT_USER as purchases do (429 past them),
 // and another buyer is not held up.
 func TestJoinsAreCountedWithTheBuyersLimits(t *testing.T) {
-	r := shardtest.Start(t, 3)
+	r := inMemory(t, 3)
 	m := startServer(t, r.URLs(), func(c *config.Config) { c.Limits = flashsale.Limits{User: 1} })
 	putProduct(t, m.URL(), "ql", `{"stock":5}`)
 	if rep := adminDo(t, "PUT", m.URL()+api.AdminBase+api.Path(api.AdminQueuePath, "ql"), `{"mode":"fifo","rate":1,"window_seconds":60}`); rep.status != 200 {
