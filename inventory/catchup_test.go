@@ -46,7 +46,7 @@ func newLateRace(t *testing.T) *lateRace {
 	}
 	reserved := time.Now().Add(-10 * time.Second)
 	return &lateRace{f: f, reserved: reserved,
-		ev: shardstock.ReservationEvent{ID: "o-race", UserID: "ann", ProductID: "race", Shard: 0, AtMS: reserved.UnixMilli()},
+		ev:     shardstock.ReservationEvent{ID: "o-race", UserID: "ann", ProductID: "race", Shard: 0, AtMS: reserved.UnixMilli()},
 		writer: f.memResync(func(c *ResyncConfig) { c.Fenced = func(int) bool { return false } })}
 }
 

@@ -88,9 +88,9 @@ func (f *fixture) wire(roles shardRoles, addrs []string) {
 	f.resync = NewResync(ResyncConfig{Addrs: addrs, Products: f.catalog, Catalog: st.Catalog, Transfers: st.Transfers,
 		Orders: st.Orders, Shards: set, Holds: roles.holds, Claims: roles.claims})
 	f.views = NewViews(ViewsConfig{Addrs: addrs, Products: f.catalog, Catalog: st.Catalog, Shards: set, Transfers: st.Transfers, Controls: st.Controls, Fence: roles.fence, Problems: f.resync})
-	f.stock = NewStock(StockConfig{Addrs: addrs, Products: f.catalog, Catalog: st.Catalog, Status: f.views, Transfers: st.Transfers, ShardLog: st.ShardLog, Shards: set})
-	f.sale = NewSale(SaleConfig{Addrs: addrs, Products: f.catalog, Catalog: st.Catalog, Status: f.views, Controls: st.Controls, Orders: st.Orders, Shards: set, Resumer: f.stock})
-	f.audit = NewAudit(AuditConfig{Addrs: addrs, Status: f.views, Orders: st.Orders, Transfers: st.Transfers, Resumer: f.stock})
+	f.stock = NewStock(StockConfig{Addrs: addrs, Products: f.catalog, Catalog: st.Catalog, Views: f.views, Transfers: st.Transfers, ShardLog: st.ShardLog, Shards: set})
+	f.sale = NewSale(SaleConfig{Addrs: addrs, Products: f.catalog, Catalog: st.Catalog, Views: f.views, Controls: st.Controls, Orders: st.Orders, Shards: set, Stock: f.stock})
+	f.audit = NewAudit(AuditConfig{Addrs: addrs, Views: f.views, Orders: st.Orders, Transfers: st.Transfers, Stock: f.stock})
 }
 
 // memResync is a Resync of its own over the in-memory shards and SQLite,

@@ -20,7 +20,7 @@ import (
 // test's fast mode).
 type HoldSearch struct {
 	Holds    Holds
-	Products Products
+	Products *Catalog
 	// Now is the sale's clock (the one windows are judged by); nil: every
 	// product is searched.
 	Now func() time.Time

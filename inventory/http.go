@@ -1,7 +1,6 @@
 package inventory
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -13,76 +12,17 @@ import (
 	"github.com/shardstock/shardstock/api"
 )
 
-// ProductAdmin defines products (Catalog).
-type ProductAdmin interface {
-	Define(ctx context.Context, p shardstock.Product) (created bool, err error)
-}
-
-// SessionAdmin lists, defines and removes sale sessions (Catalog).
-type SessionAdmin interface {
-	Sessions(ctx context.Context) ([]shardstock.Session, error)
-	DefineSession(ctx context.Context, ss shardstock.Session) (created bool, err error)
-	DeleteSession(ctx context.Context, id string) error
-}
-
-// SaleAdmin steers a sale's life: the kill switch, the window, the archive
-// (Sale).
-type SaleAdmin interface {
-	Pause(ctx context.Context, id string, paused bool) (*ProductStatus, error)
-	MoveWindow(ctx context.Context, id string, starts, ends *time.Time) (*ProductStatus, error)
-	Archive(ctx context.Context, id string) (*ProductStatus, error)
-}
-
-// StockAdmin moves units: on and off sale, between shards, off a shard
-// (Stock).
-type StockAdmin interface {
-	ChangeStock(ctx context.Context, id string, add, remove int64, key string) (*ProductStatus, error)
-	Rebalance(ctx context.Context, product string) (*Rebalance, error)
-	Drain(ctx context.Context, shard int, drained bool) (map[string]int64, error)
-}
-
-// Reconciler compares a product's shards with SQL (Audit).
-type Reconciler interface {
-	Reconcile(ctx context.Context, product string, fix bool) (*Reconciliation, error)
-}
-
-// Viewer is the read-only views: each product's status for operators, its
-// stock for buyers, the shards (Views).
-type Viewer interface {
-	StatusReader
-	Statuses(ctx context.Context) ([]*ProductStatus, error)
-	Stock(ctx context.Context, id string) (*StockView, error)
-	Shards(ctx context.Context) []ShardHealth
-}
-
-// ShardResyncs are an operator's calls on a fenced shard (Restarts).
-type ShardResyncs interface {
-	ResyncNow(ctx context.Context, i int) (run string, err error)
-	Accept(ctx context.Context, i int) (run, problem string, actions []string, err error)
-}
-
-var (
-	_ ShardResyncs = (*Restarts)(nil)
-	_ ProductAdmin = (*Catalog)(nil)
-	_ SessionAdmin = (*Catalog)(nil)
-	_ SaleAdmin    = (*Sale)(nil)
-	_ StockAdmin   = (*Stock)(nil)
-	_ Reconciler   = (*Audit)(nil)
-	_ Viewer       = (*Views)(nil)
-)
-
 // Handlers are the inventory's HTTP handlers: the admin API (mounted behind
 // api.AdminAuth) and the buyers' stock view. Each field is the part of the
 // inventory its handlers call. The routes that mount them are listed in
 // one place, cmd/shardstock/routes.go.
 type Handlers struct {
-	Products   ProductAdmin
-	Sessions   SessionAdmin
-	Sales      SaleAdmin
-	Stock      StockAdmin
-	Reconciler Reconciler
-	Views      Viewer
-	Restarts   ShardResyncs
+	Catalog    *Catalog  // defines products and sale sessions
+	Sales      *Sale     // the kill switch, the window, the archive
+	Stock      *Stock    // units on and off sale, between shards, off a shard
+	Reconciler *Audit    // a product's shards against SQL
+	Views      *Views    // each product's status, its stock for buyers, the shards
+	Restarts   *Restarts // an operator's calls on a fenced shard
 }
 
 // productID is the path's product id; a malformed one is not found.
@@ -269,7 +209,7 @@ func (h Handlers) GetProducts(c echo.Context) error {
 
 // GetSessions lists every session, by start.
 func (h Handlers) GetSessions(c echo.Context) error {
-	ss, err := h.Sessions.Sessions(c.Request().Context())
+	ss, err := h.Catalog.Sessions(c.Request().Context())
 	if err != nil {
 		return err
 	}
@@ -278,7 +218,7 @@ func (h Handlers) GetSessions(c echo.Context) error {
 
 // GetSession answers one session.
 func (h Handlers) GetSession(c echo.Context) error {
-	ss, err := h.Sessions.Sessions(c.Request().Context())
+	ss, err := h.Catalog.Sessions(c.Request().Context())
 	if err != nil {
 		return err
 	}
@@ -300,7 +240,7 @@ func (h Handlers) DeleteSession(c echo.Context) error {
 	if err := api.Decode(c, &struct{}{}, true); err != nil {
 		return err
 	}
-	if err := h.Sessions.DeleteSession(c.Request().Context(), id); err != nil {
+	if err := h.Catalog.DeleteSession(c.Request().Context(), id); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)
@@ -313,7 +253,7 @@ func (h Handlers) PutSession(c echo.Context) error {
 		return err
 	}
 	ss := shardstock.Session{ID: c.Param("id"), Title: b.Title, StartsAt: b.StartsAt.UTC(), EndsAt: b.EndsAt.UTC(), Products: b.Products}
-	created, err := h.Sessions.DefineSession(c.Request().Context(), ss)
+	created, err := h.Catalog.DefineSession(c.Request().Context(), ss)
 	if err != nil {
 		return err
 	}
@@ -340,7 +280,7 @@ func (h Handlers) PutProduct(c echo.Context) error {
 			return shardstock.Invalid(fmt.Sprintf("per_user_limit must be between 1 and %d (left out, it is 1)", shardstock.MaxPerUserLimit))
 		}
 	}
-	created, err := h.Products.Define(c.Request().Context(), shardstock.Product{
+	created, err := h.Catalog.Define(c.Request().Context(), shardstock.Product{
 		ID: id, Stock: b.Stock, PerUserLimit: limit,
 		StartsAt: b.StartsAt.Time, EndsAt: b.EndsAt.Time, Title: b.Title, PriceCents: b.PriceCents, Currency: b.Currency,
 	})

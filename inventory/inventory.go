@@ -28,7 +28,6 @@
 package inventory
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"hash/fnv"
@@ -37,15 +36,6 @@ import (
 
 	"github.com/shardstock/shardstock"
 )
-
-// Products is what the other services ask of the Catalog: a product with
-// the operators' controls applied (cached), its controls, and a fresh read
-// of the controls after an operator changed them.
-type Products interface {
-	Product(ctx context.Context, id string) (*shardstock.Product, error)
-	Controls(id string) (shardstock.Controls, bool)
-	RefreshControls(ctx context.Context) error
-}
 
 // Outside is the shard index of a stock change's other end: units an
 // operator adds come from it, units removed go to it.

@@ -10,10 +10,10 @@ import (
 // AuditConfig is an Audit's ports.
 type AuditConfig struct {
 	Addrs     []string // the shards' addresses, in index order
-	Status    StatusReader
+	Views     *Views
 	Orders    OrderStore
 	Transfers TransferStore
-	Resumer   Resumer
+	Stock     *Stock
 }
 
 // Audit compares a product's shards with SQL, and puts right what is safe
@@ -61,7 +61,7 @@ type Reconciliation struct {
 // cannot double count). It never edits counters directly, and never queues
 // work for a shard that is down.
 func (s *Audit) Reconcile(ctx context.Context, product string, fix bool) (*Reconciliation, error) {
-	st, err := s.cfg.Status.Status(ctx, product)
+	st, err := s.cfg.Views.Status(ctx, product)
 	if err != nil {
 		return nil, err
 	}
@@ -106,7 +106,7 @@ func (s *Audit) Reconcile(ctx context.Context, product string, fix bool) (*Recon
 		r.Shards = append(r.Shards, d)
 	}
 	if fix {
-		resumed, err := s.cfg.Resumer.Resume(ctx, "")
+		resumed, err := s.cfg.Stock.Resume(ctx, "")
 		for _, t := range resumed {
 			r.Actions = append(r.Actions, fmt.Sprintf("finished interrupted transfer %s: %d units shard %d -> %d", t.ID, t.Moved, t.From, t.To))
 		}

@@ -15,7 +15,7 @@ import (
 // ResyncConfig is a Resync's ports.
 type ResyncConfig struct {
 	Addrs     []string // the shards' addresses, in index order
-	Products  Products
+	Products  *Catalog
 	Catalog   CatalogStore
 	Transfers TransferStore
 	Orders    OrderStore // nil: no order table (a shard set tested alone)

@@ -18,26 +18,16 @@ import (
 // (shardstock.Controls), and every coordinator's Catalog reads it within a
 // second (controls.go).
 
-// StatusReader reads a product's stock on every shard (Views).
-type StatusReader interface {
-	Status(ctx context.Context, id string) (*ProductStatus, error)
-}
-
-// Resumer finishes a product's interrupted transfers (Stock).
-type Resumer interface {
-	Resume(ctx context.Context, product string) ([]shardstock.Transfer, error)
-}
-
 // SaleConfig is a Sale's ports.
 type SaleConfig struct {
 	Addrs    []string // the shards' addresses, in index order
-	Products Products
+	Products *Catalog
 	Catalog  CatalogStore
-	Status   StatusReader
+	Views    *Views
 	Controls ControlStore
 	Orders   OrderStore
 	Shards   StockShards
-	Resumer  Resumer
+	Stock    *Stock
 	Now      func() time.Time
 	Logger   *slog.Logger
 }
@@ -66,7 +56,7 @@ func (s *Sale) Pause(ctx context.Context, id string, paused bool) (*ProductStatu
 		return nil, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
 	}
 	s.cfg.Logger.Info("product paused", "product", id, "paused", paused)
-	return s.cfg.Status.Status(ctx, id)
+	return s.cfg.Views.Status(ctx, id)
 }
 
 // MoveWindow changes product id's window: ends (nil: unchanged) extends it
@@ -122,7 +112,7 @@ func (s *Sale) MoveWindow(ctx context.Context, id string, starts, ends *time.Tim
 		return nil, fmt.Errorf("%w: the window is recorded, but not every shard has it yet (a repeat, or the shard's resync, completes it): %w", shardstock.ErrUnavailable, errs)
 	}
 	s.cfg.Logger.Info("sale window moved", "product", id, "starts_at", next.StartsAt, "ends_at", next.EndsAt)
-	return s.cfg.Status.Status(ctx, id)
+	return s.cfg.Views.Status(ctx, id)
 }
 
 // Archive ends product id's life on the shards, once its window has ended
@@ -163,7 +153,7 @@ func (s *Sale) Archive(ctx context.Context, id string) (*ProductStatus, error) {
 	if err := s.cfg.Products.RefreshControls(ctx); err != nil {
 		return nil, fmt.Errorf("%w: %w", shardstock.ErrUnavailable, err)
 	}
-	return s.cfg.Status.Status(ctx, id)
+	return s.cfg.Views.Status(ctx, id)
 }
 
 // archivable says what keeps p from being archived now, if anything.
@@ -181,7 +171,7 @@ func (s *Sale) archivable(ctx context.Context, p *shardstock.Product) error {
 	if unsettled > 0 {
 		return shardstock.Conflict(fmt.Sprintf("%d settlements of %s are not applied on the shards yet", unsettled, p.ID))
 	}
-	if _, err := s.cfg.Resumer.Resume(ctx, p.ID); err != nil {
+	if _, err := s.cfg.Stock.Resume(ctx, p.ID); err != nil {
 		return shardstock.Conflict(fmt.Sprintf("a transfer of %s cannot finish now: %v", p.ID, err))
 	}
 	return nil

@@ -177,8 +177,8 @@ func TestAnAutomaticArchiveThatWaitsSaysWhy(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs bytes.Buffer
-	sale := NewSale(SaleConfig{Addrs: f.mem.addrs, Products: f.catalog, Catalog: f.store.Catalog, Status: f.views, Controls: f.store.Controls,
-		Orders: f.store.Orders, Shards: f.mem, Resumer: f.stock, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	sale := NewSale(SaleConfig{Addrs: f.mem.addrs, Products: f.catalog, Catalog: f.store.Catalog, Views: f.views, Controls: f.store.Controls,
+		Orders: f.store.Orders, Shards: f.mem, Stock: f.stock, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	for range 3 {
 		if err := sale.ArchiveDue(ctx, 0); err != nil {
 			t.Fatal(err)

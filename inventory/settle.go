@@ -13,7 +13,7 @@ import (
 // SettlementsConfig is a Settlements' ports.
 type SettlementsConfig struct {
 	Addrs    []string // the shards' addresses, in index order
-	Products Products
+	Products *Catalog
 	Orders   OrderStore // nil: no order table (a shard set tested alone)
 	Holds    Holds
 	OnSettle func(action shardstock.Action) // optional: a settlement was applied (metrics)

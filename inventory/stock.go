@@ -17,9 +17,9 @@ import (
 // StockConfig is a Stock's ports.
 type StockConfig struct {
 	Addrs     []string // the shards' addresses, in index order
-	Products  Products
+	Products  *Catalog
 	Catalog   CatalogStore
-	Status    StatusReader
+	Views     *Views
 	Transfers TransferStore
 	ShardLog  ShardLog
 	Shards    StockShards
@@ -69,7 +69,7 @@ func (s *Stock) ChangeStock(ctx context.Context, id string, add, remove int64, k
 	if err := s.bindKey(ctx, id, key, add, remove); err != nil {
 		return nil, err
 	}
-	st, err := s.cfg.Status.Status(ctx, id)
+	st, err := s.cfg.Views.Status(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -99,7 +99,7 @@ func (s *Stock) ChangeStock(ctx context.Context, id string, add, remove int64, k
 		moved += n
 	}
 	s.cfg.Logger.Info("stock changed", "product", id, "added", add, "remove_asked", remove, "units", moved, "change", changeID)
-	return s.cfg.Status.Status(ctx, id)
+	return s.cfg.Views.Status(ctx, id)
 }
 
 // bindKey ties key (if any) to this product and request: the same key sent
@@ -372,7 +372,7 @@ func (s *Stock) Rebalance(ctx context.Context, product string) (*Rebalance, erro
 	if err != nil {
 		rep.Stuck = append(rep.Stuck, err.Error())
 	}
-	st, err := s.cfg.Status.Status(ctx, product)
+	st, err := s.cfg.Views.Status(ctx, product)
 	if err != nil {
 		return rep, err
 	}
@@ -394,7 +394,7 @@ func (s *Stock) Rebalance(ctx context.Context, product string) (*Rebalance, erro
 		t.Moved, t.State = n, "done"
 		rep.Transfers = append(rep.Transfers, t)
 	}
-	after, err := s.cfg.Status.Status(ctx, product)
+	after, err := s.cfg.Views.Status(ctx, product)
 	if err == nil {
 		rep.Shards = after.Shards
 	}

@@ -9,21 +9,16 @@ import (
 	"github.com/shardstock/shardstock"
 )
 
-// Problems says why a resync keeps shard i fenced ("": none; Resync).
-type Problems interface {
-	Problem(i int) string
-}
-
 // ViewsConfig is a Views' ports.
 type ViewsConfig struct {
 	Addrs     []string // the shards' addresses, in index order
-	Products  Products
+	Products  *Catalog
 	Catalog   CatalogStore
 	Shards    StockShards
 	Transfers TransferStore // the units operators added or took back since a definition
 	Controls  ControlStore  // archived products' final totals
 	Fence     Fence
-	Problems  Problems
+	Problems  *Resync
 	Breakers  func() []string // optional: each shard's breaker state, for the shard overview
 	Now       func() time.Time
 }

@@ -706,7 +706,7 @@ func TestHMACModeAndSignedPayments(t *testing.T) {
 // and stalls is cut off after the header timeout, and oversized headers are
 // refused.
 func TestSlowClientCannotHoldAConnection(t *testing.T) {
-	r := shardtest.Start(t, 3)
+	r := inMemory(t, 3)
 	m := startServer(t, r.URLs(), func(c *config.Config) { c.Test.HeaderTimeout = 300 * time.Millisecond })
 	conn, err := net.Dial("tcp", strings.TrimPrefix(m.URL(), "http://"))
 	if err != nil {
@@ -743,7 +743,7 @@ func TestSlowClientCannotHoldAConnection(t *testing.T) {
 // homes stay where they were (the per-user limit holds), and the new shard
 // sells none of it.
 func TestRedefineAfterAShardWasAdded(t *testing.T) {
-	r := shardtest.Start(t, 4)
+	r := inMemory(t, 4)
 	db := "sqlite:" + t.TempDir() + "/orders.db"
 	sameDB := func(c *config.Config) { c.DB = db }
 	three := startServer(t, r.URLs()[:3], sameDB)

@@ -224,7 +224,7 @@ func (g *grayRace) run() {
 // (answered from the catalog's negative cache) leave no row, so the table
 // stays bounded by the catalog.
 func TestSaleReportRecordsCatalogProductsOnly(t *testing.T) {
-	r := shardtest.Start(t, 3)
+	r := inMemory(t, 3)
 	m := startServer(t, r.URLs())
 	base := m.URL()
 	putProduct(t, base, "real", `{"stock":5}`)

@@ -36,15 +36,15 @@ func (m *Main) openInventory() {
 	inv.views = inventory.NewViews(inventory.ViewsConfig{Addrs: addrs, Products: inv.catalog, Catalog: db.Catalog,
 		Shards: set.Stock, Transfers: db.Transfers, Controls: db.Controls, Fence: set.Fence, Problems: inv.resync, Breakers: m.breakerNames})
 	inv.stock = inventory.NewStock(inventory.StockConfig{Addrs: addrs, Products: inv.catalog, Catalog: db.Catalog,
-		Status: inv.views, Transfers: db.Transfers, ShardLog: db.ShardLog, Shards: set.Stock, Logger: m.log,
+		Views: inv.views, Transfers: db.Transfers, ShardLog: db.ShardLog, Shards: set.Stock, Logger: m.log,
 		AfterStep: m.cfg.Test.TransferStep})
 	// The sale's windows are the shards' (they judge every purchase by their
 	// own clock): an archive or a start that can no longer move is judged by
 	// the sale's clock, not this coordinator's own.
 	inv.sale = inventory.NewSale(inventory.SaleConfig{Addrs: addrs, Products: inv.catalog, Catalog: db.Catalog,
-		Status: inv.views, Controls: db.Controls, Orders: db.Orders, Shards: set.Stock, Resumer: inv.stock, Now: m.clock.Now, Logger: m.log})
-	inv.audit = inventory.NewAudit(inventory.AuditConfig{Addrs: addrs, Status: inv.views,
-		Orders: db.Orders, Transfers: db.Transfers, Resumer: inv.stock})
+		Views: inv.views, Controls: db.Controls, Orders: db.Orders, Shards: set.Stock, Stock: inv.stock, Now: m.clock.Now, Logger: m.log})
+	inv.audit = inventory.NewAudit(inventory.AuditConfig{Addrs: addrs, Views: inv.views,
+		Orders: db.Orders, Transfers: db.Transfers, Stock: inv.stock})
 	inv.settlements = inventory.NewSettlements(inventory.SettlementsConfig{Addrs: addrs, Products: inv.catalog,
 		Orders: db.Orders, Holds: set.Holds, Logger: m.log,
 		OnSettle: func(a shardstock.Action) { m.metrics.Settlements.WithLabelValues(string(a)).Inc() }})
@@ -52,7 +52,7 @@ func (m *Main) openInventory() {
 
 // handlers are the inventory's admin API and the buyers' stock view.
 func (inv *inventoryServices) handlers() inventory.Handlers {
-	return inventory.Handlers{Products: inv.catalog, Sessions: inv.catalog, Sales: inv.sale,
+	return inventory.Handlers{Catalog: inv.catalog, Sales: inv.sale,
 		Stock: inv.stock, Reconciler: inv.audit, Views: inv.views, Restarts: inv.restarts}
 }
 

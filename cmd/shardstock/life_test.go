@@ -23,7 +23,7 @@ func adminDo(t testing.TB, method, url, body string, headers ...string) reply {
 
 // twoCoordinators starts two coordinators on the same shards and the same
 // SQLite catalog.
-func twoCoordinators(t *testing.T, r *shardtest.Redis, opts ...func(*config.Config)) (*Main, *Main) {
+func twoCoordinators(t *testing.T, r interface{ URLs() []string }, opts ...func(*config.Config)) (*Main, *Main) {
 	db := "sqlite:" + t.TempDir() + "/orders.db"
 	shared := append([]func(*config.Config){func(c *config.Config) { c.DB = db }}, opts...)
 	a := startServer(t, r.URLs(), shared...)
@@ -79,7 +79,7 @@ func (r *race) end() map[int]int {
 // again. Conservation and no oversell throughout, and every 200 is an
 // order.
 func TestKillSwitchDuringARace(t *testing.T) {
-	r := shardtest.Start(t, 3)
+	r := inMemory(t, 3)
 	a, b := twoCoordinators(t, r)
 	putProduct(t, a.URL(), "ks", `{"stock":100000,"per_user_limit":1}`)
 	rc := startRace(t, "ks", a.URL(), b.URL())
@@ -126,7 +126,7 @@ func TestKillSwitchDuringARace(t *testing.T) {
 // conservation holds on every shard, Σ alloc is the stock, nothing is
 // oversold, and every 200 is a unit that stays locked for its buyer.
 func TestStockChangesDuringARace(t *testing.T) {
-	r := shardtest.Start(t, 3)
+	r := inMemory(t, 3)
 	m := startServer(t, r.URLs())
 	base := m.URL()
 	putProduct(t, base, "sc", `{"stock":300,"per_user_limit":1}`)
@@ -171,7 +171,7 @@ func TestStockChangesDuringARace(t *testing.T) {
 // to now ends the sale on both coordinators within a second; moving it
 // back out opens it again; starts_at cannot move once the sale started.
 func TestWindowChangesReachEveryCoordinator(t *testing.T) {
-	r := shardtest.Start(t, 3)
+	r := inMemory(t, 3)
 	a, b := twoCoordinators(t, r)
 	putProduct(t, a.URL(), "win", fmt.Sprintf(`{"stock":1000,"per_user_limit":1000,"ends_at":%q}`, time.Now().Add(time.Hour).UTC().Format(time.RFC3339)))
 	if rep := purchase(t, b.URL(), "win", "w0"); rep.status != 200 {
@@ -451,7 +451,7 @@ func TestSessionsAreComplete(t *testing.T) {
 // own checks are corrected by the skew it measures), and says how far off
 // it is in /readyz and in shardstock_clock_skew_seconds.
 func TestOneClockForTheSale(t *testing.T) {
-	r := shardtest.Start(t, 3)
+	r := inMemory(t, 3)
 	fast := func() time.Time { return time.Now().Add(30 * time.Second) }
 	m := startServer(t, r.URLs(), func(c *config.Config) { c.Test.Clock = fast })
 	base := m.URL()
@@ -551,7 +551,7 @@ func TestAnUnmeasuredClockDoesNotQueue(t *testing.T) {
 // together write orders at no more than that rate (with one burst of
 // slack), where each alone would have been allowed the full rate.
 func TestOrderBudgetIsShared(t *testing.T) {
-	r := shardtest.Start(t, 3)
+	r := inMemory(t, 3)
 	a, b := twoCoordinators(t, r, func(c *config.Config) { c.OrderRate = 100 })
 	putProduct(t, a.URL(), "bud", `{"stock":2000}`)
 	buy(t, a.URL(), "bud", "x", 250)

@@ -322,7 +322,7 @@ func collect(r io.Reader) func() string {
 // it sells exactly the stock to distinct buyers and its invariant check
 // passes.
 func TestLoadgenSmoke(t *testing.T) {
-	r := shardtest.Start(t, 3)
+	r := inMemory(t, 3)
 	m := startServer(t, r.URLs())
 	putProduct(t, m.URL(), "lg", `{"stock":200}`)
 	var stdout, stderr bytes.Buffer

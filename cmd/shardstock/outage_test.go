@@ -48,7 +48,7 @@ func exactlyOnce(t *testing.T, m *Main, product string, orders map[string]string
 // acknowledged; a new coordinator turns every one into exactly one order,
 // claiming the dead one's pending entries.
 func TestCoordinatorKilledBeforeRelaying(t *testing.T) {
-	r := shardtest.Start(t, 3)
+	r := inMemory(t, 3)
 	db := "sqlite:" + t.TempDir() + "/orders.db"
 	addr := freeAddr(t)
 	child := exec.Command(os.Args[0], "serve")
@@ -166,7 +166,7 @@ func TestDatabaseStopped(t *testing.T) {
 // TestFailFast: a reservation older than the fail-fast age when consumed
 // becomes a failed order, its unit is salable again and the buyer may buy.
 func TestFailFast(t *testing.T) {
-	r := shardtest.Start(t, 3)
+	r := inMemory(t, 3)
 	clock := &offsetClock{}
 	m := startServer(t, r.URLs(), func(c *config.Config) { c.Test.OrderClock = clock.now; c.FailFastAge = 30 * time.Minute })
 	base := m.URL()

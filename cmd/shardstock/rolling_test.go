@@ -244,7 +244,7 @@ func TestOldListCoordinatorLeavesTheWindowAndTheArchiveToTheNewList(t *testing.T
 // drain or reconcile fix ran Resume. A running coordinator now finishes
 // it by itself.
 func TestAnInterruptedStockAddFinishesByItself(t *testing.T) {
-	r := shardtest.Start(t, 3)
+	r := inMemory(t, 3)
 	m := startServer(t, r.URLs())
 	putProduct(t, m.URL(), "added", `{"stock":30}`)
 	ctx := context.Background()

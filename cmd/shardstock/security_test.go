@@ -95,7 +95,7 @@ func TestSmallHardenings(t *testing.T) {
 // the catalog is read, so a flood of random ids gets 429, not a SQL read
 // each; a real product's buyers are not slowed by it.
 func TestMadeUpProductsAreLimitedBeforeSQL(t *testing.T) {
-	r := shardtest.Start(t, 3)
+	r := inMemory(t, 3)
 	m := startServer(t, r.URLs(), func(c *config.Config) { c.Limits = flashsale.Limits{User: 2} })
 	base := m.URL()
 	putProduct(t, base, "real", `{"stock":100}`)
@@ -175,7 +175,7 @@ func TestAMadeUpOrderIDCostsAFewCommands(t *testing.T) {
 // their place are held to a budget (429 with Retry-After past it), and
 // another buyer's look is answered meanwhile.
 func TestLooksAtAPlaceAreLimited(t *testing.T) {
-	r := shardtest.Start(t, 3)
+	r := inMemory(t, 3)
 	m := startServer(t, r.URLs(), func(c *config.Config) { c.Limits = flashsale.Limits{User: 100} })
 	putProduct(t, m.URL(), "peek", fmt.Sprintf(`{"stock":10,"starts_at":%q}`, time.Now().Add(time.Hour).UTC().Format(time.RFC3339)))
 	if rep := adminDo(t, "PUT", m.URL()+"/admin/v1/products/peek/queue", `{"mode":"fifo","rate":1,"lead_seconds":7200,"window_seconds":60}`); rep.status != 200 {

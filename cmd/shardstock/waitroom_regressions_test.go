@@ -24,7 +24,7 @@ import (
 // waits, serving 0, until then (nobody can buy a queued product without
 // an admitted place).
 func TestALineFollowsASessionMovedEarlier(t *testing.T) {
-	r := shardtest.Start(t, 3)
+	r := inMemory(t, 3)
 	m := startServer(t, r.URLs())
 	base := m.URL()
 	now := time.Now().UTC()

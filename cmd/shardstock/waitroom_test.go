@@ -8,7 +8,6 @@ import (
 	"github.com/shardstock/shardstock/api"
 	"github.com/shardstock/shardstock/config"
 	"github.com/shardstock/shardstock/flashsale"
-	"github.com/shardstock/shardstock/shard/shardtest"
 )
 
 func joinQueue(t *testing.T, base, product, user string) reply {
@@ -35,7 +34,7 @@ func queuedPurchase(t *testing.T, base, product, user, token string) reply {
 // out), and a buyer still waiting then learns "sold_out" on their next
 // look.
 func TestAQueuedSaleThroughTwoCoordinators(t *testing.T) {
-	r := shardtest.Start(t, 3)
+	r := inMemory(t, 3)
 	a, b := twoCoordinators(t, r)
 	coords := []string{a.URL(), b.URL()}
 	starts := time.Now().Add(3 * time.Second).UTC()

@@ -212,9 +212,6 @@ func (mem *Mem) URLsAs(name string) []string {
 	return urls
 }
 
-// ForgetRefusals does nothing: miniredis keeps no ACL LOG.
-func (mem *Mem) ForgetRefusals() {}
-
 // Kill stops master i as a SIGKILL would: its port refuses connections,
 // those open are closed. Its data is kept for Restart.
 func (mem *Mem) Kill(i int) {
@@ -332,29 +329,6 @@ func (mem *Mem) AOFSize(i int) int64 {
 		return -1
 	}
 	return sh.aof.Load()
-}
-
-// RunID is master i's run id ("" while killed).
-func (mem *Mem) RunID(i int) string {
-	sh := mem.shards[i]
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	if sh.proc == nil {
-		return ""
-	}
-	return sh.proc.run
-}
-
-// Miniredis is the process running master i (nil while killed), for
-// direct reads; it is replaced by every restart.
-func (mem *Mem) Miniredis(i int) *miniredis.Miniredis {
-	sh := mem.shards[i]
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	if sh.proc == nil {
-		return nil
-	}
-	return sh.proc.m
 }
 
 // start runs a new process on sh's port with data d (sh.mu held).
