@@ -111,7 +111,8 @@ func (m *memShards) Ping(_ context.Context, i int) error {
 	return nil
 }
 
-// The fake's fence never closes, and every shard carries this catalog.
+// The fake's fence never closes (a Restarts over it resyncs nothing: its
+// tests use a fence of their own), and every shard carries this catalog.
 func (m *memShards) Fenced(int) bool                                                    { return false }
 func (m *memShards) Synced(int, string)                                                 {}
 func (m *memShards) SeenRun(int) string                                                 { return "" }
@@ -244,19 +245,25 @@ func (m *memShards) RestoreHold(_ context.Context, i int, o shardstock.Order, _ 
 	return true, nil
 }
 
-// FindHold finds reservation id's hold on a shard that answers (the fake
-// keeps no buyer on its holds: user is "").
+// FindHold finds reservation id's hold, as shard.Holds does: not found
+// with no error only when every shard answered (the fake keeps no buyer
+// on its holds: user is "").
 func (m *memShards) FindHold(_ context.Context, products []string, id string) (string, string, int, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	var down error
 	for i, sh := range m.shards {
+		if sh.down {
+			down = fmt.Errorf("shard %d: find hold: %w", i, errDown)
+			continue
+		}
 		for _, product := range products {
-			if p := sh.products[product]; !sh.down && p != nil && p.holds[id] != "" {
+			if p := sh.products[product]; p != nil && p.holds[id] != "" {
 				return product, "", i, true, nil
 			}
 		}
 	}
-	return "", "", 0, false, nil
+	return "", "", -1, false, down
 }
 
 // Reclaim records claim id of user: the fake keeps no limit, so every

@@ -14,11 +14,11 @@ import (
 // to the inventory over their own topic. (In Streams mode GroupReaders do
 // all of it: streams.go, settle.go.)
 
-// Settlements publishes settlements on the broker (order.Settler).
-type Settlements struct{ MQ *RocketMQ }
+// SettlementPublisher publishes settlements on the broker (order.Settler).
+type SettlementPublisher struct{ MQ *RocketMQ }
 
 // Publish sends one settlement, keyed by its order id.
-func (s Settlements) Publish(ctx context.Context, st shardstock.Settlement) error {
+func (s SettlementPublisher) Publish(ctx context.Context, st shardstock.Settlement) error {
 	return s.MQ.Publish(ctx, TopicSettlements, st.OrderID, st.Encode())
 }
 

@@ -164,7 +164,7 @@ func (*Broker) Name() string { return "rocketmq" }
 
 // Publish sends a settlement on the settlements topic.
 func (b *Broker) Publish(ctx context.Context, s shardstock.Settlement) error {
-	return Settlements{MQ: b.MQ}.Publish(ctx, s)
+	return SettlementPublisher{MQ: b.MQ}.Publish(ctx, s)
 }
 
 // Start starts the relay and subscribes to the topics.

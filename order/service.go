@@ -34,13 +34,13 @@ import (
 // shardstock.Refused.
 var ErrUnknownProduct = shardstock.Refused(errors.New("product not in the catalog"))
 
-// Store is the order table (sqlstore.Orders). Insert writes a reservation's row and returns the
+// OrderStore is the order table (sqlstore.Orders). Insert writes a reservation's row and returns the
 // status written, or shardstock.ErrOrderExists; InsertBatch writes several
 // in one commit (nil error: all decided) and returns their statuses;
 // Transition moves an order out of awaiting_payment and reports whether
 // this call did; RecordTransaction puts a payment's transaction id on
 // record and returns the order it was on record for before ("" if none).
-type Store interface {
+type OrderStore interface {
 	Order(ctx context.Context, id string) (*shardstock.Order, error)
 	Insert(ctx context.Context, ev shardstock.ReservationEvent, limit int64, status shardstock.OrderStatus, now, payBy time.Time) (shardstock.OrderStatus, error)
 	InsertBatch(ctx context.Context, rows []shardstock.NewOrder, now, payBy time.Time) ([]shardstock.OrderStatus, error)
@@ -109,9 +109,9 @@ type LateHolds interface {
 
 // Config sets up a Service; zero values mean the defaults.
 type Config struct {
-	Store   Store   // the orders (required)
-	Catalog Catalog // the products (required to write orders)
-	Settler Settler // where settlements go (required to settle)
+	Store   OrderStore // the orders (required)
+	Catalog Catalog    // the products (required to write orders)
+	Settler Settler    // where settlements go (required to settle)
 	// Holds, if set, finds a reservation's hold on the shards when it has
 	// no order row yet; nil: no pending lookups.
 	Holds HoldFinder
@@ -177,7 +177,7 @@ func (c *Config) fill() {
 
 // Service is the order service. Safe for concurrent use.
 type Service struct {
-	store   Store
+	store   OrderStore
 	settler Settler
 	holds   HoldFinder
 	limiter *rate.Limiter

@@ -18,8 +18,8 @@ import (
 	"github.com/shardstock/shardstock"
 )
 
-// Store keeps the seconds (sqlstore.Reports).
-type Store interface {
+// ReportStore keeps the seconds (sqlstore.Reports).
+type ReportStore interface {
 	AddSeconds(ctx context.Context, rows []shardstock.SaleSecond) error
 	SaleSeconds(ctx context.Context, product string) ([]shardstock.SaleSecond, error)
 }
@@ -37,7 +37,7 @@ var LatencyBuckets = [...]int64{1, 2, 5, 10, 20, 50, 100, 250, 500, 1000, 5000}
 // purchase is counted with atomic adds on its product's current second, no
 // lock (a lock shared by every answer of a flash sale would be contended).
 type Recorder struct {
-	store  Store
+	store  ReportStore
 	stock  func(ctx context.Context) (map[string][]int64, error)
 	now    func() time.Time
 	logger *slog.Logger
@@ -104,7 +104,7 @@ type key struct {
 
 // RecorderConfig sets up a Recorder; zero values mean the defaults.
 type RecorderConfig struct {
-	Store Store // where the counts go (every flush)
+	Store ReportStore // where the counts go (every flush)
 	// Stock gives every product's salable units per shard (read every
 	// flush); nil: no stock is recorded.
 	Stock  func(context.Context) (map[string][]int64, error)

@@ -145,7 +145,7 @@ type Products interface {
 // Handler serves the report and its charts on the admin API (the routes are
 // listed in cmd/shardstock/routes.go).
 type Handler struct {
-	Store    Store
+	Store    ReportStore
 	Products Products
 	// Orders counts a product's orders by status (sqlstore.Orders).
 	Orders func(ctx context.Context, product string) (map[shardstock.OrderStatus]int64, error)

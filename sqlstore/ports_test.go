@@ -26,7 +26,7 @@ var (
 	// controls.go
 	_ inventory.ControlStore = (*sqlstore.Controls)(nil)
 	// orders.go
-	_ order.Store          = (*sqlstore.Orders)(nil)
+	_ order.OrderStore     = (*sqlstore.Orders)(nil)
 	_ inventory.OrderStore = (*sqlstore.Orders)(nil)
 	_ shard.Ledger         = (*sqlstore.Orders)(nil)
 	_ metrics.OrderCounter = (*sqlstore.Orders)(nil)
@@ -35,6 +35,6 @@ var (
 	// shards.go
 	_ inventory.ShardLog = (*sqlstore.ShardLog)(nil)
 	// queue.go, report.go
-	_ waitroom.Store = (*sqlstore.Queues)(nil)
-	_ report.Store   = (*sqlstore.Reports)(nil)
+	_ waitroom.QueueStore = (*sqlstore.Queues)(nil)
+	_ report.ReportStore  = (*sqlstore.Reports)(nil)
 )

@@ -8,7 +8,7 @@ import (
 	"github.com/shardstock/shardstock"
 )
 
-// The sale report's seconds (table sale_seconds): report.Store.
+// The sale report's seconds (table sale_seconds): report.ReportStore.
 
 // AddSeconds writes a batch of per-second counts in one transaction: a
 // count of kind "outcome" or "latency" is added to what other coordinators

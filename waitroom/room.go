@@ -22,8 +22,8 @@ import (
 	"github.com/shardstock/shardstock/api"
 )
 
-// Store keeps the lines, the places and the revoked buyers (sqlstore.Queues).
-type Store interface {
+// QueueStore keeps the lines, the places and the revoked buyers (sqlstore.Queues).
+type QueueStore interface {
 	// QueueLines are every product's line.
 	QueueLines(ctx context.Context) (map[string]shardstock.QueueLine, error)
 	// SaveQueueLine writes l's definition and clock when the stored line is
@@ -71,7 +71,7 @@ type Units struct {
 
 // Config wires a Room. Store and Products are required.
 type Config struct {
-	Store    Store
+	Store    QueueStore
 	Products Products
 	Stock    Stock // nil: no sold-out or unlikely answers while waiting
 	// Secret signs the places; nil: Store's (one per catalog, shared by its

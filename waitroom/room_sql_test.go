@@ -47,7 +47,7 @@ func (f *sqlFix) clock() time.Time {
 	return f.now
 }
 
-func (f *sqlFix) another(store Store, items products) *Room {
+func (f *sqlFix) another(store QueueStore, items products) *Room {
 	f.t.Helper()
 	r := New(Config{Store: store, Products: items, Now: f.clock, DropOut: 2,
 		Stock: leftOf(&f.mu, f.left)})

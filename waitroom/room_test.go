@@ -197,7 +197,7 @@ func newFixture(t *testing.T, d api.QueueDefinition) *fixture {
 
 // another is a room over store on the fixture's clock, products and stock
 // (a second coordinator, when store is the fixture's).
-func (f *fixture) another(store Store) *Room {
+func (f *fixture) another(store QueueStore) *Room {
 	r := New(Config{Store: store, Products: f.items,
 		Now: func() time.Time { return f.now }, DropOut: 2,
 		Stock: leftOf(&f.mu, f.left, f.held)})
