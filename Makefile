@@ -98,8 +98,9 @@ fuzz: ## run every fuzz target for FUZZTIME (default 5s); findings land in testd
 profile-redis: ## where a purchase's Redis CPU goes: perf on a redis-server built with symbols (deploy/bench/redis-profile.sh)
 	deploy/bench/redis-profile.sh
 
-bench: ## side-by-side benchmark (HTTP and Redis ceilings vs the purchase path; rewrites BENCHMARKS.md), then the Go benchmarks
+bench: ## side-by-side benchmark (HTTP and Redis ceilings vs the purchase path, the full stack vs the embedded mode; rewrites BENCHMARKS.md), then the Go benchmarks
 	deploy/bench.sh
+	deploy/bench/fullstack.sh
 	$(REDIS) install
 	$(MARIADB) install
 	$(ROCKETMQ) fetch
