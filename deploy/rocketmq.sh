@@ -293,6 +293,19 @@ mappedFileSizeCommitLog=67108864
 mappedFileSizeConsumeQueue=300000
 deleteWhen=04
 fileReservedTime=24
+# The timer wheel (RocketMQ 5's timer messages, which shardstock does not
+# send) flushed its 259,200 slots every second: 28% of the broker's CPU
+# under make bench's full-stack load (make profile-fullstack, 2026-12-07).
+# Consumer retries go through the delay levels (ScheduleMessageService),
+# which stay on.
+timerWheelEnable=false
+# A pull returns up to 512 messages (default 32, 8 from disk), so the order
+# writer commits one transaction per 256-512 reservations, as it does in the
+# Streams mode (messaging.ConsumeBatch).
+maxTransferCountOnMessageInMemory=512
+maxTransferBytesOnMessageInMemory=1048576
+maxTransferCountOnMessageInDisk=512
+maxTransferBytesOnMessageInDisk=1048576
 CONF
   if [ "$acl" = on ]; then
     local admin; admin=$(user_of admin)

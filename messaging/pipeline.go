@@ -37,6 +37,13 @@ func (r *RocketMQ) Relay(ctx context.Context, evs []shardstock.ReservationEvent)
 	return len(evs), nil
 }
 
+// ConsumeBatch is the most reservations the order consumer takes from the
+// broker at once: one pull, one order transaction (Streams mode: OutboxRead).
+// At 32 (the client's default pull) MariaDB committed once per 32 orders;
+// the broker hands out this many in a pull only with its
+// maxTransferCount settings raised (deploy/rocketmq.sh: 512).
+const ConsumeBatch = 256
+
 // Consumers are the order service's and the inventory's subscriptions on
 // the broker.
 type Consumers struct {
@@ -56,7 +63,7 @@ type Consumers struct {
 // Subscribe starts both subscriptions; they run until the RocketMQ client
 // is closed.
 func (c Consumers) Subscribe(ctx context.Context) error {
-	err := c.MQ.SubscribeBatch("shardstock-orders", TopicReservations, 32, func(_ context.Context, bodies [][]byte) error {
+	err := c.MQ.SubscribeBatch("shardstock-orders", TopicReservations, ConsumeBatch, func(_ context.Context, bodies [][]byte) error {
 		evs := make([]shardstock.ReservationEvent, 0, len(bodies))
 		for _, body := range bodies {
 			ev, err := shardstock.DecodeReservation(body)

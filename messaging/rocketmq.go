@@ -334,6 +334,12 @@ func (r *RocketMQ) subscribeBatch(group, topic string, max int, h func(ctx conte
 		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset),
 		consumer.WithMaxReconsumeTimes(1000),
 	}
+	if max > 32 {
+		// a pull brings up to max messages, so a call can have them all
+		// (the client pulls 32 by default; the broker's own cap is its
+		// maxTransferCountOnMessageInMemory)
+		opts = append(opts, consumer.WithPullBatchSize(int32(max)))
+	}
 	if !r.cfg.Credentials.IsZero() {
 		opts = append(opts, consumer.WithCredentials(r.cfg.Credentials.primitive()))
 	}

@@ -8,7 +8,13 @@
 # drain, from /proc: the coordinator, the three redis-servers, the broker's
 # two JVMs (NameServer and Broker), the database server. It prints a table and
 # rewrites the "full stack" section of BENCHMARKS.md (between its markers).
-# Environment: BENCH_DURATION (10s), BENCH_CONNS (128), BENCH_ROUNDS (3).
+# Environment: BENCH_DURATION (10s), BENCH_CONNS (128), BENCH_ROUNDS (3),
+# BENCH_WARMUP (30s: the full stack's load before the rounds, not counted).
+# BENCH_PROFILE=DIR (make profile-fullstack): after the rounds, one more
+# full-stack run (not counted) with every process profiled over its load and
+# drain, into DIR: the coordinator's CPU profile (pprof), the broker's JFR
+# recording, perf samples of MariaDB and the change of its status counters,
+# and the masters' command statistics; each with a text summary (*.txt).
 set -euo pipefail
 source "$(dirname "$0")/../lib.sh"
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -29,7 +35,7 @@ export SHARDSTOCK_REDIS_DIR=$run/redis SHARDSTOCK_RMQ_DIR=$run/rocketmq
 export SHARDSTOCK_MARIADB_DIR=$run/mariadb SHARDSTOCK_MARIADB_PORT=3607
 go build -o bin/shardstock ./cmd/shardstock
 go build -o bin/httpceiling ./cmd/httpceiling
-server= ceiling= held=
+server= ceiling= held= profilers= broker=
 cleanup() {
   [ -n "$held" ] && kill -CONT $held 2>/dev/null
   [ -n "$ceiling" ] && kill "$ceiling" 2>/dev/null
@@ -90,7 +96,51 @@ ceilingrun() {
     END { printf "%.0f %.2f %.1f\n", rps, p99, (n > 0 ? c * 1e6 / tck / n : 0) }'
 }
 
-# onerun MODE PRODUCT -> "purchases/s p99ms drain-s coordinator redis broker db total" (µs per purchase)
+# profile_start SECONDS / profile_end: the profilers of BENCH_PROFILE, over
+# the next SECONDS.
+sql() { mariadb --no-defaults --socket="$run/mariadb/db/mysqld.sock" -uroot -N -B -e "$1"; }
+# threads PID...: CPU ticks by thread name (digits dropped: a pool is one
+# line), for the JVMs, whose time is mostly outside Java code JFR samples.
+threads() { local p t; for p in "$@"; do for t in /proc/$p/task/*; do
+  awk '{ c = $0; sub(/^[^(]*\(/, "", c); sub(/\).*$/, "", c); gsub(/[0-9]+/, "N", c)
+         n = split($0, f, ") "); split(f[n], g, " "); print c "\t" g[12] + g[13] }' "$t/stat" 2>/dev/null
+done; done | awk -F'\t' '{ s[$1] += $2 } END { for (k in s) print k "\t" s[k] }' | sort; }
+profile_start() {
+  local p=$BENCH_PROFILE secs=$1
+  mkdir -p "$p"
+  threads $jvms >"$p/jvm-threads.before"
+  sql "SHOW GLOBAL STATUS" >"$p/mariadb-status.before"
+  for port in ${ports//,/ }; do deploy/redis.sh cli "$port" CONFIG RESETSTAT >/dev/null; done
+  curl -sf -H "Authorization: Bearer $token" -o "$p/coordinator.pprof" \
+    "$addr/admin/debug/pprof/profile?seconds=$secs" & profilers=$!
+  perf record -F 499 -g -o "$p/mariadb.perf" -p "$dbpid" -- sleep "$secs" >/dev/null 2>&1 & profilers="$profilers $!"
+  # jcmd attaches as the JVM's own user, and the recording is written as it
+  broker=$(deploy/rocketmq.sh status | awk '$1 == "broker" {print $4}')
+  [ "${BENCH_JFR:-1}" = 1 ] || return 0
+  runuser -u "$(stat -c %U "/proc/$broker")" -- jcmd "$broker" JFR.start name=bench settings=profile \
+    duration="${secs}s" filename="/tmp/shardstock-broker-$broker.jfr" >/dev/null
+}
+profile_end() {
+  local p=$BENCH_PROFILE
+  wait $profilers || true
+  sql "SHOW GLOBAL STATUS" >"$p/mariadb-status.after"
+  threads $jvms >"$p/jvm-threads.after"
+  join -t $'\t' -a 2 -e 0 -o 0,1.2,2.2 "$p/jvm-threads.before" "$p/jvm-threads.after" \
+    | awk -F'\t' -v tck="$tck" '$3 - $2 > 0 { printf "%8.2f s  %s\n", ($3 - $2) / tck, $1 }' | sort -rn >"$p/jvm-threads.txt"
+  for port in ${ports//,/ }; do deploy/redis.sh cli "$port" INFO commandstats; done >"$p/redis-commandstats.txt"
+  sleep 3 # JFR writes its file as its duration ends
+  [ "${BENCH_JFR:-1}" != 1 ] || mv "/tmp/shardstock-broker-$broker.jfr" "$p/broker.jfr" || true
+  go tool pprof -top -nodecount=40 bin/shardstock "$p/coordinator.pprof" >"$p/coordinator.txt" 2>/dev/null || true
+  perf report -i "$p/mariadb.perf" --no-children --sort dso,symbol --stdio 2>/dev/null | grep -v '^$' | head -80 >"$p/mariadb-perf.txt" || true
+  jfr print --events jdk.ExecutionSample "$p/broker.jfr" 2>/dev/null \
+    | awk '/stackTrace = \[/ { getline; sub(/^[ \t]+/, ""); sub(/line:.*/, ""); n[$0]++; t++ } END { for (f in n) printf "%6d %5.1f%%  %s\n", n[f], 100 * n[f] / t, f }' \
+    | sort -rn | head -40 >"$p/broker-top-frames.txt" || true
+  join <(sort "$p/mariadb-status.before") <(sort "$p/mariadb-status.after") \
+    | awk '$3 ~ /^[0-9]+$/ && $3 != $2 { printf "%-45s %14d\n", $1, $3 - $2 }' | sort -k2 -rn >"$p/mariadb-status.txt"
+  echo "fullstack: profiles in $p (*.txt: summaries)" >&2
+}
+
+# onerun MODE PRODUCT [profile] -> "purchases/s p99ms drain-s coordinator redis broker db total" (µs per purchase)
 onerun() {
   serve "$1"
   curl -sf -X PUT -H "Authorization: Bearer $token" -H 'Content-Type: application/json' \
@@ -100,6 +150,7 @@ onerun() {
   local i0 s0 r0 j0 d0 out i1 last t1 end
   for _ in $(seq 1 300); do [ "$(metric shardstock_outbox_backlog)" = 0 ] && break; sleep 0.1; done
   i0=$(metric shardstock_orders_ingested_total)
+  [ -z "${3:-}" ] || profile_start $(( ${dur%s} + 25 ))
   s0=$(ticks "$server"); r0=$(ticks $(redis_pids)); j0=$(ticks $jvms); d0=$(ticks "$dbpid")
   out=$(wrk -t2 -c"$conns" -d"$dur" --latency -s deploy/bench/purchase.lua "http://$addr/api/v1/products/$2/purchase" -- "b$(date +%s%N)-")
   t1=$(date +%s%N)
@@ -115,6 +166,7 @@ onerun() {
   local s1 r1 j1 d1
   s1=$(ticks "$server"); r1=$(ticks $(redis_pids)); j1=$(ticks $jvms); d1=$(ticks "$dbpid")
   echo "$out" >>"$run/wrk.log"
+  [ -z "${3:-}" ] || profile_end
   echo "$out" | awk -v n=$((i1 - i0)) -v s=$((s1 - s0)) -v r=$((r1 - r0)) -v j=$((j1 - j0)) -v d=$((d1 - d0)) \
     -v full="$([ "$1" = full ] && echo 1 || echo 0)" -v drain="$drain" -v tck="$tck" '
     function ms(v) { if (v ~ /us$/) return v / 1000; if (v ~ /ms$/) return v + 0; if (v ~ /s$/) return v * 1000; return v }
@@ -125,6 +177,12 @@ onerun() {
   kill "$server"; wait "$server" 2>/dev/null || true; server=
 }
 
+# The JVMs were just started: their JIT compilers took more CPU than the
+# broker's own work in the first runs (6.7 of 12 s, make profile-fullstack,
+# 2026-12-07), a cost a running deployment paid long ago. One full-stack run
+# of BENCH_WARMUP (30s), not counted, first.
+echo "fullstack: warming the full stack up (${BENCH_WARMUP:-30s} of load, not counted)"
+measure=$dur; dur=${BENCH_WARMUP:-30s}; onerun full warm >/dev/null; dur=$measure
 : >"$run/embedded"; : >"$run/full"; : >"$run/ceiling"
 for round in $(seq 1 "$rounds"); do
   echo "fullstack: round $round of $rounds: the HTTP ceiling, embedded, full stack"
@@ -134,6 +192,12 @@ for round in $(seq 1 "$rounds"); do
   release
   onerun full "f$round" >>"$run/full"
 done
+if [ -n "${BENCH_PROFILE:-}" ]; then
+  echo "fullstack: one more full-stack run, profiled"
+  onerun full profiled profile >"$run/profiled"
+  hold; ceilingrun >"$run/profiled-ceiling"; release
+  [ "$rounds" -gt 0 ] || { echo "fullstack: (profiled run) $(cat "$run/profiled"); the ceiling: $(cat "$run/profiled-ceiling")"; exit 0; }
+fi
 # med FILE: the median of each column of FILE's rounds.
 med() { awk '{ for (i = 1; i <= NF; i++) v[i, NR] = $i; n = NR; f = NF }
   END { for (i = 1; i <= f; i++) { for (j = 1; j <= n; j++) col[j] = v[i, j]
@@ -157,7 +221,7 @@ $(mariadb --version 2>/dev/null | grep -o '[0-9]*\.[0-9]*\.[0-9]*-MariaDB' | cut
 Command: \`make bench\` (its step \`deploy/bench/fullstack.sh\`): $rounds rounds, each an
 embedded run (Redis Streams + SQLite) then a full-stack run (RocketMQ + MariaDB),
 each on three fresh masters and a new product (stock 100,000,000, limit 1), one
-coordinator; a 3 s warm-up, then wrk -t2 -c$conns -d$dur --latency (a new buyer
+coordinator; once, ${BENCH_WARMUP:-30s} of full-stack load not counted (the JVMs' JIT); in each run a 3 s warm-up, then wrk -t2 -c$conns -d$dur --latency (a new buyer
 per request), then the order drain: until every reservation is an order row.
 CPU per purchase from /proc (utime + stime) over the load and the drain, divided
 by the orders written; medians of the rounds. The broker and the database
