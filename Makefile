@@ -11,7 +11,7 @@ SHARDSTOCK_HTTP_ADDR ?= 127.0.0.1:8080
 BENCHTIME ?= 3s
 MQ ?= streams
 
-.PHONY: build run stop reset test vet bench profile-redis fuzz soak clean help
+.PHONY: build run stop reset test vet bench profile-redis profile-fullstack fuzz soak clean help
 .DEFAULT_GOAL := help
 
 help: ## list the targets
@@ -97,6 +97,9 @@ fuzz: ## run every fuzz target for FUZZTIME (default 5s); findings land in testd
 
 profile-redis: ## where a purchase's Redis CPU goes: perf on a redis-server built with symbols (deploy/bench/redis-profile.sh)
 	deploy/bench/redis-profile.sh
+
+profile-fullstack: ## where the full stack's CPU goes under make bench's load: every process profiled, into run/profile-fullstack (deploy/bench/fullstack.sh)
+	BENCH_ROUNDS=0 BENCH_PROFILE=$(CURDIR)/run/profile-fullstack deploy/bench/fullstack.sh
 
 bench: ## side-by-side benchmark (HTTP and Redis ceilings vs the purchase path, the full stack vs the embedded mode; rewrites BENCHMARKS.md), then the Go benchmarks
 	deploy/bench.sh
