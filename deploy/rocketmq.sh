@@ -294,14 +294,17 @@ mappedFileSizeConsumeQueue=300000
 deleteWhen=04
 fileReservedTime=24
 # The timer wheel (RocketMQ 5's timer messages, which shardstock does not
-# send) flushed its 259,200 slots every second: 28% of the broker's CPU
-# under make bench's full-stack load (make profile-fullstack, 2026-12-07).
+# send) compared and wrote its 604,800 slots (~39 MB) every second: 28% of
+# the broker's CPU samples under make bench's full-stack load (make
+# profile-fullstack, 2026-12-07). Off, the broker logs once a second that
+# it skips reviving pop messages (pop.log, rotated); shardstock's consumers
+# pull, they do not pop.
 # Consumer retries go through the delay levels (ScheduleMessageService),
 # which stay on.
 timerWheelEnable=false
-# A pull returns up to 512 messages (default 32, 8 from disk), so the order
-# writer commits one transaction per 256-512 reservations, as it does in the
-# Streams mode (messaging.ConsumeBatch).
+# A pull may return up to 512 messages (default 32, 8 from disk; 256 KiB):
+# the order consumer asks for 256 (messaging.ConsumeBatch), and writes them
+# in one transaction, as it does in the Streams mode.
 maxTransferCountOnMessageInMemory=512
 maxTransferBytesOnMessageInMemory=1048576
 maxTransferCountOnMessageInDisk=512

@@ -336,8 +336,9 @@ func (r *RocketMQ) subscribeBatch(group, topic string, max int, h func(ctx conte
 	}
 	if max > 32 {
 		// a pull brings up to max messages, so a call can have them all
-		// (the client pulls 32 by default; the broker's own cap is its
-		// maxTransferCountOnMessageInMemory)
+		// (the client pulls 32 by default; the broker's own caps are its
+		// maxTransferCount and maxTransferBytes settings, in memory and
+		// on disk: deploy/rocketmq.sh raises them)
 		opts = append(opts, consumer.WithPullBatchSize(int32(max)))
 	}
 	if !r.cfg.Credentials.IsZero() {
