@@ -296,11 +296,10 @@ fileReservedTime=24
 # The timer wheel (RocketMQ 5's timer messages, which shardstock does not
 # send) compared and wrote its 604,800 slots (~39 MB) every second: 28% of
 # the broker's CPU samples under make bench's full-stack load (make
-# profile-fullstack, 2026-12-07). Off, the broker logs once a second that
-# it skips reviving pop messages (pop.log, rotated); shardstock's consumers
-# pull, they do not pop.
-# Consumer retries go through the delay levels (ScheduleMessageService),
-# which stay on.
+# profile-fullstack, 2026-12-07). Consumer retries go through the delay
+# levels (ScheduleMessageService), which stay on. Off, the broker logs once
+# a second that it skips reviving pop messages (pop.log, rotated):
+# shardstock's consumers pull, they do not pop.
 timerWheelEnable=false
 # A pull may return up to 512 messages (default 32, 8 from disk; 256 KiB):
 # the order consumer asks for 256 (messaging.ConsumeBatch), and writes them

@@ -64,6 +64,8 @@ release() { kill -CONT $held; held=; }
 tck=$(getconf CLK_TCK)
 ticks() { local t=0 p; for p in "$@"; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0))); done; echo "$t"; }
 redis_pids() { local p; for p in ${ports//,/ }; do cat "$run/redis/$p/redis.pid"; done; }
+# wrk's latencies in ms (an awk function for the programs reading its output)
+wrkms='function ms(v) { if (v ~ /us$/) return v / 1000; if (v ~ /ms$/) return v + 0; if (v ~ /s$/) return v * 1000; return v }'
 metric() { curl -sf "$addr/metrics" | awk -v m="$1" '$1 ~ "^"m {s += $2} END {print s + 0}'; }
 
 # serve MODE: a coordinator on fresh masters, full stack or embedded.
@@ -90,8 +92,7 @@ ceilingrun() {
   c0=$(ticks "$ceiling")
   out=$(wrk -t2 -c"$conns" -d"$dur" --latency -s deploy/bench/purchase.lua "http://127.0.0.1:18090/" -- "c$(date +%s%N)-")
   c1=$(ticks "$ceiling")
-  echo "$out" | awk -v c=$((c1 - c0)) -v tck="$tck" '
-    function ms(v) { if (v ~ /us$/) return v / 1000; if (v ~ /ms$/) return v + 0; if (v ~ /s$/) return v * 1000; return v }
+  echo "$out" | awk -v c=$((c1 - c0)) -v tck="$tck" "$wrkms"'
     /requests in/ { n = $1 } /Requests\/sec/ { rps = $2 } $1 == "99%" { p99 = ms($2) }
     END { printf "%.0f %.2f %.1f\n", rps, p99, (n > 0 ? c * 1e6 / tck / n : 0) }'
 }
@@ -159,6 +160,7 @@ caught_up() {
     [ "$now" = "$last" ] && [ "$(metric shardstock_outbox_backlog)" = 0 ] && return
     last=$now; sleep 1
   done
+  echo "fullstack: the orders did not catch up within 120 s; this run's figures count what was written" >&2
 }
 
 # onerun MODE PRODUCT [profile] -> "purchases/s p99ms drain-s coordinator redis broker db total" (µs per purchase)
@@ -168,7 +170,7 @@ onerun() {
     -d '{"stock":100000000,"per_user_limit":1}' "$addr/admin/v1/products/$2" >/dev/null
   # warm-up: connections, the broker's topic routes, the database's pools
   wrk -t2 -c"$conns" -d3s -s deploy/bench/purchase.lua "http://$addr/api/v1/products/$2/purchase" -- "w$(date +%s%N)-" >/dev/null
-  local i0 s0 r0 j0 d0 out i1 last t1 end
+  local i0 s0 r0 j0 d0 out i1 t1
   # every order of the warm-up written first: behind the broker they came
   # seconds later, and the first reservations after the masters' resync at
   # start are checked one by one (LateHolds, 2 s of slack), which the
@@ -189,8 +191,7 @@ onerun() {
   echo "$out" >>"$run/wrk.log"
   [ -z "${3:-}" ] || profile_end
   echo "$out" | awk -v n=$((i1 - i0)) -v s=$((s1 - s0)) -v r=$((r1 - r0)) -v j=$((j1 - j0)) -v d=$((d1 - d0)) \
-    -v full="$([ "$1" = full ] && echo 1 || echo 0)" -v drain="$drain" -v tck="$tck" '
-    function ms(v) { if (v ~ /us$/) return v / 1000; if (v ~ /ms$/) return v + 0; if (v ~ /s$/) return v * 1000; return v }
+    -v full="$([ "$1" = full ] && echo 1 || echo 0)" -v drain="$drain" -v tck="$tck" "$wrkms"'
     function us(t) { return n > 0 ? t * 1e6 / tck / n : 0 }
     /Requests\/sec/ { rps = $2 } $1 == "99%" { p99 = ms($2) }
     END { if (!full) { j = 0; d = 0 }
